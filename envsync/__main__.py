@@ -1,0 +1,5 @@
+"""Entry point for `python -m envsync`."""
+
+from envsync.cli import main
+
+raise SystemExit(main())

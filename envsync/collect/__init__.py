@@ -1,0 +1,85 @@
+"""Run the probe on a host through a Runner and turn its JSON into a Snapshot."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from envsync.errors import CollectError
+from envsync.inventory import HostSpec
+from envsync.model import DecodeError, Snapshot, from_data
+from envsync.runner import CommandNotFound, Runner
+
+DEFAULT_TIMEOUT = 300.0
+
+# Read the probe from stdin and run it as __main__ with the host's own sys.path, minus
+# the current directory that `-c` puts first (a stray json.py there must not shadow the
+# stdlib).
+BOOTSTRAP = (
+    "import sys;sys.version_info<(3,8)and sys.exit("
+    "'envsync: the probe needs Python 3.8 or newer, this is '+sys.version.split()[0]);"
+    "sys.path[:1]==['']and sys.path.pop(0);"
+    "exec(compile(sys.stdin.read(),'<envsync-probe>','exec'),{'__name__':'__main__'})"
+)
+
+
+@cache
+def probe_source() -> bytes:
+    return resources.files("envsync.collect").joinpath("probe.py").read_bytes()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeOptions:
+    deep: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+
+
+def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
+    payload = {
+        "host": host.name,
+        "watch": list(host.watch),
+        "env": list(host.env),
+        "deep": options.deep,
+    }
+    return [host.python, "-c", BOOTSTRAP, json.dumps(payload, separators=(",", ":"))]
+
+
+def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None) -> Snapshot:
+    """Collect a snapshot of `host` with one probe run; raise CollectError on failure."""
+    options = options or ProbeOptions()
+    try:
+        result = runner.run(
+            probe_argv(host, options), input=probe_source(), timeout=options.timeout
+        )
+    except CommandNotFound as e:
+        raise CollectError(
+            f"{host.name}: python {host.python!r} not found",
+            tip=f"set hosts.{host.name}.python to the service's interpreter",
+        ) from e
+    if result.returncode != 0:
+        tail = result.stderr_tail()
+        if result.returncode == 127 or (
+            "No such file or directory" in tail and host.python in tail
+        ):
+            raise CollectError(f"{host.name}: python {host.python!r} not found")
+        raise CollectError(
+            f"{host.name}: probe failed with exit code {result.returncode}: {tail or 'no output'}"
+        )
+    return parse_probe_output(host.name, result.stdout)
+
+
+def parse_probe_output(host: str, stdout: bytes) -> Snapshot:
+    try:
+        data = json.loads(stdout)
+    except ValueError as e:
+        head = stdout[:80].decode("utf-8", "replace").strip()
+        raise CollectError(
+            f"{host}: probe output is not JSON ({e.__class__.__name__}: {e}); it began {head!r}",
+            tip="is the host's `python` a Python 3.8+ interpreter?",
+        ) from e
+    try:
+        return from_data(Snapshot, data, host)
+    except DecodeError as e:
+        raise CollectError(f"{host}: probe output is not an envsync snapshot: {e}") from e

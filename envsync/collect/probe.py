@@ -1,0 +1,581 @@
+"""The envsync probe: a stdlib-only program run by a host's own interpreter (Python 3.8+).
+
+It is shipped on stdin (`python -c BOOTSTRAP` reads it) and prints one JSON document on
+stdout: the facts of an envsync snapshot. It installs nothing and writes nothing. Options
+come as one JSON object in argv[1]: {"watch": [...], "env": [...], "deep": false}.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import time
+from typing import Any  # noqa: F401 (used in type comments, which run on 3.8)
+
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE|SESSION|AUTH|(?:^|_)KEY(?:$|_)|APIKEY|ACCESS_KEY",
+    re.IGNORECASE,
+)
+URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+REDACTED = "<redacted>"
+NVIDIA_SMI_TIMEOUT = 20
+DEEP_TIMEOUT = 180
+
+
+def normalize(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def redact_url(value):
+    """Drop `user:password@` from every URL in a string."""
+    return URL_USERINFO.sub(lambda m: m.group("scheme") + REDACTED + "@", value)
+
+
+def redact_env(name, value):
+    if SECRET_NAME.search(name):
+        return REDACTED
+    return redact_url(value)
+
+
+def redact_data(value):
+    if isinstance(value, str):
+        return redact_url(value)
+    if isinstance(value, dict):
+        return {k: redact_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_data(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# Interpreter
+
+
+def interpreter_facts():
+    impl = sys.implementation.name
+    short = {"cpython": "cp", "pypy": "pp"}.get(impl, impl)
+    interpreter_tag = "%s%d%d" % (short, sys.version_info[0], sys.version_info[1])
+    soabi = sysconfig.get_config_var("SOABI") or ""
+    # SOABI is e.g. cpython-311-x86_64-linux-gnu; the wheel ABI tag is cp311 (+ "t" for
+    # free-threaded builds, "d" for debug builds).
+    abi_tag = interpreter_tag
+    match = re.match(r"cpython-(\d+)([a-z]*)", soabi)
+    if match:
+        abi_tag = "cp" + match.group(1) + match.group(2)
+    platform = re.sub(r"[-.]", "_", sysconfig.get_platform())
+    return {
+        "executable": sys.executable,
+        "version": "%d.%d.%d" % sys.version_info[:3],
+        "implementation": impl,
+        "interpreter_tag": interpreter_tag,
+        "abi_tag": abi_tag,
+        "platform": platform,
+        "prefix": sys.prefix,
+        "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+        "in_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+        "sys_path": [redact_url(p) for p in sys.path],
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Distributions
+
+
+def parse_metadata_headers(text):
+    """Return {header: [values]} of an RFC 822 metadata header block (METADATA, PKG-INFO)."""
+    headers = {}  # type: dict[str, list[str]]
+    last = None
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the body (long description) starts here
+        if line[0] in " \t" and last is not None:
+            headers[last][-1] += "\n" + line.strip()
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise ValueError("malformed header line %r" % line[:60])
+        last = key.strip().lower()
+        headers.setdefault(last, []).append(value.strip())
+    return headers
+
+
+def read_text(path):
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", "replace")
+
+
+def read_header_block(path):
+    # Metadata files carry the whole long description after the headers; read only up to
+    # the first blank line.
+    chunks = []
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(16384)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if b"\n\n" in chunk or b"\r\n\r\n" in chunk:
+                break
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def parse_record(text):
+    """RECORD rows as (path, sha256 hex or None) pairs."""
+    rows = []
+    for row in csv.reader(io.StringIO(text)):
+        if not row or not row[0]:
+            continue
+        digest = None
+        if len(row) > 1 and row[1].startswith("sha256="):
+            b64 = row[1][len("sha256=") :]
+            try:
+                digest = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+            except (ValueError, TypeError):
+                digest = "invalid"
+        rows.append((row[0], digest))
+    return rows
+
+
+def egg_requires(text):
+    """Requirements of an .egg-info requires.txt as Requires-Dist strings."""
+    requires = []
+    marker = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+            extra, _, cond = section.partition(":")
+            parts = []
+            if extra:
+                parts.append('extra == "%s"' % extra)
+            if cond:
+                parts.append("(%s)" % cond if extra else cond)
+            marker = " and ".join(parts) or None
+            continue
+        requires.append(line + ("; " + marker if marker else ""))
+    return requires
+
+
+IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def top_level_from_files(paths):
+    names = set()
+    for path in paths:
+        first, sep, _ = path.partition("/")
+        if first.startswith("..") or first.endswith((".dist-info", ".data", ".egg-info")):
+            continue
+        if first == "__pycache__":
+            continue
+        if sep:
+            if IDENT.match(first):
+                names.add(first)
+            continue
+        base = first.split(".", 1)[0]
+        if first.endswith((".py", ".so", ".pyd")) and IDENT.match(base):
+            names.add(base)
+    return sorted(names)
+
+
+def read_distribution(location, entry):
+    """Facts of one .dist-info or .egg-info directory; raise ValueError when malformed."""
+    meta_dir = os.path.join(location, entry)
+    is_egg = entry.endswith(".egg-info")
+    if is_egg and not os.path.isdir(meta_dir):
+        meta_file = meta_dir  # a single-file .egg-info
+        meta_dir = None
+    else:
+        meta_file = os.path.join(meta_dir, "PKG-INFO" if is_egg else "METADATA")
+    if not os.path.isfile(meta_file):
+        raise ValueError("no %s file" % os.path.basename(meta_file))
+    headers = parse_metadata_headers(read_header_block(meta_file))
+    name = (headers.get("name") or [""])[0]
+    version = (headers.get("version") or [""])[0]
+    if not name:
+        raise ValueError("metadata has no Name")
+    if not version:
+        raise ValueError("metadata has no Version")
+    dist = {
+        "name": normalize(name),
+        "display_name": name,
+        "version": version,
+        "installer": None,
+        "location": location,
+        "metadata_dir": entry,
+        "requires": headers.get("requires-dist", []),
+        "top_level": [],
+        "direct_url": None,
+    }
+    if meta_dir is None:
+        return dist, []
+
+    def meta(fname):
+        path = os.path.join(meta_dir, fname)
+        return read_text(path) if os.path.isfile(path) else None
+
+    installer = meta("INSTALLER")
+    if installer is not None:
+        dist["installer"] = installer.strip() or None
+    direct_url = meta("direct_url.json")
+    if direct_url is not None:
+        try:
+            dist["direct_url"] = redact_data(json.loads(direct_url))
+        except ValueError as e:
+            raise ValueError("direct_url.json is not valid JSON (%s)" % e) from None
+    if is_egg:
+        requires = meta("requires.txt")
+        if requires is not None:
+            dist["requires"] = egg_requires(requires)
+    records = []
+    record = meta("installed-files.txt" if is_egg else "RECORD")
+    if record is not None:
+        if is_egg:
+            # installed-files.txt paths are relative to the .egg-info directory.
+            records = [
+                (os.path.relpath(os.path.normpath(os.path.join(entry, p)), "."), None)
+                for p in record.splitlines()
+                if p.strip()
+            ]
+        else:
+            records = parse_record(record)
+    top_level = meta("top_level.txt")
+    if top_level is not None:
+        dist["top_level"] = sorted({n.strip() for n in top_level.splitlines() if n.strip()})
+    else:
+        dist["top_level"] = top_level_from_files([p for p, _ in records])
+    return dist, records
+
+
+def file_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def is_bytecode(path):
+    return path.endswith((".pyc", ".pyo")) or "/__pycache__/" in "/" + path
+
+
+def watched_files(dist, records):
+    """Hash every installed file of a watched distribution and compare it with RECORD."""
+    location = dist["location"]
+    meta_dir = dist["metadata_dir"]
+    files, patched, missing, added = {}, [], [], []
+    listed = set()
+    for path, digest in records:
+        listed.add(os.path.normpath(path))
+        if is_bytecode(path):
+            continue
+        if path == meta_dir + "/RECORD":
+            continue  # RECORD cannot list its own hash
+        full = os.path.join(location, path)
+        try:
+            actual = file_sha256(full)
+        except FileNotFoundError:
+            missing.append(path)
+            continue
+        except OSError as e:
+            missing.append(path)
+            files[path] = "unreadable: %s" % e.strerror
+            continue
+        files[path] = actual
+        if digest is not None and digest != actual:
+            patched.append(path)
+    # Files in the distribution's own top-level directories that RECORD does not know.
+    roots = set()
+    for path, _ in records:
+        first, sep, _ = path.partition("/")
+        if sep and not first.startswith("..") and not first.endswith((".dist-info", ".data")):
+            roots.add(first)
+    for root in sorted(roots):
+        top = os.path.join(location, root)
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for fname in sorted(filenames):
+                full = os.path.join(dirpath, fname)
+                rel = os.path.relpath(full, location).replace(os.sep, "/")
+                if is_bytecode(rel) or os.path.normpath(rel) in listed:
+                    continue
+                try:
+                    files[rel] = file_sha256(full)
+                except OSError:
+                    files[rel] = "unreadable"
+                added.append(rel)
+    dist["files"] = dict(sorted(files.items()))
+    dist["patched"] = sorted(patched)
+    dist["missing"] = sorted(missing)
+    dist["added"] = sorted(added)
+
+
+def scan_distributions(paths, watch):
+    watch = {normalize(w) for w in watch}
+    found = {}  # type: dict[str, dict[str, Any]]
+    order = []
+    broken = []
+    for location in paths:
+        if not location or not os.path.isdir(location):
+            continue
+        try:
+            entries = sorted(os.listdir(location))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                dist, records = read_distribution(location, entry)
+            except (OSError, ValueError, UnicodeError) as e:
+                reason = getattr(e, "strerror", None) or str(e)
+                broken.append({"path": os.path.join(location, entry), "reason": reason})
+                continue
+            name = dist["name"]
+            if name in found:
+                # The first sys.path entry wins at import time; remember the shadowed one.
+                found[name]["shadowed"].append(os.path.join(location, entry))
+                continue
+            dist["shadowed"] = []
+            if name in watch:
+                watched_files(dist, records)
+            found[name] = dist
+            order.append(name)
+    return [found[n] for n in sorted(order)], broken
+
+
+# ---------------------------------------------------------------------------------------
+# torch, GPU, system, environment
+
+TORCH_KEYS = {"__version__": "version", "cuda": "cuda", "git_version": "git_version", "hip": "hip"}
+
+
+def torch_facts(paths, deep):
+    import ast
+
+    for location in paths:
+        version_py = os.path.join(location or ".", "torch", "version.py")
+        if location and os.path.isfile(version_py):
+            break
+    else:
+        return None
+    try:
+        tree = ast.parse(read_text(version_py))
+    except (OSError, SyntaxError) as e:
+        return {"unavailable": "cannot read %s: %s" % (version_py, e)}
+    facts = {"location": location}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in TORCH_KEYS:
+            try:
+                literal = ast.literal_eval(value)
+            except ValueError:
+                continue
+            if literal is None or isinstance(literal, str):
+                facts[TORCH_KEYS[target.id]] = literal
+    if "version" not in facts:
+        return {"unavailable": "%s has no __version__" % version_py}
+    if deep:
+        facts.update(torch_deep())
+    return facts
+
+
+DEEP_SCRIPT = r"""
+import json, torch
+out = {}
+def get(key, fn):
+    try:
+        out[key] = fn()
+    except Exception as e:
+        out[key] = {"unavailable": "%s: %s" % (type(e).__name__, e)}
+def arch():
+    flags = torch._C._cuda_getArchFlags() if hasattr(torch._C, "_cuda_getArchFlags") else None
+    if flags is None:
+        return torch.cuda.get_arch_list()
+    return flags.split() if isinstance(flags, str) else list(flags)
+def cudnn():
+    v = torch.backends.cudnn.version()
+    if v is None:
+        return {"unavailable": "torch has no cuDNN"}
+    return "%d.%d.%d" % (v // 10000, v // 100 % 100, v % 100) if v >= 10000 else str(v)
+def nccl():
+    v = torch.cuda.nccl.version()
+    return ".".join(str(p) for p in v) if isinstance(v, tuple) else str(v)
+get("arch_list", arch)
+get("cudnn", cudnn)
+get("nccl", nccl)
+print(json.dumps(out))
+"""
+
+
+def torch_deep():
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", DEEP_SCRIPT],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=DEEP_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        why = {"unavailable": "importing torch took over %ds" % DEEP_TIMEOUT}
+        return {"arch_list": why, "cudnn": why, "nccl": why}
+    if proc.returncode != 0:
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["?"]
+        why = {"unavailable": "import torch failed: %s" % tail[0]}
+        return {"arch_list": why, "cudnn": why, "nccl": why}
+    return json.loads(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+
+
+GPU_QUERY = "index,name,compute_cap,driver_version,memory.total"
+CUDA_VERSION = re.compile(r"CUDA Version:\s*([0-9.]+)")
+
+
+def parse_gpu_csv(text):
+    gpus = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) < 5:
+            raise ValueError("unexpected nvidia-smi line %r" % line)
+
+        def value(cell):
+            return None if cell in ("", "[N/A]", "N/A", "[Not Supported]") else cell
+
+        memory = value(cells[4])
+        gpus.append(
+            {
+                "index": int(cells[0]),
+                "name": cells[1],
+                "compute_capability": value(cells[2]),
+                "driver_version": value(cells[3]),
+                "memory_mib": int(float(memory)) if memory else None,
+            }
+        )
+    return gpus
+
+
+def parse_cuda_version(text):
+    match = CUDA_VERSION.search(text)
+    return match.group(1) if match else None
+
+
+def run_tool(argv):
+    proc = subprocess.run(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=NVIDIA_SMI_TIMEOUT
+    )
+    if proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip().splitlines()
+        raise RuntimeError(
+            "%s exited %d: %s" % (argv[0], proc.returncode, err[0] if err else "no output")
+        )
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def gpu_facts():
+    import shutil
+
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return {"unavailable": "nvidia-smi not found on PATH"}
+    try:
+        gpus = parse_gpu_csv(
+            run_tool([smi, "--query-gpu=" + GPU_QUERY, "--format=csv,noheader,nounits"])
+        )
+        cuda = parse_cuda_version(run_tool([smi]))
+    except subprocess.TimeoutExpired:
+        return {"unavailable": "nvidia-smi did not answer within %ds" % NVIDIA_SMI_TIMEOUT}
+    except (OSError, RuntimeError, ValueError) as e:
+        return {"unavailable": str(e)}
+    drivers = sorted({g["driver_version"] for g in gpus if g["driver_version"]})
+    return {
+        "gpus": gpus,
+        "driver_version": drivers[0] if len(drivers) == 1 else (", ".join(drivers) or None),
+        "cuda_driver_version": cuda,
+    }
+
+
+def os_release():
+    for path in ("/etc/os-release", "/usr/lib/os-release"):
+        try:
+            text = read_text(path)
+        except OSError:
+            continue
+        fields = {}
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                fields[key.strip()] = value.strip().strip("\"'")
+        return fields.get("PRETTY_NAME") or fields.get("NAME") or "unknown"
+    return None
+
+
+def system_facts():
+    import platform
+
+    uname = platform.uname()
+    glibc = None
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        glibc = os.confstr("CS_GNU_LIBC_VERSION")
+    return {
+        "os": os_release() or ("%s %s" % (uname.system, uname.release)),
+        "kernel": uname.release,
+        "machine": uname.machine,
+        "glibc": glibc.split()[-1] if glibc else None,
+        "hostname": uname.node,
+    }
+
+
+def env_facts(patterns):
+    import fnmatch
+
+    out = {}
+    for name in sorted(os.environ):
+        if any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            out[name] = redact_env(name, os.environ[name])
+    return out
+
+
+def collect(options):
+    started = time.time()
+    paths = [p for p in sys.path if p]
+    distributions, broken = scan_distributions(paths, options.get("watch") or [])
+    facts = {
+        "schema_version": 1,
+        "host": options.get("host") or "local",
+        "source": "probe",
+        "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "interpreter": interpreter_facts(),
+        "distributions": distributions,
+        "broken": broken,
+        "watch": sorted({normalize(w) for w in options.get("watch") or []}),
+        "torch": torch_facts(paths, bool(options.get("deep"))),
+        "gpu": gpu_facts(),
+        "system": system_facts(),
+        "env": env_facts(options.get("env") or []),
+    }
+    facts["duration_s"] = round(time.time() - started, 4)
+    return facts
+
+
+def main(argv):
+    options = json.loads(argv[1]) if len(argv) > 1 else {}
+    sys.stdout.write(json.dumps(collect(options), sort_keys=False))
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

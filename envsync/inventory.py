@@ -1,0 +1,258 @@
+"""The inventory (envsync.toml): hosts, the service, defaults -> HostSpec, ServiceSpec."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from envsync.errors import InventoryError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_INVENTORY = "envsync.toml"
+INVENTORY_ENV = "ENVSYNC_INVENTORY"
+LOCAL = "local"
+HOST_KEY_POLICIES = ("strict", "accept-new")
+# Environment variables worth recording when the inventory names none.
+DEFAULT_ENV = (
+    "CUDA_*",
+    "NCCL_*",
+    "SGLANG_*",
+    "TORCH_*",
+    "HF_*",
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+    "PIP_*",
+    "VIRTUAL_ENV",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceSpec:
+    command: tuple[str, ...] = ()
+    port: int | None = None
+    health: str = "/health"
+    unit: str | None = None
+    entrypoint: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostSpec:
+    name: str
+    python: str
+    ssh: str | None = None  # None: this machine
+    identity: str | None = None
+    known_hosts: str | None = None
+    host_key_policy: str = "strict"
+    watch: tuple[str, ...] = ()
+    env: tuple[str, ...] = DEFAULT_ENV
+    service: ServiceSpec | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.ssh is None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inventory:
+    path: Path | None  # None: no inventory file, only `local` and files can be named
+    hosts: Mapping[str, HostSpec] = field(default_factory=dict)
+    reference: str | None = None
+    target: str | None = None
+    service: ServiceSpec | None = None
+
+    def host(self, name: str) -> HostSpec:
+        if name in self.hosts:
+            return self.hosts[name]
+        if name == LOCAL:
+            return local_host()
+        known = ", ".join(sorted({*self.hosts, LOCAL}))
+        where = f" in {self.path}" if self.path else " (no inventory file: ./envsync.toml)"
+        raise InventoryError(
+            f"unknown host {name!r}{where}; known hosts: {known}",
+            tip="add it under [hosts.NAME], or name a snapshot, lock or requirements file",
+        )
+
+
+def local_host(watch: tuple[str, ...] = (), env: tuple[str, ...] = DEFAULT_ENV) -> HostSpec:
+    """`local`: the active virtualenv's interpreter, else python3 on PATH."""
+    venv = os.environ.get("VIRTUAL_ENV")
+    python = None
+    if venv and Path(venv, "bin", "python").exists():
+        python = str(Path(venv, "bin", "python"))
+    python = python or shutil.which("python3") or sys.executable
+    return HostSpec(name=LOCAL, python=python, watch=watch, env=env)
+
+
+# ---------------------------------------------------------------------------------------
+# Parsing and validation
+
+
+_DEFAULTS_KEYS = {"reference": str, "target": str, "watch": list, "env": list}
+_SERVICE_KEYS = {
+    "command": list,
+    "port": int,
+    "health": str,
+    "unit": str,
+    "entrypoint": str,
+    "env": dict,
+}
+_HOST_KEYS = {
+    "python": str,
+    "ssh": str,
+    "identity": str,
+    "known_hosts": str,
+    "host_key_policy": str,
+    "watch": list,
+    "env": list,
+    "service": dict,
+}
+_TOP_KEYS = {"defaults": dict, "service": dict, "hosts": dict}
+_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
+
+
+def inventory_path(explicit: str | None, environ: Mapping[str, str]) -> tuple[Path, bool]:
+    """The inventory to read and whether the user named it (then it must exist)."""
+    if explicit:
+        return Path(explicit), True
+    if environ.get(INVENTORY_ENV):
+        return Path(environ[INVENTORY_ENV]), True
+    return Path(DEFAULT_INVENTORY), False
+
+
+def load_inventory(
+    explicit: str | None = None, environ: Mapping[str, str] | None = None
+) -> Inventory:
+    path, required = inventory_path(explicit, os.environ if environ is None else environ)
+    if not path.exists():
+        if required:
+            raise InventoryError(
+                f"{path}: inventory file not found",
+                tip="check --inventory / ENVSYNC_INVENTORY, or create envsync.toml",
+            )
+        return Inventory(path=None)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise InventoryError(f"{path}: invalid TOML: {e}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise InventoryError(f"{path}: cannot read inventory: {e}") from e
+    return parse_inventory(data, path)
+
+
+def _check(table: Mapping[str, Any], spec: Mapping[str, type], where: str, path: Path) -> None:
+    for key, value in table.items():
+        if key not in spec:
+            raise InventoryError(
+                f"{path}: unknown key {key!r} in {where}; expected one of: "
+                + ", ".join(sorted(spec))
+            )
+        expected = spec[key]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise InventoryError(
+                f"{path}: {where}.{key} must be {_TYPE_NAMES[expected]}, "
+                f"got {type(value).__name__} {value!r}"
+            )
+
+
+def _strings(value: list[Any], where: str, path: Path) -> tuple[str, ...]:
+    for item in value:
+        if not isinstance(item, str):
+            raise InventoryError(f"{path}: {where} must be a list of strings, got {item!r}")
+    return tuple(value)
+
+
+def _service(
+    table: Mapping[str, Any], where: str, path: Path, base: ServiceSpec | None
+) -> ServiceSpec:
+    _check(table, _SERVICE_KEYS, where, path)
+    service = base or ServiceSpec()
+    changes: dict[str, Any] = {}
+    if "command" in table:
+        changes["command"] = _strings(table["command"], f"{where}.command", path)
+    if "env" in table:
+        env = table["env"]
+        for key, value in env.items():
+            if not isinstance(value, str):
+                raise InventoryError(f"{path}: {where}.env.{key} must be a string, got {value!r}")
+        changes["env"] = {**service.env, **env}
+    for key in ("port", "health", "unit", "entrypoint"):
+        if key in table:
+            changes[key] = table[key]
+    if "port" in changes and not 0 < changes["port"] < 65536:
+        raise InventoryError(f"{path}: {where}.port must be between 1 and 65535")
+    return replace(service, **changes)
+
+
+def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
+    _check(data, _TOP_KEYS, "the top level", path)
+    defaults = data.get("defaults", {})
+    _check(defaults, _DEFAULTS_KEYS, "[defaults]", path)
+    watch = _strings(defaults.get("watch", []), "defaults.watch", path)
+    env = _strings(defaults.get("env", list(DEFAULT_ENV)), "defaults.env", path)
+    service = _service(data["service"], "[service]", path, None) if "service" in data else None
+    hosts: dict[str, HostSpec] = {}
+    for name, table in data.get("hosts", {}).items():
+        where = f"[hosts.{name}]"
+        if not isinstance(table, dict):
+            raise InventoryError(f"{path}: {where} must be a table")
+        _check(table, _HOST_KEYS, where, path)
+        if "python" not in table:
+            raise InventoryError(
+                f"{path}: {where} has no 'python'; expected the path of the host's interpreter, "
+                'e.g. python = "/opt/venv/bin/python"'
+            )
+        policy = table.get("host_key_policy", "strict")
+        if policy not in HOST_KEY_POLICIES:
+            raise InventoryError(
+                f"{path}: {where}.host_key_policy must be one of {', '.join(HOST_KEY_POLICIES)}, "
+                f"got {policy!r}"
+            )
+        ssh = table.get("ssh")
+        python = table["python"]
+        if ssh is None:
+            # A path on this machine: relative paths are relative to the inventory file.
+            python = (
+                str((path.parent / os.path.expanduser(python)).absolute())
+                if "/" in python
+                else python
+            )
+        hosts[name] = HostSpec(
+            name=name,
+            python=python,
+            ssh=ssh,
+            identity=_local_path(table.get("identity"), path),
+            known_hosts=_local_path(table.get("known_hosts"), path),
+            host_key_policy=policy,
+            watch=_strings(table.get("watch", list(watch)), f"{where}.watch", path),
+            env=_strings(table.get("env", list(env)), f"{where}.env", path),
+            service=_service(table["service"], f"{where}.service", path, service)
+            if "service" in table
+            else service,
+        )
+    if LOCAL not in hosts:
+        hosts[LOCAL] = local_host(watch, env)
+    reference = defaults.get("reference")
+    target = defaults.get("target")
+    for key, name in (("reference", reference), ("target", target)):
+        if name is not None and name not in hosts:
+            raise InventoryError(
+                f"{path}: defaults.{key} names {name!r}, which is not a host; "
+                f"expected one of: {', '.join(sorted(hosts))}"
+            )
+    return Inventory(path=path, hosts=hosts, reference=reference, target=target, service=service)
+
+
+def _local_path(value: str | None, inventory: Path) -> str | None:
+    if value is None:
+        return None
+    return str((inventory.parent / os.path.expanduser(value)).absolute())

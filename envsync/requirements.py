@@ -1,0 +1,54 @@
+"""A pinned requirements file (parsed with pip-api) as a partial reference snapshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from envsync.errors import RequirementsError
+from envsync.model import Distribution, Snapshot, Unavailable
+
+_NOT_RECORDED = Unavailable(reason="not recorded in a requirements file")
+
+
+def read_requirements(path: Path) -> Snapshot:
+    """Each `NAME==VERSION` line becomes a distribution; anything unpinned is an error."""
+    import pip_api  # slow to import (it asks pip for its version): only when needed
+    from pip_api._vendor.packaging.requirements import InvalidRequirement
+    from pip_api.exceptions import PipError
+
+    try:
+        parsed = pip_api.parse_requirements(path, include_invalid=True)
+    except (PipError, InvalidRequirement) as e:
+        first = str(e).strip().splitlines()[0]
+        raise RequirementsError(f"{path}: invalid requirements file: {first}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise RequirementsError(f"{path}: cannot read requirements file: {e}") from e
+    distributions = []
+    for name, req in sorted(parsed.items()):
+        specifiers = list(getattr(req, "specifier", []))
+        if len(specifiers) != 1 or specifiers[0].operator not in ("==", "==="):
+            shown = getattr(req, "line", None) or str(req)
+            raise RequirementsError(
+                f"{path}: {shown!s} is not pinned; a reference environment needs NAME==VERSION",
+                tip="use `pip freeze` output, or a lock from `envsync lock`",
+            )
+        version = specifiers[0].version
+        if version.endswith(".*"):
+            raise RequirementsError(f"{path}: {req} is a wildcard, not a pin")
+        distributions.append(
+            Distribution(name=canonicalize_name(name), display_name=req.name, version=version)
+        )
+    if not distributions:
+        raise RequirementsError(f"{path}: no requirements in the file")
+    return Snapshot(
+        host=str(path),
+        source="requirements",
+        partial=True,
+        interpreter=_NOT_RECORDED,
+        distributions=tuple(distributions),
+        gpu=_NOT_RECORDED,
+        system=_NOT_RECORDED,
+        torch=_NOT_RECORDED,
+    )

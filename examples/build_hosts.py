@@ -1,0 +1,158 @@
+"""Build the built-in example: two local venvs, ct129 and ct200, that replay the story.
+
+Both get the same real SGLang wheel; ct129 (the reference, where the service works) gets
+xgrammar 0.1.32, soundfile, and three local DFlash/DDTree patches to SGLang's files;
+ct200 gets xgrammar 0.1.10, no soundfile and no patches. Wheels are real, fetched once
+with `pip download` through this machine's own pip configuration into a cache, and
+installed with `--no-deps`. The venvs are rebuilt only when this recipe changes.
+
+    python examples/build_hosts.py [--dest DIR] [--wheels DIR] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SGLANG = "sglang==0.5.11"
+HOSTS = {
+    "ct129": [SGLANG, "xgrammar==0.1.32", "soundfile==0.13.1"],
+    "ct200": [SGLANG, "xgrammar==0.1.10"],
+}
+# The local speculative-decoding patches that live only on ct129: two edited files and
+# one file SGLang's RECORD does not know.
+PATCHES = {
+    "ct129": {
+        "sglang/srt/server_args.py": (
+            "append",
+            "\n# local patch (DDTree): tree-shaped drafts for DFLASH\nDDTREE_DEFAULT_BUDGET = 64\n",
+        ),
+        "sglang/srt/speculative/dflash_worker.py": (
+            "append",
+            "\n# local patch (DFlash): keep the draft KV cache across verify steps\n"
+            "DFLASH_KEEP_DRAFT_CACHE = True\n",
+        ),
+        "sglang/srt/speculative/ddtree_utils.py": (
+            "create",
+            '"""DDTree draft-tree helpers (local patch, not part of any SGLang release)."""\n\n'
+            "def tree_budget(depth: int, topk: int) -> int:\n"
+            "    return sum(topk**i for i in range(1, depth + 1))\n",
+        ),
+    },
+    "ct200": {},
+}
+STAMP = ".envsync-example.json"
+
+
+def recipe(name: str) -> str:
+    data = {"python": sys.version.split()[0], "packages": HOSTS[name], "patches": PATCHES[name]}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def run(argv: list[str]) -> None:
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+
+
+def fetch(wheels: Path) -> dict[str, Path]:
+    """Download every wheel once; map each requirement to its wheel file."""
+    wheels.mkdir(parents=True, exist_ok=True)
+    found: dict[str, Path] = {}
+    for req in sorted({r for reqs in HOSTS.values() for r in reqs}):
+        name, version = req.split("==")
+        stem = f"{name.replace('-', '_')}-{version}-"
+        hits = sorted(wheels.glob(stem + "*.whl"))
+        if not hits:
+            print(f"downloading {req} ...", file=sys.stderr)
+            run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "-d",
+                    str(wheels),
+                    req,
+                ]
+            )
+            hits = sorted(wheels.glob(stem + "*.whl"))
+        if not hits:
+            raise SystemExit(f"build_hosts: pip download {req} gave no wheel in {wheels}")
+        found[req] = hits[0]
+    return found
+
+
+def site_packages(root: Path) -> Path:
+    out = subprocess.run(
+        [
+            str(root / "bin" / "python"),
+            "-c",
+            "import sysconfig; print(sysconfig.get_path('purelib'))",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return Path(out.stdout.strip())
+
+
+def build(name: str, dest: Path, wheels: dict[str, Path], force: bool) -> Path:
+    root = dest / name
+    stamp = root / STAMP
+    want = recipe(name)
+    if not force and stamp.is_file() and json.loads(stamp.read_text()).get("recipe") == want:
+        return root
+    if root.exists():
+        shutil.rmtree(root)
+    print(f"building {name} in {root} ...", file=sys.stderr)
+    venv.EnvBuilder(with_pip=True, clear=True).create(root)
+    python = str(root / "bin" / "python")
+    run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            *(str(wheels[r]) for r in HOSTS[name]),
+        ]
+    )
+    sp = site_packages(root)
+    for rel, (mode, text) in PATCHES[name].items():
+        path = sp / rel
+        if mode == "append":
+            with path.open("a", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            path.write_text(text, encoding="utf-8")
+    stamp.write_text(json.dumps({"recipe": want, "packages": HOSTS[name]}) + "\n")
+    return root
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dest", type=Path, default=HERE / ".hosts")
+    parser.add_argument("--wheels", type=Path, default=HERE / ".cache" / "wheels")
+    parser.add_argument("--force", action="store_true", help="rebuild even when cached")
+    args = parser.parse_args()
+    wheels = fetch(args.wheels)
+    for name in HOSTS:
+        root = build(name, args.dest, wheels, args.force)
+        print(f"{name}: {root / 'bin' / 'python'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
