@@ -18,7 +18,7 @@ from envsync.lock import dumps_lock
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot, to_data
 from envsync.runner import Runner
 from envsync.runner.local import LocalRunner
-from envsync.snapshot import dumps_snapshot, resolve, take, write_atomic
+from envsync.snapshot import check_writable, dumps_snapshot, resolve, take, write_atomic
 
 
 def runner_for(spec: HostSpec) -> Runner:
@@ -72,6 +72,8 @@ def _emit(text: str, output: str | None) -> None:
 
 
 def cmd_snapshot(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
+    if args.output:
+        check_writable(Path(args.output))
     snaps = [_snapshot_of(name, inventory, args) for name in args.hosts]
     if len(snaps) == 1:
         text = dumps_snapshot(snaps[0])
@@ -89,6 +91,8 @@ def cmd_lock(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
             "lock: no HOST given and the inventory names no defaults.reference",
             tip="run `envsync lock HOST > env.lock`",
         )
+    if args.output:
+        check_writable(Path(args.output))
     _emit(dumps_lock(_snapshot_of(host, inventory, args)), args.output)
     return ExitCode.OK
 
@@ -116,6 +120,20 @@ def _add_collect_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_global_options(p: argparse.ArgumentParser, default: object) -> None:
+    # Accepted before or after the command; SUPPRESS keeps a later default from erasing
+    # an earlier value.
+    p.add_argument(
+        "--inventory",
+        metavar="PATH",
+        default=default,
+        help="inventory file (default: $ENVSYNC_INVENTORY, else ./envsync.toml)",
+    )
+    p.add_argument(
+        "-q", "--quiet", action="store_true", default=default, help="no progress on stderr"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envsync",
@@ -125,20 +143,19 @@ def build_parser() -> argparse.ArgumentParser:
         "bad input, 3 collection failed, 4 apply failed, 5 smoke test failed.",
     )
     parser.add_argument("--version", action="version", version=f"envsync {__version__}")
-    parser.add_argument(
-        "--inventory",
-        metavar="PATH",
-        help="inventory file (default: $ENVSYNC_INVENTORY, else ./envsync.toml)",
-    )
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    _add_global_options(parser, argparse.SUPPRESS)
+    common = argparse.ArgumentParser(add_help=False)
+    _add_global_options(common, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("snapshot", help="JSON snapshot of one or more hosts")
+    p = sub.add_parser("snapshot", parents=[common], help="JSON snapshot of one or more hosts")
     p.add_argument("hosts", nargs="+", metavar="HOST")
     _add_collect_options(p)
     p.set_defaults(func=cmd_snapshot)
 
-    p = sub.add_parser("lock", help="TOML lock of a host (default: the inventory's reference)")
+    p = sub.add_parser(
+        "lock", parents=[common], help="TOML lock of a host (default: the inventory's reference)"
+    )
     p.add_argument("host", nargs="?", metavar="HOST")
     _add_collect_options(p)
     p.set_defaults(func=cmd_lock)
@@ -148,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.inventory = getattr(args, "inventory", None)
+    args.quiet = getattr(args, "quiet", False)
     try:
         inventory = load_inventory(args.inventory, os.environ)
         return int(args.func(args, inventory))

@@ -19,7 +19,7 @@ def read_requirements(path: Path) -> Snapshot:
     from pip_api.exceptions import PipError
 
     try:
-        parsed = pip_api.parse_requirements(path, include_invalid=True)
+        parsed = pip_api.parse_requirements(path)
     except (PipError, InvalidRequirement) as e:
         first = str(e).strip().splitlines()[0]
         raise RequirementsError(f"{path}: invalid requirements file: {first}") from e

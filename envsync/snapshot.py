@@ -117,6 +117,18 @@ def dumps_snapshot(snapshot: Snapshot) -> str:
     return json.dumps(to_data(snapshot), indent=2) + "\n"
 
 
+def check_writable(path: Path) -> None:
+    """Fail before a long collection when `path` can never be written."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise OutputError(f"{path}: cannot write: Is a directory")
+    if not parent.is_dir():
+        why = "Not a directory" if parent.exists() else "No such file or directory"
+        raise OutputError(f"{path}: cannot write: {why}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: cannot write: Permission denied")
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file and os.replace: all or nothing."""
     directory = path.parent if str(path.parent) else Path(".")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -21,28 +23,42 @@ class LocalRunner:
         argv = tuple(argv)
         started = time.perf_counter()
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 argv,
-                input=input,
-                capture_output=True,
-                timeout=timeout,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=self._env if self._env is not None else os.environ.copy(),
-                check=False,
+                # Its own session, so that a timeout can end the command and its children.
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired as e:
-            raise CommandTimeout(
-                f"{self.host}: {argv[0]} did not finish within {timeout:g}s"
-            ) from e
         except FileNotFoundError as e:
             raise CommandNotFound(f"{self.host}: {argv[0]} does not exist") from e
         except PermissionError as e:
             raise CommandNotFound(f"{self.host}: {argv[0]} is not executable") from e
         except OSError as e:
             raise CommandNotFound(f"{self.host}: cannot run {argv[0]}: {e.strerror}") from e
+        try:
+            stdout, stderr = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            _kill_group(proc)
+            raise CommandTimeout(
+                f"{self.host}: {argv[0]} did not finish within {timeout:g}s"
+            ) from e
+        except BaseException:
+            _kill_group(proc)
+            raise
         return CommandResult(
             argv=argv,
             returncode=proc.returncode,
-            stdout=proc.stdout,
-            stderr=proc.stderr,
+            stdout=stdout,
+            stderr=stderr,
             duration_s=time.perf_counter() - started,
         )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.kill()
+    proc.communicate()

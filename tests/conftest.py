@@ -1,0 +1,49 @@
+"""Hermetic tests: HOME in a temporary folder, ENVSYNC_* variables and ~/.ssh kept out."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+
+@pytest.fixture(autouse=True)
+def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for name in list(os.environ):
+        if name.startswith("ENVSYNC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+
+
+@pytest.fixture(scope="session")
+def wheel_cache() -> Path:
+    """Real wheels from the package index, fetched once (shared with the example)."""
+    path = Path(os.environ.get("TEST_WHEEL_CACHE", REPO / "examples" / ".cache" / "wheels"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def example_hosts(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
+    """The built-in example's ct129 and ct200 venvs, built from real wheels."""
+    dest = tmp_path_factory.mktemp("example-hosts")
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "examples" / "build_hosts.py"),
+            "--dest",
+            str(dest),
+            "--wheels",
+            str(wheel_cache),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return dest

@@ -1,0 +1,146 @@
+"""Inventory parsing: the brief's example, overrides, `local`, and precise errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envsync.errors import InventoryError
+from envsync.inventory import DEFAULT_ENV, LOCAL, load_inventory
+
+BRIEF_EXAMPLE = """
+[defaults]
+reference = "ct129"
+target = "ct200"
+watch = ["sglang"]
+
+[service]
+command = ["{python}", "-m", "sglang.launch_server", "--model-path", "/models/m",
+           "--port", "{port}", "--speculative-algorithm", "DFLASH"]
+port = 30001
+health = "/health"
+unit = "sglang-dflash.service"
+
+[hosts.ct129]
+ssh = "root@ct129"
+python = "/opt/venv_sglang211/bin/python"
+
+[hosts.ct200]
+ssh = "root@ct200:22"
+python = "/opt/venv_sglang211/bin/python"
+service = { env = { CUDA_VISIBLE_DEVICES = "1" }, port = 30002 }
+
+[hosts.box]
+python = "venvs/box/bin/python"
+identity = "keys/id_ed25519"
+known_hosts = "keys/known_hosts"
+host_key_policy = "accept-new"
+watch = ["sglang", "xgrammar"]
+env = ["CUDA_*"]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "envsync.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_brief_example_parses(tmp_path: Path) -> None:
+    inv = load_inventory(str(write(tmp_path, BRIEF_EXAMPLE)), {})
+    assert (inv.reference, inv.target) == ("ct129", "ct200")
+    ct129, ct200, box = inv.host("ct129"), inv.host("ct200"), inv.host("box")
+    assert ct129.ssh == "root@ct129" and not ct129.is_local
+    assert ct129.python == "/opt/venv_sglang211/bin/python"
+    assert ct129.watch == ("sglang",) and ct129.env == DEFAULT_ENV
+    assert ct129.service is not None and ct129.service.unit == "sglang-dflash.service"
+    assert ct129.service.command[:3] == ("{python}", "-m", "sglang.launch_server")
+    # per-host service table overrides [service] key by key
+    assert ct200.service is not None
+    assert (ct200.service.port, ct200.service.env) == (30002, {"CUDA_VISIBLE_DEVICES": "1"})
+    assert ct200.service.command == ct129.service.command
+    # local paths are relative to the inventory file
+    assert box.is_local
+    assert box.python == str(tmp_path / "venvs/box/bin/python")
+    assert box.identity == str(tmp_path / "keys/id_ed25519")
+    assert box.host_key_policy == "accept-new"
+    assert (box.watch, box.env) == (("sglang", "xgrammar"), ("CUDA_*",))
+
+
+def test_local_is_always_a_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    inv = load_inventory(str(write(tmp_path, '[defaults]\nwatch = ["sglang"]\n')), {})
+    local = inv.host(LOCAL)
+    assert local.python == str(venv / "bin" / "python")
+    assert local.watch == ("sglang",)
+    monkeypatch.delenv("VIRTUAL_ENV")
+    assert load_inventory(None, {}).host(LOCAL).python.endswith("python3")
+
+
+def test_inventory_location_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    named = write(tmp_path, "[hosts.a]\npython = 'python3'\n")
+    assert "a" in load_inventory(None, {"ENVSYNC_INVENTORY": str(named)}).hosts
+    monkeypatch.chdir(tmp_path)
+    assert load_inventory(None, {}).path == Path("envsync.toml")
+    (tmp_path / "envsync.toml").unlink()
+    assert load_inventory(None, {}).path is None  # no file and none named: only `local`
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[hosts.ct200\npython = 'x'\n", r"invalid TOML: .*line 1"),
+        ("[hosts.ct200]\nssh = 'root@ct200'\n", r"\[hosts.ct200\] has no 'python'; expected"),
+        ("[hosts.ct200]\npython = 3\n", r"\[hosts.ct200\].python must be a string, got int 3"),
+        (
+            "[hosts.ct200]\npython = 'p'\npyhton = 'q'\n",
+            r"unknown key 'pyhton' in \[hosts.ct200\]; expected one of: .*python",
+        ),
+        ("[defaults]\nwatch = 'sglang'\n", r"\[defaults\].watch must be a list, got str"),
+        ("[defaults]\nwatch = [1]\n", r"defaults.watch must be a list of strings"),
+        (
+            "[defaults]\nreference = 'ct129'\n",
+            r"defaults.reference names 'ct129', which is not a host",
+        ),
+        ("[service]\nport = 'x'\n", r"\[service\].port must be an integer"),
+        ("[service]\nport = true\n", r"\[service\].port must be an integer"),
+        ("[service]\nport = 70000\n", r"port must be between 1 and 65535"),
+        ("[service]\ncomand = []\n", r"unknown key 'comand' in \[service\]"),
+        ("[service]\nenv = { A = 1 }\n", r"\[service\].env.A must be a string"),
+        (
+            "[hosts.a]\npython='p'\nhost_key_policy = 'yolo'\n",
+            r"host_key_policy must be one of strict, accept-new",
+        ),
+        (
+            "[hosts.a]\npython='p'\nservice = { unit = 5 }\n",
+            r"\[hosts.a\].service.unit must be a string",
+        ),
+        ("hosts = 3\n", r"the top level.hosts must be a table"),
+        ("[hosts]\na = 3\n", r"\[hosts.a\] must be a table"),
+        ("[extra]\n", r"unknown key 'extra' in the top level"),
+    ],
+)
+def test_bad_inventories_name_file_key_and_expectation(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(InventoryError, match=message) as info:
+        load_inventory(str(path), {})
+    assert str(info.value).startswith(str(path))
+
+
+def test_named_inventory_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(InventoryError, match="inventory file not found"):
+        load_inventory(str(tmp_path / "nope.toml"), {})
+
+
+def test_unknown_host_lists_the_known_ones(tmp_path: Path) -> None:
+    inv = load_inventory(str(write(tmp_path, "[hosts.ct129]\npython = 'p'\n")), {})
+    with pytest.raises(
+        InventoryError, match=r"unknown host 'ct300' in .*known hosts: ct129, local"
+    ):
+        inv.host("ct300")

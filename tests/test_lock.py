@@ -1,0 +1,83 @@
+"""Lock files: golden output, round trips, determinism and bad input."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from envsync.errors import LockError
+from envsync.lock import dumps_lock, loads_lock
+from envsync.model import to_data
+from envsync.snapshot import load_snapshot
+
+DATA = Path(__file__).resolve().parent / "data"
+SNAPSHOT = DATA / "snapshots" / "ct129.json"
+GOLDEN = DATA / "golden" / "ct129.lock"
+
+
+def test_lock_matches_the_golden_file() -> None:
+    text = dumps_lock(load_snapshot(SNAPSHOT))
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+
+
+def test_lock_uses_pep751_keys() -> None:
+    doc = tomllib.loads(GOLDEN.read_text())
+    assert doc["lock-version"] == "1.0"
+    assert doc["created-by"] == "envsync"
+    by_name = {p["name"]: p for p in doc["packages"]}
+    assert by_name["torch"]["version"] == "2.11.0+cu130"
+    assert by_name["torch"]["archive"]["url"].startswith("file:///")
+    assert by_name["xgrammar"]["vcs"] == {
+        "type": "git",
+        "url": "https://<redacted>@git.example/mlc-ai/xgrammar.git",
+        "requested-revision": "v0.1.32",
+        "commit-id": "4b3e9a1c0d2f",
+    }
+    assert set(by_name["sglang"]) == {"name", "version", "tool"}
+
+
+def test_lock_round_trips_every_fact_but_transport() -> None:
+    snap = load_snapshot(SNAPSHOT)
+    back = loads_lock(dumps_lock(snap), "mem")
+    assert back.source == "lock"
+    expected = replace(snap, collected_at=None, duration_s=None, source="lock")
+    assert to_data(back) == to_data(expected)
+
+
+def test_lock_is_deterministic_whatever_the_collection_time() -> None:
+    snap = load_snapshot(SNAPSHOT)
+    later = replace(snap, collected_at="2027-01-01T00:00:00Z", duration_s=9.9)
+    assert dumps_lock(snap) == dumps_lock(later)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('lock-version = "1.0"\n[[packages]\n', "corrupt lock file: .*line 2"),
+        ("\x00\x01garbage", "corrupt lock file"),
+        ('name = "x"\n', "not an envsync lock \\(no lock-version key\\)"),
+        ('lock-version = "2.0"\n', "lock-version 2.0 is not supported .*reads 1.x"),
+        ('lock-version = "1.0"\n', "no \\[tool.envsync\\] table"),
+        (
+            'lock-version = "1.0"\n[[packages]]\nname = "x"\n[tool.envsync]\nschema_version = 1\n',
+            "packages\\[0\\] needs a name and a version",
+        ),
+        (
+            'lock-version = "1.0"\n[tool.envsync]\nschema_version = 1\nhost = 3\n',
+            "corrupt lock file: lock.host: expected str",
+        ),
+        (
+            'lock-version = "1.0"\n[tool.envsync]\nschema_version = 1\nhost = "h"\n',
+            "missing key 'interpreter'",
+        ),
+    ],
+)
+def test_bad_locks_are_clear_errors(text: str, message: str) -> None:
+    with pytest.raises(LockError, match=message):
+        loads_lock(text, "env.lock")
