@@ -130,7 +130,18 @@ def check_writable(path: Path) -> None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file and os.replace: all or nothing."""
+    """Write `text` to `path` through a temporary file and os.replace: all or nothing.
+
+    A target that exists and is not a regular file (/dev/stdout, a FIFO) is written in
+    place: replacing it would swap a device node for a file.
+    """
+    if path.exists() and not path.is_file() and not path.is_dir():
+        try:
+            with path.open("w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise OutputError(f"{path}: cannot write: {e.strerror}") from e
+        return
     directory = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)

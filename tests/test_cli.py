@@ -352,3 +352,18 @@ def test_console_script_and_module_run_without_traceback(tmp_path: Path) -> None
         [sys.executable, "-m", "envsync", "--version"], capture_output=True, text=True
     )
     assert proc.returncode == 0 and proc.stdout.startswith("envsync ")
+
+
+def test_output_to_a_device_writes_through_it_and_keeps_the_node(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    req = tmp_path / "r.txt"
+    req.write_text("xgrammar==0.1.32\n")
+    code, _, _ = run(capsys, "lock", str(req), "-o", str(fifo))
+    out, _ = reader.communicate(timeout=10)
+    assert code == 0
+    assert b'name = "xgrammar"' in out
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
