@@ -148,7 +148,11 @@ def to_data(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
-        return {str(k): to_data(v) for k, v in value.items()}
+        out = dict(value)
+        # Fast path for the large {path: sha256} tables: plain strings need no encoding.
+        if all(type(v) is str for v in out.values()):
+            return out
+        return {str(k): to_data(v) for k, v in out.items()}
     if isinstance(value, (list, tuple)):
         return [to_data(v) for v in value]
     return value
@@ -219,6 +223,8 @@ def _decode(tp: Any, data: Any, path: str) -> Any:
         if not isinstance(data, dict):
             raise DecodeError(f"{path}: expected a table, got {type(data).__name__}")
         _, value_type = typing.get_args(tp)
+        if value_type is str and all(type(v) is str for v in data.values()):
+            return dict(data)  # fast path for the large {path: sha256} tables
         return {str(k): _decode(value_type, v, f"{path}.{k}") for k, v in data.items()}
     if tp is Any:
         return data

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 from envsync.errors import RequirementsError
 from envsync.model import Distribution, Snapshot, Unavailable
 
@@ -15,6 +13,7 @@ _NOT_RECORDED = Unavailable(reason="not recorded in a requirements file")
 def read_requirements(path: Path) -> Snapshot:
     """Each `NAME==VERSION` line becomes a distribution; anything unpinned is an error."""
     import pip_api  # slow to import (it asks pip for its version): only when needed
+    from packaging.utils import canonicalize_name
     from pip_api._vendor.packaging.requirements import InvalidRequirement
     from pip_api.exceptions import PipError
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +141,8 @@ def write_atomic(path: Path, text: str) -> None:
         except OSError as e:
             raise OutputError(f"{path}: cannot write: {e.strerror}") from e
         return
+    import tempfile
+
     directory = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 
 from envsync.errors import CollectError
 from envsync.inventory import HostSpec
@@ -27,7 +27,7 @@ BOOTSTRAP = (
 
 @cache
 def probe_source() -> bytes:
-    return resources.files("envsync.collect").joinpath("probe.py").read_bytes()
+    return Path(__file__).with_name("probe.py").read_bytes()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,19 +7,17 @@ come as one JSON object in argv[1]: {"watch": [...], "env": [...], "deep": false
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import csv
 import hashlib
-import io
 import json
 import os
 import re
-import subprocess
 import sys
-import sysconfig
+import threading
 import time
-from typing import Any  # noqa: F401 (used in type comments, which run on 3.8)
+
+MYPY = False
+if MYPY:  # typing costs milliseconds at start-up; type comments need it only for mypy
+    from typing import Any  # noqa: F401
 
 SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE|SESSION|AUTH|(?:^|_)KEY(?:$|_)|APIKEY|ACCESS_KEY",
@@ -61,6 +59,8 @@ def redact_data(value):
 
 
 def interpreter_facts():
+    import sysconfig
+
     impl = sys.implementation.name
     short = {"cpython": "cp", "pypy": "pp"}.get(impl, impl)
     interpreter_tag = "%s%d%d" % (short, sys.version_info[0], sys.version_info[1])
@@ -128,18 +128,31 @@ def read_header_block(path):
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+URLSAFE = bytes.maketrans(b"-_", b"+/")
+
+
 def parse_record(text):
     """RECORD rows as (path, sha256 hex or None) pairs."""
+    import binascii
+
     rows = []
-    for row in csv.reader(io.StringIO(text)):
-        if not row or not row[0]:
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line[0] == '"':  # a quoted path (it holds a comma): let csv unquote it
+            import csv
+
+            row = next(csv.reader([line]))
+        else:
+            row = line.rsplit(",", 2)
+        if not row[0]:
             continue
         digest = None
         if len(row) > 1 and row[1].startswith("sha256="):
-            b64 = row[1][len("sha256=") :]
+            b64 = row[1][7:].encode("ascii", "replace")
             try:
-                digest = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
-            except (ValueError, TypeError):
+                digest = binascii.a2b_base64(b64.translate(URLSAFE) + b"=" * (-len(b64) % 4)).hex()
+            except (ValueError, binascii.Error):
                 digest = "invalid"
         rows.append((row[0], digest))
     return rows
@@ -188,8 +201,11 @@ def top_level_from_files(paths):
     return sorted(names)
 
 
-def read_distribution(location, entry):
-    """Facts of one .dist-info or .egg-info directory; raise ValueError when malformed."""
+def read_distribution(location, entry, watch=()):
+    """Facts of one .dist-info or .egg-info directory; raise ValueError when malformed.
+
+    RECORD is parsed in full only for watched distributions (`watch`: normalized names).
+    """
     meta_dir = os.path.join(location, entry)
     is_egg = entry.endswith(".egg-info")
     if is_egg and not os.path.isdir(meta_dir):
@@ -206,6 +222,7 @@ def read_distribution(location, entry):
         raise ValueError("metadata has no Name")
     if not version:
         raise ValueError("metadata has no Version")
+    watched = normalize(name) in watch
     dist = {
         "name": normalize(name),
         "display_name": name,
@@ -247,23 +264,63 @@ def read_distribution(location, entry):
                 for p in record.splitlines()
                 if p.strip()
             ]
-        else:
+        elif watched:
             records = parse_record(record)
     top_level = meta("top_level.txt")
     if top_level is not None:
         dist["top_level"] = sorted({n.strip() for n in top_level.splitlines() if n.strip()})
-    else:
+    elif records:
         dist["top_level"] = top_level_from_files([p for p, _ in records])
+    elif record is not None:
+        # Only the first path component matters here: skip the CSV parser.
+        dist["top_level"] = top_level_from_files(
+            [line.lstrip('"').rsplit(",", 2)[0] for line in record.splitlines() if line]
+        )
     return dist, records
 
 
 def file_sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        digest = hashlib.sha256()
+        while True:
+            chunk = os.read(fd, 1 << 22)
+            if not chunk:
+                return digest.hexdigest()
+            digest.update(chunk)
+    finally:
+        os.close(fd)
 
 
 def is_bytecode(path):
     return path.endswith((".pyc", ".pyo")) or "/__pycache__/" in "/" + path
+
+
+HASH_THREADS = min(4, os.cpu_count() or 1)
+
+
+def hash_files(paths):
+    """{path: sha256 hex, or the OSError} for absolute paths, hashed on a few threads.
+
+    hashlib releases the GIL on large buffers and file reads release it too, so threads
+    overlap I/O and hashing without the cost of starting processes.
+    """
+    results = {}
+
+    def work(chunk):
+        for path in chunk:
+            try:
+                results[path] = file_sha256(path)
+            except OSError as e:
+                results[path] = e
+
+    count = min(HASH_THREADS, max(1, len(paths) // 64))
+    threads = [threading.Thread(target=work, args=(paths[i::count],)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
 
 
 def watched_files(dist, records):
@@ -272,21 +329,22 @@ def watched_files(dist, records):
     meta_dir = dist["metadata_dir"]
     files, patched, missing, added = {}, [], [], []
     listed = set()
+    wanted = []
+    record_path = meta_dir + "/RECORD"
     for path, digest in records:
-        listed.add(os.path.normpath(path))
-        if is_bytecode(path):
-            continue
-        if path == meta_dir + "/RECORD":
+        listed.add(os.path.normpath(path) if "/." in path or "//" in path else path)
+        if path == record_path or is_bytecode(path):
             continue  # RECORD cannot list its own hash
-        full = os.path.join(location, path)
-        try:
-            actual = file_sha256(full)
-        except FileNotFoundError:
+        wanted.append((path, digest, location + "/" + path))
+    hashes = hash_files([full for _, _, full in wanted])
+    for path, digest, full in wanted:
+        actual = hashes[full]
+        if isinstance(actual, FileNotFoundError):
             missing.append(path)
             continue
-        except OSError as e:
+        if isinstance(actual, OSError):
             missing.append(path)
-            files[path] = "unreadable: %s" % e.strerror
+            files[path] = "unreadable: %s" % actual.strerror
             continue
         files[path] = actual
         if digest is not None and digest != actual:
@@ -297,17 +355,17 @@ def watched_files(dist, records):
         first, sep, _ = path.partition("/")
         if sep and not first.startswith("..") and not first.endswith((".dist-info", ".data")):
             roots.add(first)
+    prefix = len(location.rstrip("/")) + 1
     for root in sorted(roots):
-        top = os.path.join(location, root)
-        for dirpath, dirnames, filenames in os.walk(top):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-            for fname in sorted(filenames):
-                full = os.path.join(dirpath, fname)
-                rel = os.path.relpath(full, location).replace(os.sep, "/")
-                if is_bytecode(rel) or os.path.normpath(rel) in listed:
+        for dirpath, dirnames, filenames in os.walk(location + "/" + root):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            base = dirpath[prefix:] + "/"
+            for fname in filenames:
+                rel = base + fname
+                if rel in listed or fname.endswith((".pyc", ".pyo")):
                     continue
                 try:
-                    files[rel] = file_sha256(full)
+                    files[rel] = file_sha256(location + "/" + rel)
                 except OSError:
                     files[rel] = "unreadable"
                 added.append(rel)
@@ -333,7 +391,7 @@ def scan_distributions(paths, watch):
             if not entry.endswith((".dist-info", ".egg-info")):
                 continue
             try:
-                dist, records = read_distribution(location, entry)
+                dist, records = read_distribution(location, entry, watch)
             except (OSError, ValueError, UnicodeError) as e:
                 reason = getattr(e, "strerror", None) or str(e)
                 broken.append({"path": os.path.join(location, entry), "reason": reason})
@@ -421,6 +479,8 @@ print(json.dumps(out))
 
 
 def torch_deep():
+    import subprocess
+
     try:
         proc = subprocess.run(
             [sys.executable, "-c", DEEP_SCRIPT],
@@ -473,9 +533,14 @@ def parse_cuda_version(text):
 
 
 def run_tool(argv):
-    proc = subprocess.run(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=NVIDIA_SMI_TIMEOUT
-    )
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=NVIDIA_SMI_TIMEOUT
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("%s did not answer within %ds" % (argv[0], NVIDIA_SMI_TIMEOUT)) from None
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip().splitlines()
         raise RuntimeError(
@@ -484,10 +549,16 @@ def run_tool(argv):
     return proc.stdout.decode("utf-8", "replace")
 
 
-def gpu_facts():
-    import shutil
+def which(name):
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(directory or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
-    smi = shutil.which("nvidia-smi")
+
+def gpu_facts():
+    smi = which("nvidia-smi")
     if not smi:
         return {"unavailable": "nvidia-smi not found on PATH"}
     try:
@@ -495,8 +566,6 @@ def gpu_facts():
             run_tool([smi, "--query-gpu=" + GPU_QUERY, "--format=csv,noheader,nounits"])
         )
         cuda = parse_cuda_version(run_tool([smi]))
-    except subprocess.TimeoutExpired:
-        return {"unavailable": "nvidia-smi did not answer within %ds" % NVIDIA_SMI_TIMEOUT}
     except (OSError, RuntimeError, ValueError) as e:
         return {"unavailable": str(e)}
     drivers = sorted({g["driver_version"] for g in gpus if g["driver_version"]})
@@ -523,18 +592,18 @@ def os_release():
 
 
 def system_facts():
-    import platform
-
-    uname = platform.uname()
+    uname = os.uname()
     glibc = None
-    with contextlib.suppress(ValueError, OSError, AttributeError):
+    try:
         glibc = os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError, AttributeError):
+        pass
     return {
-        "os": os_release() or ("%s %s" % (uname.system, uname.release)),
+        "os": os_release() or ("%s %s" % (uname.sysname, uname.release)),
         "kernel": uname.release,
         "machine": uname.machine,
         "glibc": glibc.split()[-1] if glibc else None,
-        "hostname": uname.node,
+        "hostname": uname.nodename,
     }
 
 
