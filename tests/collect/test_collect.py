@@ -256,12 +256,18 @@ def test_broken_metadata_is_recorded_not_fatal_to_the_probe(
     (broken_info := overlay / "halfgone-1.0.dist-info").mkdir(parents=True)
     (broken_info / "METADATA").write_text("Metadata-Version: 2.1\nName: halfgone\n")
     (overlay / "empty-2.0.dist-info").mkdir()
+    (overlay / "unreadable-3.0.dist-info" / "METADATA").mkdir(parents=True)
+    (overlay / "badurl-4.0.dist-info").mkdir()
+    (overlay / "badurl-4.0.dist-info" / "METADATA").write_text("Name: badurl\nVersion: 4.0\n")
+    (overlay / "badurl-4.0.dist-info" / "direct_url.json").write_text("{oops")
     monkeypatch.setenv("PYTHONPATH", str(overlay))
     snap = collect(host(venv_python), LocalRunner("t"))
     reasons = {Path(b.path).name: b.reason for b in snap.broken}
+    assert reasons.pop("badurl-4.0.dist-info").startswith("direct_url.json is not valid JSON")
     assert reasons == {
         "halfgone-1.0.dist-info": "metadata has no Version",
         "empty-2.0.dist-info": "no METADATA file",
+        "unreadable-3.0.dist-info": "no METADATA file",
     }
     assert snap.distribution("halfgone") is None
 
