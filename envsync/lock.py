@@ -25,7 +25,9 @@ else:  # pragma: no cover
 
 LOCK_VERSION = "1.0"
 SUPPORTED_MAJOR = 1
-_TRANSPORT = ("collected_at", "duration_s", "source", "distributions", "schema_version")
+# Not kept in a lock: when and how a snapshot was taken, and the startup import graph,
+# which diff and check read from the live target.
+_TRANSPORT = ("collected_at", "duration_s", "source", "distributions", "schema_version", "startup")
 _PACKAGE_TOP = ("name", "version")
 
 

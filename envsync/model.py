@@ -102,6 +102,42 @@ class System:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ImportEdge:
+    """One import statement in a module, as the probe's ast reading saw it."""
+
+    module: str  # absolute name of the imported module (`from X import ...`: X)
+    names: tuple[str, ...] = ()  # `from X import a, b`: a, b
+    line: int
+    context: str  # module | if | try | typing | function
+    statement: str
+    condition: str | None = None  # the enclosing `if` line, for context "if"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModuleFacts:
+    kind: str  # source | extension | namespace | missing | error
+    file: str | None = None
+    sha256: str | None = None
+    defines: tuple[str, ...] | None = None  # names bound at module level (source only)
+    all: tuple[str, ...] | None = None  # literal __all__
+    dynamic: bool = False  # a module __getattr__: any name may exist
+    stars: tuple[str, ...] = ()  # modules it does `from M import *` from
+    imports: tuple[ImportEdge, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartupGraph:
+    """The static import graph of the service's startup modules on one host."""
+
+    roots: tuple[str, ...]
+    internal: tuple[str, ...]  # top-level packages whose modules were followed
+    modules: Mapping[str, ModuleFacts] = field(default_factory=dict)
+    parsed: int = 0  # files read with ast on this run
+    cached: int = 0  # files whose facts came from the host's cache
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
     """Everything envsync knows of one Python environment on one host."""
 
@@ -119,6 +155,7 @@ class Snapshot:
     gpu: GpuInfo | Unavailable
     system: System | Unavailable
     env: Mapping[str, str] = field(default_factory=dict)
+    startup: StartupGraph | None = None  # only when a service entrypoint is known
 
     def distribution(self, name: str) -> Distribution | None:
         for dist in self.distributions:

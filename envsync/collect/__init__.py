@@ -34,15 +34,24 @@ def probe_source() -> bytes:
 class ProbeOptions:
     deep: bool = False
     timeout: float = DEFAULT_TIMEOUT
+    # Startup import graph: the modules to start from (none: no graph), the top-level
+    # packages to follow, and the host-side cache folder (None: ~/.cache/envsync, "": off).
+    roots: tuple[str, ...] = ()
+    internal: tuple[str, ...] = ()
+    cache_dir: str | None = None
 
 
 def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
-    payload = {
+    payload: dict[str, object] = {
         "host": host.name,
         "watch": list(host.watch),
         "env": list(host.env),
         "deep": options.deep,
     }
+    if options.roots:
+        payload["roots"] = list(options.roots)
+        payload["internal"] = list(options.internal)
+        payload["cache_dir"] = options.cache_dir
     return [host.python, "-c", BOOTSTRAP, json.dumps(payload, separators=(",", ":"))]
 
 

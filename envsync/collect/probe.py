@@ -7,6 +7,7 @@ come as one JSON object in argv[1]: {"watch": [...], "env": [...], "deep": false
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -416,8 +417,6 @@ TORCH_KEYS = {"__version__": "version", "cuda": "cuda", "git_version": "git_vers
 
 
 def torch_facts(paths, deep):
-    import ast
-
     for location in paths:
         version_py = os.path.join(location or ".", "torch", "version.py")
         if location and os.path.isfile(version_py):
@@ -617,6 +616,377 @@ def env_facts(patterns):
     return out
 
 
+# ---------------------------------------------------------------------------------------
+# Startup import graph: what the service's entrypoint imports, read with ast, never run.
+#
+# Each import edge records its context: "module" (runs when the module is imported),
+# "if" (module level, under a condition), "try" (module level, inside a try whose handlers
+# catch ImportError), "typing" (under `if TYPE_CHECKING:`, never runs) or "function"
+# (inside a def: runs only when called). Modules of the "internal" packages (the
+# entrypoint's own, the watched ones) are followed through their module-level edges; other
+# modules are read once for the names they bind (and through `import *`), not followed.
+
+CONTEXT_RANK = {"module": 0, "if": 1, "try": 2, "typing": 3, "function": 4}
+IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+GRAPH_FACTS_VERSION = 1
+STATEMENT_CHARS = 160
+
+
+def deeper(current, new):
+    return new if CONTEXT_RANK[new] > CONTEXT_RANK[current] else current
+
+
+def catches_import_error(handler):
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    for t in types:
+        name = t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", None)
+        if name in IMPORT_ERRORS:
+            return True
+    return False
+
+
+def is_type_checking(test):
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def bound_names(target, out):
+    if isinstance(target, ast.Name):
+        out.add(target.id)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            bound_names(elt, out)
+    elif isinstance(target, ast.Starred):
+        bound_names(target.value, out)
+
+
+def literal_strings(node):
+    if isinstance(node, (ast.List, ast.Tuple)) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+    ):
+        return [e.value for e in node.elts]  # type: ignore[attr-defined]
+    return None
+
+
+def analyze_source(text, modname, is_package):
+    """Import edges and bound names of one module's source."""
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    package = modname if is_package else modname.rpartition(".")[0]
+    facts = {
+        "imports": [],
+        "defines": set(),
+        "all": None,
+        "dynamic": False,
+        "stars": [],
+    }  # type: dict[str, Any]
+
+    def statement(node):
+        first = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
+        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+        if end > node.lineno:
+            first += " ..."
+        return first[:STATEMENT_CHARS]
+
+    def absolute(node):
+        if not node.level:
+            return node.module or ""
+        base = package
+        for _ in range(node.level - 1):
+            base = base.rpartition(".")[0]
+        return base + ("." + node.module if node.module else "") if base else (node.module or "")
+
+    def visit(body, context, condition):
+        for node in body:
+            top = context in ("module", "if", "try")
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    facts["imports"].append(
+                        {
+                            "module": alias.name,
+                            "names": [],
+                            "line": node.lineno,
+                            "context": context,
+                            "statement": statement(node),
+                            "condition": condition,
+                        }
+                    )
+                    if top:
+                        facts["defines"].add(alias.asname or alias.name.partition(".")[0])
+            elif isinstance(node, ast.ImportFrom):
+                target = absolute(node)
+                names = [a.name for a in node.names]
+                facts["imports"].append(
+                    {
+                        "module": target,
+                        "names": names,
+                        "line": node.lineno,
+                        "context": context,
+                        "statement": statement(node),
+                        "condition": condition,
+                    }
+                )
+                if top:
+                    for alias in node.names:
+                        if alias.name == "*":
+                            facts["stars"].append(target)
+                        else:
+                            facts["defines"].add(alias.asname or alias.name)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if top:
+                    facts["defines"].add(node.name)
+                    if node.name == "__getattr__" and context != "typing":
+                        facts["dynamic"] = True
+                visit(node.body, "function", condition)
+            elif isinstance(node, ast.ClassDef):
+                if top:
+                    facts["defines"].add(node.name)
+                visit(node.body, context if context != "module" else "module", condition)
+            elif isinstance(node, ast.If):
+                if is_type_checking(node.test):
+                    visit(node.body, deeper(context, "typing"), condition)
+                    visit(node.orelse, context, condition)
+                else:
+                    cond = condition or statement(node)
+                    visit(node.body, deeper(context, "if"), cond)
+                    visit(node.orelse, deeper(context, "if"), cond)
+            elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+                guarded = any(catches_import_error(h) for h in node.handlers)
+                visit(node.body, deeper(context, "try") if guarded else context, condition)
+                for handler in node.handlers:
+                    visit(handler.body, context, condition)
+                visit(node.orelse, context, condition)
+                visit(node.finalbody, context, condition)
+            elif isinstance(node, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
+                if top and isinstance(node, (ast.For, ast.AsyncFor)):
+                    bound_names(node.target, facts["defines"])
+                visit(node.body, context, condition)
+                visit(getattr(node, "orelse", []), context, condition)
+            elif top and isinstance(node, ast.Assign):
+                for target in node.targets:
+                    bound_names(target, facts["defines"])
+                    if isinstance(target, ast.Name) and target.id == "__all__":
+                        facts["all"] = literal_strings(node.value)
+            elif top and isinstance(node, ast.AnnAssign) and node.value is not None:
+                bound_names(node.target, facts["defines"])
+            elif top and isinstance(node, ast.AugAssign):
+                target = node.target
+                if isinstance(target, ast.Name) and target.id == "__all__":
+                    extra = literal_strings(node.value)
+                    if extra is not None and facts["all"] is not None:
+                        facts["all"] = facts["all"] + extra
+
+    visit(tree.body, "module", None)
+    facts["defines"] = sorted(facts["defines"])
+    return facts
+
+
+class ModuleFinder:
+    """Find modules by name without importing anything (importlib's PathFinder)."""
+
+    def __init__(self, paths):
+        import sysconfig
+        from importlib.machinery import PathFinder
+
+        self.finder = PathFinder
+        self.paths = paths
+        self.cache = {}
+        stdlib = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")}
+        self.stdlib = tuple(p for p in stdlib if p)
+
+    def find(self, name):
+        """(kind, origin, search locations) or None when the module cannot be found."""
+        if name in self.cache:
+            return self.cache[name]
+        result = None  # type: Any
+        parent, _, _ = name.rpartition(".")
+        if not parent and name in sys.builtin_module_names:
+            result = ("builtin", None, None)
+        else:
+            search = self.paths
+            if parent:
+                found = self.find(parent)
+                search = found[2] if found else None
+            spec = None
+            if search is not None:
+                try:
+                    spec = self.finder.find_spec(name, list(search))
+                except KeyError:
+                    # A namespace package inside a regular one: importlib wants the
+                    # parent imported to build its path. Find its directories instead.
+                    last = name.rpartition(".")[2]
+                    dirs = [os.path.join(p, last) for p in search]
+                    dirs = [d for d in dirs if os.path.isdir(d)]
+                    result = ("namespace", None, dirs) if dirs else None
+                    self.cache[name] = result
+                    return result
+                except (ImportError, ValueError, OSError):
+                    spec = None
+            if spec is not None:
+                origin = spec.origin if spec.has_location else None
+                locations = spec.submodule_search_locations
+                if origin is None:
+                    kind = "namespace" if locations is not None else "builtin"
+                elif origin.startswith(self.stdlib) and "-packages" not in origin:
+                    kind = "stdlib"
+                elif origin.endswith(".py"):
+                    kind = "source"
+                else:
+                    kind = "extension"
+                result = (kind, origin, list(locations) if locations is not None else None)
+        self.cache[name] = result
+        return result
+
+
+def cache_path(options):
+    base = options.get("cache_dir")
+    if base is None:
+        base = os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+            "envsync",
+        )
+    elif not base:
+        return None
+    return os.path.join(
+        base, "imports-v%d-py%d%d.json" % ((GRAPH_FACTS_VERSION, *sys.version_info[:2]))
+    )
+
+
+def load_cache(path):
+    if not path:
+        return {}
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save_cache(path, data):
+    # The one file the probe writes: parsed-source facts keyed by sha256, so that a second
+    # run skips ast. Best effort: a read-only home just means no cache.
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "w") as f:
+            json.dump(data, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def startup_graph(options):
+    roots = options.get("roots") or []
+    if not roots:
+        return None
+    internal = tuple(options.get("internal") or [r.partition(".")[0] for r in roots])
+    path = cache_path(options)
+    cache = load_cache(path)
+    fresh = 0
+    finder = ModuleFinder([p for p in sys.path if p])
+    modules = {}  # type: dict[str, dict[str, Any]]
+    stats = {"parsed": 0, "cached": 0}
+    queue = []  # type: list[str]
+    mode = {}  # type: dict[str, bool]  # name -> follow its imports (True) or only read what it binds (False)
+
+    def is_internal(name):
+        return name.partition(".")[0] in internal
+
+    def want(name, follow):
+        if not name:
+            return
+        before = mode.get(name)
+        if before is None or (follow and not before):
+            mode[name] = follow
+            modules.pop(name, None)  # seen shallow, now to be followed: read it again
+            queue.append(name)
+
+    for root in roots:
+        want(root, True)
+
+    while queue:
+        name = queue.pop(0)
+        if name in modules:
+            continue
+        found = finder.find(name)
+        if found is None:
+            modules[name] = {"kind": "missing"}
+            continue
+        kind, origin, locations = found
+        info = {"kind": kind, "file": origin}
+        modules[name] = info
+        parent = name.rpartition(".")[0]
+        if parent:
+            want(parent, is_internal(parent))
+        if kind != "source":
+            continue
+        try:
+            with open(origin, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            info["kind"] = "error"
+            info["error"] = "cannot read: %s" % e.strerror
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        info["sha256"] = digest
+        # Relative imports resolve against the module's own name: it is part of the key.
+        key = "%s:%s:%d" % (digest, name, locations is not None)
+        facts = cache.get(key)
+        if facts is None:
+            try:
+                facts = analyze_source(data.decode("utf-8", "replace"), name, locations is not None)
+            except (SyntaxError, ValueError, RecursionError) as e:
+                info["kind"] = "error"
+                info["error"] = "cannot parse: %s" % e
+                continue
+            cache[key] = facts
+            fresh += 1
+            stats["parsed"] += 1
+        else:
+            stats["cached"] += 1
+        follow = mode[name] and is_internal(name)
+        info.update({k: facts[k] for k in ("defines", "all", "dynamic", "stars", "imports")})
+        for star in facts["stars"]:
+            want(star, follow and is_internal(star))
+        if not follow:
+            continue
+        for edge in facts["imports"]:
+            target = edge["module"]
+            runs = edge["context"] in ("module", "if", "try")
+            inner = is_internal(target)
+            if inner and runs:
+                want(target, True)
+            elif runs or edge["context"] == "function":
+                # Know whether it exists and what it binds; do not follow it.
+                want(target, False)
+            if edge["names"] and (runs or edge["context"] == "function"):
+                for item in edge["names"]:
+                    if item != "*":
+                        sub = target + "." + item
+                        if finder.find(sub) is not None:
+                            want(sub, inner and runs)
+    if fresh and path:
+        save_cache(path, cache)
+    # The standard library does not drift apart from the interpreter: keep it out.
+    stdlib = {n for n, m in modules.items() if m["kind"] in ("stdlib", "builtin")}
+    for name in stdlib:
+        del modules[name]
+    for info in modules.values():
+        if "imports" in info:
+            info["imports"] = [e for e in info["imports"] if e["module"] not in stdlib]
+    return {
+        "roots": list(roots),
+        "internal": list(internal),
+        "modules": modules,
+        "parsed": stats["parsed"],
+        "cached": stats["cached"],
+    }
+
+
 def collect(options):
     started = time.time()
     paths = [p for p in sys.path if p]
@@ -634,6 +1004,7 @@ def collect(options):
         "gpu": gpu_facts(),
         "system": system_facts(),
         "env": env_facts(options.get("env") or []),
+        "startup": startup_graph(options),
     }
     facts["duration_s"] = round(time.time() - started, 4)
     return facts
