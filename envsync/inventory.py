@@ -69,6 +69,7 @@ class Inventory:
     reference: str | None = None
     target: str | None = None
     service: ServiceSpec | None = None
+    rules: tuple[str, ...] = ()  # user rule packs (paths), after the built-in ones
 
     def host(self, name: str) -> HostSpec:
         if name in self.hosts:
@@ -97,7 +98,7 @@ def local_host(watch: tuple[str, ...] = (), env: tuple[str, ...] = DEFAULT_ENV) 
 # Parsing and validation
 
 
-_DEFAULTS_KEYS = {"reference": str, "target": str, "watch": list, "env": list}
+_DEFAULTS_KEYS = {"reference": str, "target": str, "watch": list, "env": list, "rules": list}
 _SERVICE_KEYS = {
     "command": list,
     "port": int,
@@ -249,7 +250,13 @@ def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
                 f"{path}: defaults.{key} names {name!r}, which is not a host; "
                 f"expected one of: {', '.join(sorted(hosts))}"
             )
-    return Inventory(path=path, hosts=hosts, reference=reference, target=target, service=service)
+    rules = tuple(
+        _local_path(p, path) or p
+        for p in _strings(defaults.get("rules", []), "defaults.rules", path)
+    )
+    return Inventory(
+        path=path, hosts=hosts, reference=reference, target=target, service=service, rules=rules
+    )
 
 
 def _local_path(value: str | None, inventory: Path) -> str | None:

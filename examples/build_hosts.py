@@ -52,7 +52,12 @@ STAMP = ".envsync-example.json"
 
 
 def recipe(name: str) -> str:
-    data = {"python": sys.version.split()[0], "packages": HOSTS[name], "patches": PATCHES[name]}
+    data = {
+        "recipe": 2,
+        "python": sys.version.split()[0],
+        "packages": HOSTS[name],
+        "patches": PATCHES[name],
+    }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
@@ -126,7 +131,11 @@ def build(name: str, dest: Path, wheels: dict[str, Path], force: bool) -> Path:
             "--no-deps",
             "--no-index",
             "--disable-pip-version-check",
-            *(str(wheels[r]) for r in HOSTS[name]),
+            # By requirement from the folder of wheels, as from an index: pip then
+            # records no direct_url.json, as on a host installed from its index.
+            "--find-links",
+            str(next(iter(wheels.values())).parent),
+            *HOSTS[name],
         ]
     )
     sp = site_packages(root)

@@ -1,0 +1,682 @@
+"""Classify differences by their impact on the service's startup imports (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from packaging.markers import InvalidMarker, default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from envsync.classify.graph import RANK, RUNS, Failure, Reach, failures, path_to, reach, uses
+from envsync.classify.rules import RulePack, active_roots, parse_flags
+from envsync.model import (
+    Difference,
+    Distribution,
+    Evidence,
+    Finding,
+    Fix,
+    Report,
+    Snapshot,
+    StartupGraph,
+    Torch,
+    Unavailable,
+)
+
+SEVERITY_OF_CONTEXT = {"module": "fatal", "if": "risky", "try": "degraded", "function": "degraded"}
+SEVERITY_RANK = {"fatal": 0, "risky": 1, "degraded": 2, "benign": 3}
+CONTEXT_WORDS = {
+    "module": "at module level",
+    "if": "at module level under a condition",
+    "try": "inside try/except ImportError",
+    "function": "inside a function (lazily)",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeOutcome:
+    """What importing one startup module in the target's interpreter really did."""
+
+    module: str
+    ok: bool
+    exception: str | None = None  # e.g. "ImportError"
+    message: str | None = None
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Startup:
+    """The service's startup as envsync understands it for one target."""
+
+    entrypoint: str | None
+    command: tuple[str, ...]
+    packs: tuple[RulePack, ...]
+
+
+class _Analysis:
+    """The target's startup graph under one set of launch flags."""
+
+    def __init__(self, graph: StartupGraph | None, startup: Startup, command: Sequence[str]):
+        self.graph = graph
+        self.flags = parse_flags(command)
+        self.roots = (
+            active_roots(startup.entrypoint, startup.packs, self.flags)
+            if startup.entrypoint
+            else ()
+        )
+        self.reached: dict[str, Reach] = reach(graph, self.roots) if graph else {}
+        self.failures: list[Failure] = failures(graph, self.reached) if graph else []
+
+    def fatal_keys(self) -> set[tuple[str, str | None]]:
+        return {(f.module, f.missing_name) for f in self.failures if f.context == "module"}
+
+
+def classify(
+    reference: Snapshot,
+    target: Snapshot,
+    diffs: Sequence[Difference],
+    startup: Startup,
+    probe: Sequence[ProbeOutcome] = (),
+) -> Report:
+    analysis = _Analysis(target.startup, startup, startup.command)
+    notes: list[str] = []
+    if startup.entrypoint is None:
+        notes.append("no service entrypoint in the inventory: severities come from metadata only")
+    elif target.startup is None:
+        notes.append(
+            f"{target.host} has no startup import graph (a lock or snapshot file): "
+            "severities come from metadata only"
+        )
+    elif target.startup.modules.get(startup.entrypoint, None) is None or (
+        target.startup.modules[startup.entrypoint].kind == "missing"
+    ):
+        notes.append(f"{startup.entrypoint} is not importable on {target.host}")
+    findings = [_classify_one(d, reference, target, analysis, startup) for d in diffs]
+    findings += _target_checks(reference, target)
+    findings = _apply_probe(findings, probe, reference, target, notes)
+    findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.kind, f.subject))
+    return Report(
+        reference=reference.host,
+        target=target.host,
+        entrypoint=startup.entrypoint,
+        command=startup.command,
+        findings=tuple(findings),
+        notes=tuple(notes),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# One difference
+
+
+def _import_names(name: str, *snaps: Snapshot) -> set[str]:
+    names: set[str] = set()
+    for snap in snaps:
+        dist = snap.distribution(name)
+        if dist is not None:
+            names.update(dist.top_level)
+    return names or {name.replace("-", "_")}
+
+
+def _classify_one(
+    diff: Difference, reference: Snapshot, target: Snapshot, analysis: _Analysis, startup: Startup
+) -> Finding:
+    if diff.kind in ("version", "missing", "extra"):
+        return _classify_dist(diff, reference, target, analysis, startup)
+    if diff.kind == "file":
+        return _classify_file(diff, reference, target, analysis)
+    return _classify_fact(diff, analysis)
+
+
+def _failure_evidence(failure: Failure, analysis: _Analysis) -> list[Evidence]:
+    chain = path_to(analysis.reached, failure.importer)
+    how = " -> ".join(chain)
+    out = [
+        Evidence(
+            source="name-check" if failure.missing_name else "import-graph",
+            detail=f"{failure.importer} imports {failure.module} {CONTEXT_WORDS[failure.context]}: "
+            f"{failure.message()} on the target",
+            file=failure.file,
+            line=failure.edge.line,
+            statement=failure.edge.statement,
+            context=f"{failure.edge.context}; startup path: {how}"
+            + (f"; condition: {failure.edge.condition}" if failure.edge.condition else ""),
+        )
+    ]
+    if failure.root.reason and not failure.root.reason.startswith("the service's entrypoint"):
+        out.append(
+            Evidence(
+                source="rule-pack", detail=f"{chain[0]} runs at startup: {failure.root.reason}"
+            )
+        )
+    return out
+
+
+def _why_runs(failure: Failure, analysis: _Analysis) -> str:
+    chain = path_to(analysis.reached, failure.importer)
+    label = failure.root.label
+    if failure.context == "function":
+        return "a feature that calls it fails later, startup itself goes on"
+    if len(chain) == 1:
+        return f"startup runs that module ({label})"
+    shown = chain if len(chain) <= 4 else [chain[0], "…", *chain[-2:]]
+    return f"startup reaches it: {' -> '.join(shown)} ({chain[0]}: {label})"
+
+
+def _failure_reason(failure: Failure, analysis: _Analysis, target: Snapshot) -> str:
+    where = CONTEXT_WORDS[failure.context]
+    if failure.missing_name:
+        dist = next((d for d in target.distributions if failure.top in d.top_level), None)
+        owner = f"{dist.display_name} {dist.version}" if dist else failure.module
+        head = (
+            f"{owner} lacks {failure.missing_name}, which {failure.importer} imports from "
+            f"{failure.module} {where}"
+        )
+    else:
+        head = (
+            f"{failure.importer} imports {failure.module} {where}, "
+            f"and the target has no {failure.missing_module}"
+        )
+    return f"{head}; {_why_runs(failure, analysis)}."
+
+
+def _requirement_evidence(name: str, reference: Snapshot, target: Snapshot) -> list[Evidence]:
+    """Requires-Dist of target packages that the reference satisfies and the target does not."""
+    out = []
+    env = _marker_env(target)
+    ref_dist = reference.distribution(name)
+    tgt_dist = target.distribution(name)
+    for requirer in target.distributions:
+        for text in requirer.requires:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if canonicalize_name(req.name) != name:
+                continue
+            try:
+                if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
+                    continue
+            except (InvalidMarker, ValueError, KeyError):
+                continue
+            ok_ref = ref_dist is not None and _satisfies(req, ref_dist.version)
+            ok_tgt = tgt_dist is not None and _satisfies(req, tgt_dist.version)
+            if ok_ref and not ok_tgt:
+                have = f"has {tgt_dist.version}" if tgt_dist else "lacks it"
+                out.append(
+                    Evidence(
+                        source="requirements",
+                        detail=f"{requirer.display_name} {requirer.version} requires {text}; "
+                        f"the reference satisfies it, the target {have}",
+                    )
+                )
+    return out
+
+
+def _marker_env(snap: Snapshot) -> dict[str, str]:
+    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
+    interp = snap.interpreter
+    if not isinstance(interp, Unavailable):
+        env["python_full_version"] = interp.version
+        env["python_version"] = ".".join(interp.version.split(".")[:2])
+        env["implementation_name"] = interp.implementation
+    return env
+
+
+def _satisfies(req: Requirement, version: str) -> bool:
+    try:
+        return req.specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def _custom_build(dist: Distribution | None) -> bool:
+    """A local build (+label) or a VCS/directory install: no index serves that version."""
+    if dist is None:
+        return False
+    url = dist.direct_url or {}
+    return "+" in dist.version or "vcs_info" in url or "dir_info" in url
+
+
+def _same_platform(reference: Snapshot, target: Snapshot) -> bool:
+    a, b = reference.interpreter, target.interpreter
+    if isinstance(a, Unavailable) or isinstance(b, Unavailable):
+        return False
+    return (a.interpreter_tag, a.abi_tag, a.platform) == (b.interpreter_tag, b.abi_tag, b.platform)
+
+
+def _dist_fixes(name: str, reference: Snapshot, target: Snapshot) -> list[Fix]:
+    ref = reference.distribution(name)
+    if ref is None:
+        return []
+    fixes = []
+    if not _custom_build(ref):
+        fixes.append(
+            Fix(
+                kind="pin",
+                summary=f"pin {ref.display_name}=={ref.version} (pip install --no-deps, "
+                "every other package held at its version)",
+                requirement=f"{ref.display_name}=={ref.version}",
+                dist=name,
+            )
+        )
+    if _same_platform(reference, target):
+        why = (
+            "a custom build: never replaced from an index"
+            if _custom_build(ref)
+            else "no index needed"
+        )
+        fixes.append(
+            Fix(
+                kind="sync-dist",
+                summary=f"copy {ref.display_name} {ref.version}'s installed files "
+                f"from the reference ({why})",
+                dist=name,
+            )
+        )
+    return fixes
+
+
+def _flag_fixes(related: list[Failure], analysis: _Analysis, startup: Startup) -> list[Fix]:
+    """Launch-flag values that avoid every one of these failures and break nothing new."""
+    if analysis.graph is None or not startup.entrypoint:
+        return []
+    bad = {(f.module, f.missing_name) for f in related if f.context == "module"}
+    if not bad:
+        return []
+    current_fatal = analysis.fatal_keys()
+    offered: list[Fix] = []
+    for pack in startup.packs:
+        for rule in pack.flags:
+            if not rule.workaround or not any(f.root.flag == rule.flag for f in related):
+                continue
+            current = analysis.flags.get(rule.flag, rule.default)
+            candidates = list(rule.prefer) + [v for v in rule.values if v not in rule.prefer]
+            for value in candidates:
+                if value == current:
+                    continue
+                alt = _Analysis(
+                    analysis.graph, startup, _set_flag(startup.command, rule.flag, value)
+                )
+                alt_fatal = alt.fatal_keys()
+                if alt_fatal & bad or not alt_fatal <= current_fatal:
+                    continue
+                gives_up = rule.values[value].gives_up or "nothing the rule pack knows of"
+                offered.append(
+                    Fix(
+                        kind="flag",
+                        summary=f"launch with {rule.flag} {value} (gives up: {gives_up})",
+                        flag=rule.flag,
+                        value=value,
+                        gives_up=gives_up,
+                    )
+                )
+    return offered
+
+
+def _set_flag(command: Sequence[str], flag: str, value: str) -> tuple[str, ...]:
+    from envsync.classify.rules import with_flag
+
+    return with_flag(command, flag, value)
+
+
+def _classify_dist(
+    diff: Difference, reference: Snapshot, target: Snapshot, analysis: _Analysis, startup: Startup
+) -> Finding:
+    name = diff.subject
+    names = _import_names(name, reference, target)
+    shown = {"missing": "missing on the target", "extra": "only on the target"}.get(
+        diff.kind, f"{diff.reference} on the reference, {diff.target} on the target"
+    )
+    requirements = _requirement_evidence(name, reference, target) if diff.kind != "extra" else []
+    fixes = _dist_fixes(name, reference, target) if diff.kind != "extra" else []
+    related = [f for f in analysis.failures if f.top in names]
+    if related:
+        worst = min(related, key=lambda f: RANK[f.context])
+        severity = SEVERITY_OF_CONTEXT[worst.context]
+        evidence = [e for f in related[:5] for e in _failure_evidence(f, analysis)]
+        if severity == "fatal":
+            fixes += _flag_fixes(related, analysis, startup)
+        return Finding(
+            subject=name,
+            kind=diff.kind,
+            reference=diff.reference,
+            target=diff.target,
+            severity=severity,
+            reason=_failure_reason(worst, analysis, target),
+            decided_by=evidence[0].source,
+            evidence=tuple(evidence + requirements),
+            fixes=tuple(fixes),
+        )
+    if analysis.graph is None:
+        severity = "risky" if requirements or diff.kind == "missing" else "benign"
+        why = (
+            "a package another one requires" if requirements else "no startup import graph to tell"
+        )
+        return Finding(
+            subject=name,
+            kind=diff.kind,
+            reference=diff.reference,
+            target=diff.target,
+            severity=severity,
+            reason=f"{name} {shown} ({why}).",
+            decided_by="requirements" if requirements else "facts",
+            evidence=tuple(requirements),
+            fixes=tuple(fixes),
+        )
+    use = uses(analysis.graph, analysis.reached, names)
+    if use is not None and use[2] in RUNS:
+        importer, edge, context = use
+        file = analysis.graph.modules[importer].file
+        return Finding(
+            subject=name,
+            kind=diff.kind,
+            reference=diff.reference,
+            target=diff.target,
+            severity="risky",
+            reason=f"{name} {shown}: startup imports it ({importer}, {CONTEXT_WORDS[context]}); "
+            "not shown to break.",
+            decided_by="import-graph",
+            evidence=(
+                Evidence(
+                    source="import-graph",
+                    detail=f"{importer} imports {edge.module}",
+                    file=file,
+                    line=edge.line,
+                    statement=edge.statement,
+                    context=edge.context,
+                ),
+                *requirements,
+            ),
+            fixes=tuple(fixes),
+        )
+    lazily = " (only inside functions)" if use is not None else ""
+    return Finding(
+        subject=name,
+        kind=diff.kind,
+        reference=diff.reference,
+        target=diff.target,
+        severity="benign",
+        reason=f"{name} {shown}: nothing the service imports at startup uses it{lazily}.",
+        decided_by="import-graph",
+        evidence=tuple(requirements),
+        fixes=tuple(fixes),
+    )
+
+
+def _module_of(path: str) -> str | None:
+    if not path.endswith(".py") or path.startswith(".."):
+        return None
+    module = path[:-3].replace("/", ".")
+    return module.removesuffix(".__init__")
+
+
+def _classify_file(
+    diff: Difference, reference: Snapshot, target: Snapshot, analysis: _Analysis
+) -> Finding:
+    ref_dist = reference.distribution(diff.dist or "")
+    tgt_dist = target.distribution(diff.dist or "")
+    path = diff.subject
+    if diff.target is None:
+        state = "missing on the target"
+    elif diff.reference is None:
+        state = "only on the target"
+    else:
+        state = "differs"
+    whose = []
+    if ref_dist is not None and (path in ref_dist.patched or path in ref_dist.added):
+        whose.append("a local patch on the reference")
+    if tgt_dist is not None and (path in tgt_dist.patched or path in tgt_dist.added):
+        whose.append("a local patch on the target")
+    what = f"{path} {state}" + (f" ({', '.join(whose)})" if whose else "")
+    fix = Fix(
+        kind="sync-file",
+        summary=f"remove {path} from the target (the reference has no such file)"
+        if diff.reference is None
+        else f"copy {path} from the reference (backed up first, hash checked after)",
+        dist=diff.dist,
+        path=path,
+    )
+    module = _module_of(path)
+    how = analysis.reached.get(module) if module else None
+    if how is not None and how.context in RUNS:
+        chain = " -> ".join(path_to(analysis.reached, module))  # type: ignore[arg-type]
+        return Finding(
+            subject=path,
+            kind="file",
+            reference=diff.reference,
+            target=diff.target,
+            severity="risky",
+            reason=f"{what}: startup imports {module} ({chain}).",
+            decided_by="import-graph",
+            evidence=(
+                Evidence(
+                    source="import-graph", detail=f"startup path: {chain}", context=how.context
+                ),
+            ),
+            fixes=(fix,),
+        )
+    if analysis.graph is None:
+        severity, reason = (
+            "risky",
+            f"{what}: no startup import graph to tell whether startup runs it.",
+        )
+        decided = "facts"
+    else:
+        severity, reason = "benign", f"{what}: startup does not import it."
+        decided = "import-graph"
+    return Finding(
+        subject=path,
+        kind="file",
+        reference=diff.reference,
+        target=diff.target,
+        severity=severity,
+        reason=reason,
+        decided_by=decided,
+        fixes=(fix,),
+    )
+
+
+def _classify_fact(diff: Difference, analysis: _Analysis) -> Finding:
+    severity = "benign"
+    reason = f"{diff.subject}: {diff.reference} on the reference, {diff.target} on the target"
+    if diff.kind == "python" and diff.subject in (
+        "python version",
+        "python abi_tag",
+        "python interpreter_tag",
+    ):
+        ref_mm = ".".join((diff.reference or "").split(".")[:2])
+        tgt_mm = ".".join((diff.target or "").split(".")[:2])
+        if diff.subject != "python version" or ref_mm != tgt_mm:
+            severity = "risky"
+            reason += "; compiled extension modules and copied packages may not load"
+    elif diff.kind == "torch" and analysis.graph is not None:
+        use = uses(analysis.graph, analysis.reached, {"torch"})
+        if use is not None and use[2] in RUNS:
+            severity = "risky"
+            reason += "; startup imports torch"
+    elif diff.kind == "system" and diff.subject == "system glibc":
+        try:
+            if Version(diff.target or "0") < Version(diff.reference or "0"):
+                severity = "risky"
+                reason += "; wheels built on the reference may need the newer glibc"
+        except InvalidVersion:
+            pass
+    return Finding(
+        subject=diff.subject,
+        kind=diff.kind,
+        reference=diff.reference,
+        target=diff.target,
+        severity=severity,
+        reason=reason + ".",
+        decided_by="facts",
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Build constraints the target must meet (torch against its GPUs and driver)
+
+
+def _sm(cc: str) -> int | None:
+    try:
+        major, _, minor = cc.partition(".")
+        return int(major) * 10 + int(minor or 0)
+    except ValueError:
+        return None
+
+
+def _arch_problem(torch: Torch, snap: Snapshot) -> str | None:
+    gpu = snap.gpu
+    if (
+        isinstance(gpu, Unavailable)
+        or not isinstance(torch.arch_list, tuple)
+        or not torch.arch_list
+    ):
+        return None
+    arch = set(torch.arch_list)
+    for g in gpu.gpus:
+        sm = _sm(g.compute_capability or "")
+        if sm is None:
+            continue
+        sass = f"sm_{sm}" in arch
+        ptx = any(a.startswith("compute_") and a[8:].isdigit() and int(a[8:]) <= sm for a in arch)
+        if not (sass or ptx):
+            return (
+                f"GPU {g.name} has compute capability {g.compute_capability}, which torch "
+                f"{torch.version}'s arch list ({' '.join(torch.arch_list)}) lacks: CUDA kernels "
+                "fail with 'no kernel image is available for execution on the device'"
+            )
+    return None
+
+
+def _driver_problem(torch: Torch, snap: Snapshot) -> str | None:
+    gpu = snap.gpu
+    if isinstance(gpu, Unavailable) or not torch.cuda or not gpu.cuda_driver_version:
+        return None
+    try:
+        build, driver = Version(torch.cuda), Version(gpu.cuda_driver_version)
+    except InvalidVersion:
+        return None
+    if build.major > driver.major:
+        return (
+            f"torch {torch.version} is built for CUDA {torch.cuda}; the driver "
+            f"{gpu.driver_version or ''} supports CUDA {gpu.cuda_driver_version} at most"
+        )
+    return None
+
+
+def _label_problem(snap: Snapshot) -> str | None:
+    labels = {}
+    for name in ("torch", "torchvision", "torchaudio"):
+        dist = snap.distribution(name)
+        if dist is not None and "+" in dist.version:
+            labels[name] = dist.version.split("+", 1)[1]
+    if len(set(labels.values())) > 1:
+        shown = ", ".join(f"{n} +{v}" for n, v in labels.items())
+        return (
+            f"mismatched local build labels: {shown}; "
+            "their compiled operators will not load together"
+        )
+    return None
+
+
+def _target_checks(reference: Snapshot, target: Snapshot) -> list[Finding]:
+    out = []
+    checks = [
+        ("torch arch list", "gpu", _arch_problem),
+        ("torch CUDA build", "torch", _driver_problem),
+    ]
+    for subject, kind, check in checks:
+        tgt_torch, ref_torch = target.torch, reference.torch
+        if not isinstance(tgt_torch, Torch):
+            continue
+        problem = check(tgt_torch, target)
+        if problem is None:
+            continue
+        if isinstance(ref_torch, Torch) and check(ref_torch, reference) is not None:
+            continue  # the reference has the same problem: not drift
+        out.append(
+            Finding(
+                subject=subject,
+                kind=kind,
+                reference=ref_torch.version if isinstance(ref_torch, Torch) else None,
+                target=tgt_torch.version,
+                severity="fatal",
+                reason=problem + ".",
+                decided_by="facts",
+                evidence=(Evidence(source="facts", detail=problem),),
+                fixes=tuple(_dist_fixes("torch", reference, target)),
+            )
+        )
+    problem = _label_problem(target)
+    if problem is not None and _label_problem(reference) is None:
+        out.append(
+            Finding(
+                subject="torch build labels",
+                kind="torch",
+                reference=None,
+                target=None,
+                severity="fatal",
+                reason=problem + ".",
+                decided_by="facts",
+                evidence=(Evidence(source="facts", detail=problem),),
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Ground truth from the import probe
+
+
+def _apply_probe(
+    findings: list[Finding],
+    probe: Sequence[ProbeOutcome],
+    reference: Snapshot,
+    target: Snapshot,
+    notes: list[str],
+) -> list[Finding]:
+    if not probe:
+        return findings
+    owners: dict[str, int] = {}
+    for i, finding in enumerate(findings):
+        if finding.kind in ("version", "missing", "extra"):
+            for name in _import_names(finding.subject, reference, target):
+                owners[name] = i
+    out = list(findings)
+    for outcome in probe:
+        if outcome.ok:
+            continue
+        top = _failing_top(outcome)
+        detail = f"import {outcome.module}: {outcome.exception}: {outcome.message}"
+        evidence = Evidence(
+            source="import-probe", detail=detail, file=outcome.file, line=outcome.line
+        )
+        if top is not None and top in owners:
+            i = owners[top]
+            finding = out[i]
+            if finding.severity != "fatal":
+                finding = replace(
+                    finding,
+                    severity="fatal",
+                    decided_by="import-probe",
+                    reason=f"{finding.subject}: importing {outcome.module} on the target fails: "
+                    f"{outcome.exception}: {outcome.message}.",
+                )
+            out[i] = replace(finding, evidence=(evidence, *finding.evidence))
+        else:
+            notes.append(f"import probe: {detail} (not caused by a difference from the reference)")
+    return out
+
+
+def _failing_top(outcome: ProbeOutcome) -> str | None:
+    import re
+
+    message = outcome.message or ""
+    match = re.search(r"No module named '([^']+)'", message) or re.search(
+        r"cannot import name '[^']+' from '([^']+)'", message
+    )
+    return match.group(1).partition(".")[0] if match else None

@@ -1,0 +1,56 @@
+"""The import probe: import the startup modules in the target's interpreter, for real."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from envsync.classify import ProbeOutcome
+from envsync.errors import CollectError
+from envsync.inventory import HostSpec
+from envsync.runner import CommandTimeout, Runner
+
+MARKER = "@@envsync-import-probe@@"
+# Each module in turn, in one process (startup imports them in one process too); the
+# outcome line is marked because the modules may print to stdout themselves.
+SCRIPT = (
+    "import sys;sys.path[:1]==['']and sys.path.pop(0)\n"
+    "import importlib,json,traceback\n"
+    "out=[]\n"
+    "for name in json.loads(sys.argv[1]):\n"
+    "    try:\n"
+    "        importlib.import_module(name)\n"
+    "        out.append({'module':name,'ok':True})\n"
+    "    except BaseException as e:\n"
+    "        tb=traceback.extract_tb(e.__traceback__)\n"
+    "        last=tb[-1] if tb else None\n"
+    "        out.append({'module':name,'ok':False,'exception':type(e).__name__,"
+    "'message':str(e).splitlines()[0] if str(e) else '',"
+    "'file':last.filename if last else None,'line':last.lineno if last else None})\n"
+    f"sys.stdout.write('\\n{MARKER}'+json.dumps(out)+'\\n')\n"
+)
+DEFAULT_TIMEOUT = 180.0
+
+
+def import_probe(
+    host: HostSpec, runner: Runner, modules: Sequence[str], timeout: float = DEFAULT_TIMEOUT
+) -> list[ProbeOutcome]:
+    try:
+        result = runner.run([host.python, "-c", SCRIPT, json.dumps(list(modules))], timeout=timeout)
+    except CommandTimeout:
+        return [
+            ProbeOutcome(
+                module=modules[0],
+                ok=False,
+                exception="Timeout",
+                message=f"importing the startup modules took over {timeout:g}s",
+            )
+        ]
+    text = result.stdout.decode("utf-8", "replace")
+    line = next((ln for ln in reversed(text.splitlines()) if ln.startswith(MARKER)), None)
+    if line is None:
+        raise CollectError(
+            f"{host.name}: the import probe died (exit {result.returncode}): "
+            f"{result.stderr_tail() or 'no output'}"
+        )
+    return [ProbeOutcome(**item) for item in json.loads(line[len(MARKER) :])]

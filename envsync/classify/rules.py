@@ -1,0 +1,267 @@
+"""Rule packs: which lazy imports a service runs at startup, and which flags choose them."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envsync.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "rules"
+
+
+class RulesError(InputError):
+    """A rule pack cannot be read or is malformed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartupModule:
+    module: str
+    reason: str
+    unless: tuple[str, ...] = ()  # flags whose presence means it does not run
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlagValue:
+    value: str
+    modules: tuple[str, ...] = ()
+    gives_up: str = ""  # what choosing this value costs; empty for the default
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlagRule:
+    flag: str
+    reason: str
+    default: str | None = None
+    values: Mapping[str, FlagValue] = field(default_factory=dict)
+    prefer: tuple[str, ...] = ()  # order in which values are offered as workarounds
+    workaround: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RulePack:
+    name: str
+    origin: str
+    description: str = ""
+    entrypoints: tuple[str, ...] = ()
+    startup: tuple[StartupModule, ...] = ()
+    flags: tuple[FlagRule, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Root:
+    """A module that startup imports, and why."""
+
+    module: str
+    reason: str
+    label: str  # why it runs, in a few words: "--grammar-backend xgrammar (the default)"
+    flag: str | None = None  # set when a flag value chose it
+    value: str | None = None
+
+
+def _str_list(value: Any, where: str, origin: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RulesError(f"{origin}: {where} must be a list of strings")
+    return tuple(value)
+
+
+def _str(
+    table: Mapping[str, Any], key: str, where: str, origin: str, default: str | None = None
+) -> str:
+    value = table.get(key, default)
+    if not isinstance(value, str):
+        raise RulesError(f"{origin}: {where}.{key} must be a string")
+    return value
+
+
+def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
+    pack = data.get("pack")
+    if not isinstance(pack, dict):
+        raise RulesError(f"{origin}: a rule pack needs a [pack] table")
+    startup = []
+    for i, item in enumerate(data.get("startup", [])):
+        where = f"startup[{i}]"
+        if not isinstance(item, dict):
+            raise RulesError(f"{origin}: {where} must be a table")
+        startup.append(
+            StartupModule(
+                module=_str(item, "module", where, origin),
+                reason=_str(item, "reason", where, origin, ""),
+                unless=_str_list(item.get("unless", []), f"{where}.unless", origin),
+            )
+        )
+    flags = []
+    for i, item in enumerate(data.get("flags", [])):
+        where = f"flags[{i}]"
+        if not isinstance(item, dict):
+            raise RulesError(f"{origin}: {where} must be a table")
+        flag = _str(item, "flag", where, origin)
+        if not flag.startswith("--"):
+            raise RulesError(f"{origin}: {where}.flag must start with --, got {flag!r}")
+        values = {}
+        raw_values = item.get("values", {})
+        if not isinstance(raw_values, dict):
+            raise RulesError(f"{origin}: {where}.values must be a table")
+        for value, spec in raw_values.items():
+            if not isinstance(spec, dict):
+                raise RulesError(f"{origin}: {where}.values.{value} must be a table")
+            values[value] = FlagValue(
+                value=value,
+                modules=_str_list(
+                    spec.get("modules", []), f"{where}.values.{value}.modules", origin
+                ),
+                gives_up=_str(spec, "gives_up", f"{where}.values.{value}", origin, ""),
+            )
+        prefer = _str_list(item.get("prefer", []), f"{where}.prefer", origin)
+        unknown = [p for p in prefer if p not in values]
+        if unknown:
+            raise RulesError(f"{origin}: {where}.prefer names {unknown[0]!r}, which is not a value")
+        default = item.get("default")
+        if default is not None and default not in values:
+            raise RulesError(f"{origin}: {where}.default {default!r} is not one of its values")
+        workaround = item.get("workaround", True)
+        if not isinstance(workaround, bool):
+            raise RulesError(f"{origin}: {where}.workaround must be true or false")
+        flags.append(
+            FlagRule(
+                flag=flag,
+                reason=_str(item, "reason", where, origin, ""),
+                default=default,
+                values=values,
+                prefer=prefer,
+                workaround=workaround,
+            )
+        )
+    return RulePack(
+        name=_str(pack, "name", "pack", origin),
+        origin=origin,
+        description=_str(pack, "description", "pack", origin, ""),
+        entrypoints=_str_list(pack.get("entrypoints", []), "pack.entrypoints", origin),
+        startup=tuple(startup),
+        flags=tuple(flags),
+    )
+
+
+def read_pack(path: Path) -> RulePack:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise RulesError(f"{path}: invalid TOML in rule pack: {e}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise RulesError(f"{path}: cannot read rule pack: {e}") from e
+    return parse_pack(data, str(path))
+
+
+def load_packs(extra: Sequence[str] = ()) -> tuple[RulePack, ...]:
+    """The built-in packs, then the user's (inventory `defaults.rules`)."""
+    paths = sorted(BUILTIN_DIR.glob("*.toml")) + [Path(p) for p in extra]
+    return tuple(read_pack(p) for p in paths)
+
+
+def packs_for(entrypoint: str | None, packs: Sequence[RulePack]) -> tuple[RulePack, ...]:
+    if not entrypoint:
+        return ()
+    return tuple(p for p in packs if entrypoint in p.entrypoints)
+
+
+# ---------------------------------------------------------------------------------------
+# Launch commands
+
+
+def entrypoint_of(command: Sequence[str]) -> str | None:
+    """The module a command runs with `-m MODULE`, if any."""
+    for i, token in enumerate(command):
+        if token == "-m" and i + 1 < len(command):
+            return command[i + 1]
+        if token.startswith("-m") and len(token) > 2 and not token.startswith("--"):
+            return token[2:]
+    return None
+
+
+def parse_flags(command: Sequence[str]) -> dict[str, str]:
+    """`--flag value`, `--flag=value` and bare `--flag` (value "true"); the last one wins."""
+    flags: dict[str, str] = {}
+    tokens = list(command)
+    for i, token in enumerate(tokens):
+        if not token.startswith("--") or token == "--":
+            continue
+        name, eq, value = token.partition("=")
+        if eq:
+            flags[name] = value
+        elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+            flags[name] = tokens[i + 1]
+        else:
+            flags[name] = "true"
+    return flags
+
+
+def with_flag(command: Sequence[str], flag: str, value: str) -> tuple[str, ...]:
+    """The command with `flag` set to `value` (replaced in place, else appended)."""
+    out = list(command)
+    for i, token in enumerate(out):
+        if token == flag and i + 1 < len(out) and not out[i + 1].startswith("--"):
+            out[i + 1] = value
+            return tuple(out)
+        if token.startswith(flag + "="):
+            out[i] = f"{flag}={value}"
+            return tuple(out)
+    return (*out, flag, value)
+
+
+def all_modules(entrypoint: str, packs: Sequence[RulePack]) -> tuple[str, ...]:
+    """Every module any flag combination could run at startup: the probe's roots."""
+    names = [entrypoint]
+    for pack in packs:
+        names += [s.module for s in pack.startup]
+        for rule in pack.flags:
+            for value in rule.values.values():
+                names += value.modules
+    return tuple(dict.fromkeys(names))
+
+
+def active_roots(
+    entrypoint: str, packs: Sequence[RulePack], flags: Mapping[str, str]
+) -> tuple[Root, ...]:
+    """The modules startup imports under these flags."""
+    roots = [
+        Root(
+            module=entrypoint,
+            reason=f"the service's entrypoint (-m {entrypoint})",
+            label="the entrypoint",
+        )
+    ]
+    for pack in packs:
+        for item in pack.startup:
+            if any(flag in flags for flag in item.unless):
+                continue
+            roots.append(
+                Root(
+                    module=item.module,
+                    reason=f"{pack.name} rule: {item.reason}",
+                    label=item.reason.split(" (")[0],
+                )
+            )
+        for rule in pack.flags:
+            value = flags.get(rule.flag, rule.default)
+            if value is None or value not in rule.values:
+                continue
+            how = "" if rule.flag in flags else ", the default"
+            for module in rule.values[value].modules:
+                roots.append(
+                    Root(
+                        module=module,
+                        reason=f"{pack.name} rule: {rule.flag} {value}{how}: {rule.reason}",
+                        label=f"{rule.flag} {value}{how}",
+                        flag=rule.flag,
+                        value=value,
+                    )
+                )
+    return tuple(roots)

@@ -1,0 +1,59 @@
+"""Markdown report: for pull-request comments and CI step summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from envsync.model import SEVERITIES, Report
+
+MARK = {"fatal": "🔴 fatal", "risky": "🟠 risky", "degraded": "🟡 degraded", "benign": "⚪ benign"}
+
+
+def _cell(text: str | None) -> str:
+    return (text or "—").replace("|", "\\|").replace("\n", " ")
+
+
+def render(reports: Sequence[Report]) -> str:
+    out = []
+    for report in reports:
+        counts = report.summary
+        out.append(f"## envsync: {report.target} against {report.reference}\n")
+        summary = ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s])
+        out.append(
+            f"**{summary or 'no drift'}**"
+            + (f" · entrypoint `{report.entrypoint}`" if report.entrypoint else "")
+            + "\n"
+        )
+        if report.findings:
+            out.append("| severity | kind | subject | reference | target | why | fix |")
+            out.append("| --- | --- | --- | --- | --- | --- | --- |")
+            for f in report.findings:
+                fix = "; ".join(x.summary for x in f.fixes)
+                out.append(
+                    f"| {MARK[f.severity]} | {f.kind} | `{_cell(f.subject)}` | "
+                    f"{_cell(_short(f.reference))} | {_cell(_short(f.target))} | "
+                    f"{_cell(f.reason)} | {_cell(fix)} |"
+                )
+            out.append("")
+            serious = [
+                f for f in report.findings if f.severity in ("fatal", "risky") and f.evidence
+            ]
+            for f in serious:
+                out.append(
+                    f"<details><summary>{f.severity}: {f.subject} — "
+                    f"evidence ({f.decided_by})</summary>\n"
+                )
+                for e in f.evidence:
+                    where = f" `{e.file}:{e.line}`" if e.file else ""
+                    stmt = f" — `{e.statement}`" if e.statement else ""
+                    out.append(f"- **{e.source}**{where}: {e.detail}{stmt}")
+                out.append("\n</details>\n")
+        for note in report.notes:
+            out.append(f"> note: {note}\n")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _short(value: str | None) -> str | None:
+    if value is not None and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return f"sha256 {value[:12]}…"
+    return value
