@@ -337,7 +337,9 @@ def _classify_dist(
     if related:
         worst = min(related, key=lambda f: RANK[f.context])
         severity = SEVERITY_OF_CONTEXT[worst.context]
-        evidence = [e for f in related[:5] for e in _failure_evidence(f, analysis)]
+        evidence = list(
+            dict.fromkeys(e for f in related[:5] for e in _failure_evidence(f, analysis))
+        )
         if severity == "fatal":
             fixes += _flag_fixes(related, analysis, startup)
         return Finding(

@@ -11,8 +11,8 @@ from envsync.inventory import HostSpec
 from envsync.runner import CommandTimeout, Runner
 
 MARKER = "@@envsync-import-probe@@"
-# Each module in turn, in one process (startup imports them in one process too); the
-# outcome line is marked because the modules may print to stdout themselves.
+# Each module in turn, in one process, stopping at the first failure as startup would;
+# the outcome line is marked because the modules may print to stdout themselves.
 SCRIPT = (
     "import sys;sys.path[:1]==['']and sys.path.pop(0)\n"
     "import importlib,json,traceback\n"
@@ -27,6 +27,7 @@ SCRIPT = (
     "        out.append({'module':name,'ok':False,'exception':type(e).__name__,"
     "'message':str(e).splitlines()[0] if str(e) else '',"
     "'file':last.filename if last else None,'line':last.lineno if last else None})\n"
+    "        break\n"
     f"sys.stdout.write('\\n{MARKER}'+json.dumps(out)+'\\n')\n"
 )
 DEFAULT_TIMEOUT = 180.0
