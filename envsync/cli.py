@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def _snapshot_of(
             f"{first.reason}{more}",
             tip="repair or remove it, or pass --allow-broken to record it and go on",
         )
-    if snap.source == "probe":
+    if isinstance(source, HostSource):
         _note(
             args,
             f"{source.label}: {len(snap.distributions)} distributions, "
@@ -162,9 +163,14 @@ def _target(
 
 
 def _compare(
-    reference: Snapshot, target: _Target, inventory: Inventory, args: argparse.Namespace
+    reference: Snapshot,
+    target: _Target,
+    inventory: Inventory,
+    args: argparse.Namespace,
+    snap: Snapshot | None = None,
 ) -> Report:
-    snap = _snapshot_of(target.name, inventory, args, target.options)
+    if snap is None:
+        snap = _snapshot_of(target.name, inventory, args, target.options)
     probe: list[ProbeOutcome] = []
     if args.probe:
         if not isinstance(target.source, HostSource) or not target.startup.entrypoint:
@@ -199,10 +205,14 @@ def cmd_diff(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
         )
     if args.output:
         check_writable(Path(args.output))
+    resolve(ref_name, inventory)  # both names are checked before anything is collected
     packs = load_packs(inventory.rules)
     target = _target(tgt_name, inventory, args, packs)
-    reference = _snapshot_of(ref_name, inventory, args)
-    report = _compare(reference, target, inventory, args)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # both hosts at once
+        reference_job = pool.submit(_snapshot_of, ref_name, inventory, args)
+        target_job = pool.submit(_snapshot_of, tgt_name, inventory, args, target.options)
+        reference, target_snap = reference_job.result(), target_job.result()
+    report = _compare(reference, target, inventory, args, target_snap)
     _emit(_render(args, [report]), args.output)
     _note(args, _summary_line(report))
     return ExitCode.DRIFT if report.findings else ExitCode.OK

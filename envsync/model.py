@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union
 
@@ -178,6 +178,19 @@ class DecodeError(ValueError):
     """Raised with a dotted path to the offending value."""
 
 
+class _Fail(Exception):
+    """A decoding failure on its way out; collects the path while it unwinds."""
+
+    def __init__(self, message: str, *segments: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.segments = list(segments)
+
+
+Decoder = Callable[[Any], Any]
+_DECODERS: dict[Any, Decoder] = {}
+
+
 def to_data(value: Any) -> Any:
     """Encode a model value as plain JSON-compatible data (dicts, lists, scalars)."""
     if isinstance(value, Unavailable):
@@ -197,83 +210,151 @@ def to_data(value: Any) -> Any:
 
 def from_data(cls: type[T], data: Any, path: str = "") -> T:
     """Decode plain data into dataclass `cls`, checking types; raise DecodeError."""
-    return typing.cast(T, _decode(cls, data, path or cls.__name__))
+    try:
+        return typing.cast(T, _decoder(cls)(data))
+    except _Fail as e:
+        where = (path or cls.__name__) + "".join(reversed(e.segments))
+        raise DecodeError(f"{where}: {e.message}") from None
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+def _decoder(tp: Any) -> Decoder:
+    """A decoding function for type `tp`, built once (decoding large graphs is hot)."""
+    if tp not in _DECODERS:
+        _DECODERS[tp] = _build(tp)
+    return _DECODERS[tp]
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+def _scalar(tp: type) -> Decoder:
+    def decode(data: Any) -> Any:
+        if type(data) is not tp:
+            raise _Fail(f"expected {tp.__name__}, got {data!r}")
+        return data
+
+    return decode
 
 
-def _decode(tp: Any, data: Any, path: str) -> Any:
+def _decode_float(data: Any) -> float:
+    if isinstance(data, (int, float)) and not isinstance(data, bool):
+        return float(data)
+    raise _Fail(f"expected a number, got {data!r}")
+
+
+def _build(tp: Any) -> Decoder:
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
-        options = typing.get_args(tp)
-        if data is None:
-            if type(None) in options:
-                return None
-            raise DecodeError(f"{path}: a value is required")
-        if isinstance(data, dict) and set(data) == {"unavailable"} and Unavailable in options:
-            reason = data["unavailable"]
-            if not isinstance(reason, str):
-                raise DecodeError(f"{path}.unavailable: expected a string, got {reason!r}")
-            return Unavailable(reason=reason)
-        errors = []
-        for option in options:
-            if option is type(None) or option is Unavailable:
-                continue
-            try:
-                return _decode(option, data, path)
-            except DecodeError as e:
-                errors.append(str(e))
-        raise DecodeError(errors[0] if len(errors) == 1 else f"{path}: unexpected value {data!r}")
+        return _build_union(typing.get_args(tp))
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(data, dict):
-            raise DecodeError(f"{path}: expected a table, got {type(data).__name__}")
-        hints = _hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise DecodeError(f"{path}: unknown key {unknown[0]!r}")
-        kwargs = {k: _decode(hints[k], v, f"{path}.{k}") for k, v in data.items()}
-        try:
-            return tp(**kwargs)
-        except TypeError as e:
-            missing = [
-                f.name
-                for f in dataclasses.fields(tp)
-                if f.name not in data
-                and f.default is dataclasses.MISSING
-                and f.default_factory is dataclasses.MISSING
-            ]
-            raise DecodeError(f"{path}: missing key {missing[0]!r}" if missing else str(e)) from e
+        return _build_dataclass(tp)
     if origin is tuple:
-        if not isinstance(data, list):
-            raise DecodeError(f"{path}: expected a list, got {type(data).__name__}")
-        (item,) = typing.get_args(tp)[:1]
-        return tuple(_decode(item, v, f"{path}[{i}]") for i, v in enumerate(data))
+        return _build_tuple(typing.get_args(tp)[0])
     if origin in (Mapping, dict):
-        if not isinstance(data, dict):
-            raise DecodeError(f"{path}: expected a table, got {type(data).__name__}")
-        _, value_type = typing.get_args(tp)
-        if value_type is str and all(type(v) is str for v in data.values()):
-            return dict(data)  # fast path for the large {path: sha256} tables
-        return {str(k): _decode(value_type, v, f"{path}.{k}") for k, v in data.items()}
+        return _build_mapping(typing.get_args(tp)[1])
     if tp is Any:
-        return data
+        return lambda data: data
     if tp is float:
-        if isinstance(data, (int, float)) and not isinstance(data, bool):
-            return float(data)
-        raise DecodeError(f"{path}: expected a number, got {data!r}")
+        return _decode_float
     if tp in (str, int, bool):
-        if type(data) is not tp:
-            raise DecodeError(f"{path}: expected {tp.__name__}, got {data!r}")
-        return data
-    raise DecodeError(f"{path}: cannot decode type {tp!r}")  # pragma: no cover
+        return _scalar(tp)
+    raise TypeError(f"cannot decode type {tp!r}")  # pragma: no cover
+
+
+def _build_union(options: tuple[Any, ...]) -> Decoder:
+    nullable = type(None) in options
+    unavailable = Unavailable in options
+    decoders = [_decoder(o) for o in options if o is not type(None) and o is not Unavailable]
+
+    def decode(data: Any) -> Any:
+        if data is None:
+            if nullable:
+                return None
+            raise _Fail("a value is required")
+        if unavailable and type(data) is dict and len(data) == 1 and "unavailable" in data:
+            reason = data["unavailable"]
+            if type(reason) is not str:
+                raise _Fail(f"expected a string, got {reason!r}", ".unavailable")
+            return Unavailable(reason=reason)
+        if len(decoders) == 1:
+            return decoders[0](data)
+        failures = []
+        for decoder in decoders:
+            try:
+                return decoder(data)
+            except _Fail as e:
+                failures.append(e)
+        raise _Fail(f"unexpected value {data!r}")
+
+    return decode
+
+
+def _build_dataclass(cls: type) -> Decoder:
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    decoders = {f.name: _decoder(hints[f.name]) for f in fields}
+    required = {
+        f.name
+        for f in fields
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+
+    def decode(data: Any) -> Any:
+        if type(data) is not dict:
+            raise _Fail(f"expected a table, got {type(data).__name__}")
+        kwargs = {}
+        for key, value in data.items():
+            decoder = decoders.get(key)
+            if decoder is None:
+                raise _Fail(f"unknown key {key!r}")
+            try:
+                kwargs[key] = decoder(value)
+            except _Fail as e:
+                e.segments.append(f".{key}")
+                raise
+        if not required <= kwargs.keys():
+            missing = next(f.name for f in fields if f.name in required and f.name not in kwargs)
+            raise _Fail(f"missing key {missing!r}")
+        return cls(**kwargs)
+
+    return decode
+
+
+def _build_tuple(item: Any) -> Decoder:
+    decoder = _decoder(item)
+
+    def decode(data: Any) -> Any:
+        if type(data) is not list:
+            raise _Fail(f"expected a list, got {type(data).__name__}")
+        if item is str and all(type(v) is str for v in data):
+            return tuple(data)
+        out = []
+        for i, value in enumerate(data):
+            try:
+                out.append(decoder(value))
+            except _Fail as e:
+                e.segments.append(f"[{i}]")
+                raise
+        return tuple(out)
+
+    return decode
+
+
+def _build_mapping(value_type: Any) -> Decoder:
+    decoder = _decoder(value_type)
+
+    def decode(data: Any) -> Any:
+        if type(data) is not dict:
+            raise _Fail(f"expected a table, got {type(data).__name__}")
+        if value_type is str and all(type(v) is str for v in data.values()):
+            return dict(data)  # the large {path: sha256} tables
+        out = {}
+        for key, value in data.items():
+            try:
+                out[str(key)] = decoder(value)
+            except _Fail as e:
+                e.segments.append(f".{key}")
+                raise
+        return out
+
+    return decode
 
 
 # ---------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envsync.classify.graph import RANK, RUNS, Failure, Reach, failures, path_to, reach, uses
+from envsync.classify.graph import RANK, RUNS, Failure, GraphIndex, Reach, path_to, uses
 from envsync.classify.rules import RulePack, active_roots, parse_flags
 from envsync.model import (
     Difference,
@@ -59,16 +59,23 @@ class Startup:
 class _Analysis:
     """The target's startup graph under one set of launch flags."""
 
-    def __init__(self, graph: StartupGraph | None, startup: Startup, command: Sequence[str]):
+    def __init__(
+        self,
+        graph: StartupGraph | None,
+        startup: Startup,
+        command: Sequence[str],
+        index: GraphIndex | None = None,
+    ):
         self.graph = graph
+        self.index = index or (GraphIndex(graph) if graph else None)
         self.flags = parse_flags(command)
         self.roots = (
             active_roots(startup.entrypoint, startup.packs, self.flags)
             if startup.entrypoint
             else ()
         )
-        self.reached: dict[str, Reach] = reach(graph, self.roots) if graph else {}
-        self.failures: list[Failure] = failures(graph, self.reached) if graph else []
+        self.reached: dict[str, Reach] = self.index.reach(self.roots) if self.index else {}
+        self.failures: list[Failure] = self.index.failures(self.reached) if self.index else []
 
     def fatal_keys(self) -> set[tuple[str, str | None]]:
         return {(f.module, f.missing_name) for f in self.failures if f.context == "module"}
@@ -299,7 +306,10 @@ def _flag_fixes(related: list[Failure], analysis: _Analysis, startup: Startup) -
                 if value == current:
                     continue
                 alt = _Analysis(
-                    analysis.graph, startup, _set_flag(startup.command, rule.flag, value)
+                    analysis.graph,
+                    startup,
+                    _set_flag(startup.command, rule.flag, value),
+                    analysis.index,
                 )
                 alt_fatal = alt.fatal_keys()
                 if alt_fatal & bad or not alt_fatal <= current_fatal:

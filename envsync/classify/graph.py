@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from envsync.classify.rules import Root
@@ -52,7 +52,7 @@ class Failure:
         return f"No module named {self.missing_module!r}"
 
 
-def _targets(edge: ImportEdge, modules: dict[str, ModuleFacts]) -> list[str]:
+def _targets(edge: ImportEdge, modules: Mapping[str, ModuleFacts]) -> list[str]:
     """Modules an edge imports: X and its parents, and X.Y for `from X import Y` submodules."""
     parts = edge.module.split(".")
     out = [".".join(parts[: i + 1]) for i in range(len(parts))]
@@ -64,16 +64,21 @@ def _targets(edge: ImportEdge, modules: dict[str, ModuleFacts]) -> list[str]:
 
 
 def reach(graph: StartupGraph, roots: Sequence[Root]) -> dict[str, Reach]:
-    """Every module startup imports from `roots`, with its surest path (0-1-2 Dijkstra)."""
-    modules = dict(graph.modules)
+    """Every module startup imports from `roots`, with its surest path."""
+    return GraphIndex(graph).reach(roots)
+
+
+def _reach_one(graph: StartupGraph, root: Root) -> dict[str, Reach]:
+    """Modules reached from one root, with the surest path to each (0-1-2 Dijkstra)."""
+    modules = graph.modules
     internal = set(graph.internal)
     best: dict[str, Reach] = {}
-    heap: list[tuple[int, int, str, Reach]] = []
-    counter = 0
-    for root in roots:
-        if root.module in modules and modules[root.module].kind != "missing":
-            heapq.heappush(heap, (0, counter, root.module, Reach(context="module", root=root)))
-            counter += 1
+    if root.module not in modules or modules[root.module].kind == "missing":
+        return best
+    heap: list[tuple[int, int, str, Reach]] = [
+        (0, 0, root.module, Reach(context="module", root=root))
+    ]
+    counter = 1
     while heap:
         rank, _, name, how = heapq.heappop(heap)
         if name in best and RANK[best[name].context] <= rank:
@@ -92,15 +97,117 @@ def reach(graph: StartupGraph, roots: Sequence[Root]) -> dict[str, Reach]:
                 known = best.get(target)
                 if known is None or RANK[context] < RANK[known.context]:
                     counter += 1
-                    step = Reach(context=context, root=how.root, parent=name, edge=edge)
+                    step = Reach(context=context, root=root, parent=name, edge=edge)
                     heapq.heappush(heap, (RANK[context], counter, target, step))
     return best
 
 
+class GraphIndex:
+    """One host's graph with what startup analyses share, computed once.
+
+    Reaching from a set of roots is the pointwise surest of reaching from each root, so
+    trying another launch flag recomputes only the roots it changes.
+    """
+
+    def __init__(self, graph: StartupGraph) -> None:
+        self.graph = graph
+        self._by_root: dict[Root, dict[str, Reach]] = {}
+        self._broken: dict[str, list[tuple[ImportEdge, str | None, str | None, str]]] = {}
+        self._bound: dict[str, set[str] | None] = {}
+
+    def reach(self, roots: Sequence[Root]) -> dict[str, Reach]:
+        merged: dict[str, Reach] = {}
+        for root in roots:
+            if root not in self._by_root:
+                self._by_root[root] = _reach_one(self.graph, root)
+            for name, how in self._by_root[root].items():
+                known = merged.get(name)
+                if known is None or RANK[how.context] < RANK[known.context]:
+                    merged[name] = how
+        return merged
+
+    def broken_imports(self, name: str) -> list[tuple[ImportEdge, str | None, str | None, str]]:
+        """(edge, missing module, missing name, module concerned) for a module's imports."""
+        if name in self._broken:
+            return self._broken[name]
+        modules = self.graph.modules
+        facts = modules.get(name)
+        out: list[tuple[ImportEdge, str | None, str | None, str]] = []
+        for edge in facts.imports if facts is not None else ():
+            if edge.context == "typing":
+                continue
+            parts = edge.module.split(".")
+            missing = None
+            for i in range(len(parts)):
+                prefix = ".".join(parts[: i + 1])
+                if prefix in modules and modules[prefix].kind == "missing":
+                    missing = prefix
+                    break
+            if missing is not None:
+                out.append((edge, missing, None, missing))
+                continue
+            if not edge.names:
+                continue
+            bound = bound_names(self.graph, edge.module, memo=self._bound)
+            if bound is None:
+                continue  # an extension module, a namespace, a __getattr__: cannot tell
+            for item in edge.names:
+                if item == "*" or item in bound:
+                    continue
+                sub = f"{edge.module}.{item}"
+                if sub in modules and modules[sub].kind != "missing":
+                    continue  # a submodule: `from pkg import mod` imports it
+                out.append((edge, None, item, edge.module))
+        self._broken[name] = out
+        return out
+
+    def failures(self, reached: dict[str, Reach]) -> list[Failure]:
+        """Imports in reached modules (lazy ones inside functions too) that cannot succeed."""
+        internal = set(self.graph.internal)
+        found: dict[tuple[str, str | None, str, int], Failure] = {}
+        for name, how in reached.items():
+            if name.partition(".")[0] not in internal:
+                continue
+            facts = self.graph.modules.get(name)
+            for edge, missing_module, missing_name, module in self.broken_imports(name):
+                context = (
+                    "function" if edge.context == "function" else weaker(how.context, edge.context)
+                )
+                key = (module, missing_name, name, edge.line)
+                found.setdefault(
+                    key,
+                    Failure(
+                        importer=name,
+                        file=facts.file if facts else None,
+                        edge=edge,
+                        missing_module=missing_module,
+                        missing_name=missing_name,
+                        module=module,
+                        context=context,
+                        root=how.root,
+                    ),
+                )
+        return sorted(
+            found.values(), key=lambda f: (RANK[f.context], f.module, f.importer, f.edge.line)
+        )
+
+
 def bound_names(
-    graph: StartupGraph, module: str, seen: frozenset[str] = frozenset()
+    graph: StartupGraph,
+    module: str,
+    seen: frozenset[str] = frozenset(),
+    memo: dict[str, set[str] | None] | None = None,
 ) -> set[str] | None:
     """Names `module` binds at module level, through `import *` too; None when unknowable."""
+    if memo is not None and module in memo:
+        return memo[module]
+    result = _bound_names(graph, module, seen)
+    if memo is not None:
+        memo[module] = result
+    return result
+
+
+def _bound_names(graph: StartupGraph, module: str, seen: frozenset[str]) -> set[str] | None:
     facts = graph.modules.get(module)
     if facts is None or facts.kind != "source" or facts.defines is None or facts.dynamic:
         return None
@@ -121,53 +228,7 @@ def bound_names(
 
 def failures(graph: StartupGraph, reached: dict[str, Reach]) -> list[Failure]:
     """Imports in reached modules (lazy ones inside functions too) that cannot succeed."""
-    modules = dict(graph.modules)
-    internal = set(graph.internal)
-    found: dict[tuple[str, str | None, str, int], Failure] = {}
-    for name, how in reached.items():
-        facts = modules.get(name)
-        if facts is None or name.partition(".")[0] not in internal:
-            continue
-        for edge in facts.imports:
-            if edge.context == "typing":
-                continue
-            context = (
-                "function" if edge.context == "function" else weaker(how.context, edge.context)
-            )
-            parts = edge.module.split(".")
-            missing = None
-            for i in range(len(parts)):
-                prefix = ".".join(parts[: i + 1])
-                if prefix in modules and modules[prefix].kind == "missing":
-                    missing = prefix
-                    break
-            common = {
-                "importer": name,
-                "file": facts.file,
-                "edge": edge,
-                "context": context,
-                "root": how.root,
-            }
-            if missing is not None:
-                key: tuple[str, str | None, str, int] = (missing, None, name, edge.line)
-                found.setdefault(key, Failure(missing_module=missing, module=missing, **common))  # type: ignore[arg-type]
-                continue
-            if not edge.names:
-                continue
-            bound = bound_names(graph, edge.module)
-            if bound is None:
-                continue  # an extension module, a namespace, a __getattr__: cannot tell
-            for item in edge.names:
-                if item == "*" or item in bound:
-                    continue
-                sub = f"{edge.module}.{item}"
-                if sub in modules and modules[sub].kind != "missing":
-                    continue  # a submodule: `from pkg import mod` imports it
-                key = (edge.module, item, name, edge.line)
-                found.setdefault(key, Failure(missing_name=item, module=edge.module, **common))  # type: ignore[arg-type]
-    return sorted(
-        found.values(), key=lambda f: (RANK[f.context], f.module, f.importer, f.edge.line)
-    )
+    return GraphIndex(graph).failures(reached)
 
 
 def uses(

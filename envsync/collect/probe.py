@@ -949,7 +949,9 @@ def startup_graph(options):
         else:
             stats["cached"] += 1
         follow = mode[name] and is_internal(name)
-        info.update({k: facts[k] for k in ("defines", "all", "dynamic", "stars", "imports")})
+        info.update({k: facts[k] for k in ("defines", "all", "dynamic", "stars")})
+        # Import edges matter only where startup follows them.
+        info["imports"] = facts["imports"] if follow else []
         for star in facts["stars"]:
             want(star, follow and is_internal(star))
         if not follow:
