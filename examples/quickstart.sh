@@ -14,11 +14,13 @@ fi
 export ENVSYNC_INVENTORY=examples/envsync.toml
 envsync() { .venv/bin/envsync "$@"; }
 
-echo "== envsync snapshot ct129 ct200 -o reports/example-snapshots.json"
-envsync snapshot ct129 ct200 -o reports/example-snapshots.json
-echo "== envsync lock ct129 -o reports/ct129.lock   (the known-good reference)"
+echo "== envsync lock ct129 -o reports/ct129.lock      (record the known-good host)"
 envsync lock ct129 -o reports/ct129.lock
-envsync lock ct200 -o reports/ct200.lock -q
-echo "== the two locks, side by side (packages and patched files)"
-diff <(grep -A1 '^name = ' reports/ct129.lock; grep -A3 '^patched' reports/ct129.lock) \
-     <(grep -A1 '^name = ' reports/ct200.lock; grep -A3 '^patched' reports/ct200.lock) || true
+echo
+echo "== envsync diff ct129 ct200      (which differences break ct200's startup, and the fixes)"
+envsync diff ct129 ct200 || [ $? -eq 1 ]   # exit 1: drift found, as expected here
+echo
+echo "== envsync check --lock reports/ct129.lock ct200      (the CI gate; exit 1 = blocked)"
+envsync check --lock reports/ct129.lock ct200 --markdown reports/check.md --junit reports/check.xml \
+    --format json -o reports/check.json || [ $? -eq 1 ]
+echo "reports: reports/ct129.lock reports/check.md reports/check.xml reports/check.json"

@@ -455,7 +455,8 @@ def _classify_file(
     module = _module_of(path)
     how = analysis.reached.get(module) if module else None
     if how is not None and how.context in RUNS:
-        chain = " -> ".join(path_to(analysis.reached, module))  # type: ignore[arg-type]
+        steps = path_to(analysis.reached, module)  # type: ignore[arg-type]
+        chain = " -> ".join(steps) if len(steps) > 1 else how.root.label
         return Finding(
             subject=path,
             kind="file",
