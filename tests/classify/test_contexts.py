@@ -257,3 +257,41 @@ def test_graph_records_modules_and_edges(hosts: Path) -> None:
     assert graph.modules["lam"].stars == ("lam.impl",)
     assert "other" in (graph.modules["lam.impl"].defines or ())
     assert "os" not in graph.modules and "typing" not in graph.modules  # stdlib left out
+
+
+def test_import_probe_is_ground_truth(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = tmp_path / "wheels"
+    svc2 = make_wheel(
+        w,
+        "svc2",
+        "1.0",
+        {
+            "svc2/__init__.py": "",
+            "svc2/main.py": "import os\nif os.environ.get('SVC_GAMMA'):\n    import gamma\n",
+        },
+    )
+    ref, tgt = make_venv(tmp_path / "ref"), make_venv(tmp_path / "tgt")
+    pip_install(ref, svc2, _dep(w, "gamma", "1.0", ""))
+    pip_install(tgt, svc2)
+    inv = tmp_path / "envsync.toml"
+    inv.write_text(
+        '[defaults]\nreference = "ref"\ntarget = "tgt"\n'
+        '[service]\ncommand = ["{python}", "-m", "svc2.main"]\n'
+        f'[hosts.ref]\npython = "{ref}"\n[hosts.tgt]\npython = "{tgt}"\n'
+    )
+    monkeypatch.setenv("SVC_GAMMA", "1")  # the condition holds on this host
+    assert main(["--inventory", str(inv), "-q", "diff", "--format", "json"]) == 1
+    static = json.loads(capsys.readouterr().out)["findings"][0]
+    assert (static["subject"], static["severity"]) == ("gamma", "risky")
+    assert main(["--inventory", str(inv), "-q", "diff", "--format", "json", "--probe"]) == 1
+    probed = json.loads(capsys.readouterr().out)["findings"][0]
+    assert (probed["severity"], probed["decided_by"]) == ("fatal", "import-probe")
+    first = probed["evidence"][0]
+    assert first["source"] == "import-probe"
+    assert first["detail"] == "import svc2.main: ModuleNotFoundError: No module named 'gamma'"
+    assert first["file"].endswith("svc2/main.py") and first["line"] == 3
+    monkeypatch.delenv("SVC_GAMMA")
+    assert main(["--inventory", str(inv), "-q", "diff", "--format", "json", "--probe"]) == 1
+    assert json.loads(capsys.readouterr().out)["findings"][0]["severity"] == "risky"
