@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from packaging.markers import InvalidMarker, default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -352,11 +353,8 @@ def _classify_dist(
         )
         if severity == "fatal":
             fixes += _flag_fixes(related, analysis, startup)
-        return Finding(
-            subject=name,
-            kind=diff.kind,
-            reference=diff.reference,
-            target=diff.target,
+        return _finding(
+            diff,
             severity=severity,
             reason=_failure_reason(worst, analysis, target),
             decided_by=evidence[0].source,
@@ -368,11 +366,8 @@ def _classify_dist(
         why = (
             "a package another one requires" if requirements else "no startup import graph to tell"
         )
-        return Finding(
-            subject=name,
-            kind=diff.kind,
-            reference=diff.reference,
-            target=diff.target,
+        return _finding(
+            diff,
             severity=severity,
             reason=f"{name} {shown} ({why}).",
             decided_by="requirements" if requirements else "facts",
@@ -383,11 +378,8 @@ def _classify_dist(
     if use is not None and use[2] in RUNS:
         importer, edge, context = use
         file = analysis.graph.modules[importer].file
-        return Finding(
-            subject=name,
-            kind=diff.kind,
-            reference=diff.reference,
-            target=diff.target,
+        return _finding(
+            diff,
             severity="risky",
             reason=f"{name} {shown}: startup imports it ({importer}, {CONTEXT_WORDS[context]}); "
             "not shown to break.",
@@ -406,16 +398,20 @@ def _classify_dist(
             fixes=tuple(fixes),
         )
     lazily = " (only inside functions)" if use is not None else ""
-    return Finding(
-        subject=name,
-        kind=diff.kind,
-        reference=diff.reference,
-        target=diff.target,
+    return _finding(
+        diff,
         severity="benign",
         reason=f"{name} {shown}: nothing the service imports at startup uses it{lazily}.",
         decided_by="import-graph",
         evidence=tuple(requirements),
         fixes=tuple(fixes),
+    )
+
+
+def _finding(diff: Difference, **rest: Any) -> Finding:
+    """A finding about `diff`: its subject, kind and both values, and the rest."""
+    return Finding(
+        subject=diff.subject, kind=diff.kind, reference=diff.reference, target=diff.target, **rest
     )
 
 
@@ -457,11 +453,8 @@ def _classify_file(
     if how is not None and how.context in RUNS:
         steps = path_to(analysis.reached, module)  # type: ignore[arg-type]
         chain = " -> ".join(steps) if len(steps) > 1 else how.root.label
-        return Finding(
-            subject=path,
-            kind="file",
-            reference=diff.reference,
-            target=diff.target,
+        return _finding(
+            diff,
             severity="risky",
             reason=f"{what}: startup imports {module} ({chain}).",
             decided_by="import-graph",
@@ -481,11 +474,8 @@ def _classify_file(
     else:
         severity, reason = "benign", f"{what}: startup does not import it."
         decided = "import-graph"
-    return Finding(
-        subject=path,
-        kind="file",
-        reference=diff.reference,
-        target=diff.target,
+    return _finding(
+        diff,
         severity=severity,
         reason=reason,
         decided_by=decided,
@@ -518,11 +508,8 @@ def _classify_fact(diff: Difference, analysis: _Analysis) -> Finding:
                 reason += "; wheels built on the reference may need the newer glibc"
         except InvalidVersion:
             pass
-    return Finding(
-        subject=diff.subject,
-        kind=diff.kind,
-        reference=diff.reference,
-        target=diff.target,
+    return _finding(
+        diff,
         severity=severity,
         reason=reason + ".",
         decided_by="facts",
