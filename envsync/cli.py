@@ -3,40 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envsync import __version__
-from envsync.classify import ProbeOutcome, Startup, classify
-from envsync.classify.importcheck import import_probe
-from envsync.classify.rules import (
-    RulePack,
-    active_roots,
-    all_modules,
-    entrypoint_of,
-    load_packs,
-    packs_for,
-    parse_flags,
-)
 from envsync.collect import DEFAULT_TIMEOUT, ProbeOptions
-from envsync.diff import differences
 from envsync.errors import CollectError, EnvsyncError, InputError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import HostSpec, Inventory, load_inventory
 from envsync.lock import dumps_lock, read_lock
 from envsync.model import SEVERITIES, SNAPSHOT_SCHEMA_VERSION, Report, Snapshot, to_data
-from envsync.report import FORMATS, render
+from envsync.report import FORMATS
 from envsync.runner import Runner
 from envsync.runner.local import LocalRunner
 from envsync.snapshot import (
     HostSource,
-    Source,
     check_writable,
     dumps_snapshot,
     resolve,
@@ -44,14 +33,41 @@ from envsync.snapshot import (
     write_atomic,
 )
 
+if TYPE_CHECKING:
+    from envsync.compare import Target
 
-def runner_for(spec: HostSpec) -> Runner:
-    if spec.is_local:
-        return LocalRunner(spec.name)
-    raise CollectError(
-        f"{spec.name}: SSH hosts ({spec.ssh}) are not supported by envsync {__version__} yet",
-        tip="run `envsync snapshot local -o FILE` on the host and name that file instead",
-    )
+# Commands import what they need when they run: deepdiff, the classifier, rich and the
+# SSH stack cost more to import than a whole local snapshot takes.
+
+
+class Runners:
+    """One runner per host for the whole command: one SSH connection per host, closed at end."""
+
+    def __init__(self, *, accept_new: bool = False, connect_timeout: float = 10.0) -> None:
+        self.accept_new = accept_new
+        self.connect_timeout = connect_timeout
+        self._runners: dict[str, Runner] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, spec: HostSpec) -> Runner:
+        from envsync.runner.ssh import SSHRunner
+
+        with self._lock:
+            if spec.name not in self._runners:
+                self._runners[spec.name] = (
+                    LocalRunner(spec.name)
+                    if spec.is_local
+                    else SSHRunner(
+                        spec, accept_new=self.accept_new, connect_timeout=self.connect_timeout
+                    )
+                )
+            return self._runners[spec.name]
+
+    def close(self) -> None:
+        for runner in self._runners.values():
+            close = getattr(runner, "close", None)
+            if close is not None:
+                close()
 
 
 def _err(message: str) -> None:
@@ -74,7 +90,7 @@ def _snapshot_of(
     options: ProbeOptions | None = None,
 ) -> Snapshot:
     source = resolve(name, inventory)
-    snap = take(source, runner_for, options or _probe_options(args))
+    snap = take(source, args.runners, options or _probe_options(args))
     if snap.broken and not args.allow_broken:
         first = snap.broken[0]
         more = f" (and {len(snap.broken) - 1} more)" if len(snap.broken) > 1 else ""
@@ -100,17 +116,56 @@ def _emit(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
+def _fleet(
+    names: Sequence[str], inventory: Inventory, args: argparse.Namespace
+) -> tuple[list[Snapshot], list[tuple[str, CollectError]]]:
+    """Snapshots of several hosts in parallel (at most --jobs at once); failures kept apart."""
+    for name in names:
+        resolve(name, inventory)  # every name is checked before anything is collected
+    results: dict[int, Snapshot] = {}
+    errors: list[tuple[str, CollectError]] = []
+    progress = None
+    if sys.stderr.isatty() and not args.quiet and len(names) > 1:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        progress = Progress(transient=True, console=Console(stderr=True))
+    task = progress.add_task("collecting", total=len(names)) if progress else None
+    with (
+        progress or contextlib.nullcontext(),
+        ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool,
+    ):
+        jobs = {pool.submit(_snapshot_of, name, inventory, args): i for i, name in enumerate(names)}
+        for job in as_completed(jobs):
+            i = jobs[job]
+            try:
+                results[i] = job.result()
+            except CollectError as e:
+                errors.append((names[i], e))
+                _err(str(e))
+            if progress is not None and task is not None:
+                progress.advance(task)
+    return [results[i] for i in sorted(results)], errors
+
+
 def cmd_snapshot(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
     if args.output:
         check_writable(Path(args.output))
-    snaps = [_snapshot_of(name, inventory, args) for name in args.hosts]
-    if len(snaps) == 1:
+    snaps, errors = _fleet(args.hosts, inventory, args)
+    if len(args.hosts) == 1:
+        if errors:
+            return ExitCode.COLLECT
         text = dumps_snapshot(snaps[0])
     else:
-        doc = {"schema_version": SNAPSHOT_SCHEMA_VERSION, "snapshots": [to_data(s) for s in snaps]}
+        doc: dict[str, object] = {
+            "schema_version": SNAPSHOT_SCHEMA_VERSION,
+            "snapshots": [to_data(s) for s in snaps],
+        }
+        if errors:
+            doc["errors"] = [{"host": name, "error": str(e)} for name, e in errors]
         text = json.dumps(doc, indent=2) + "\n"
     _emit(text, args.output)
-    return ExitCode.OK
+    return ExitCode.COLLECT if errors else ExitCode.OK
 
 
 def cmd_lock(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
@@ -130,67 +185,47 @@ def cmd_lock(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
 # diff and check
 
 
-@dataclass(frozen=True, slots=True)
-class _Target:
-    name: str
-    source: Source
-    startup: Startup
-    options: ProbeOptions
-
-
-def _startup_for(source: Source, inventory: Inventory, packs: tuple[RulePack, ...]) -> Startup:
-    service = source.spec.service if isinstance(source, HostSource) else inventory.service
-    command = tuple(service.command) if service else ()
-    entrypoint = (service.entrypoint or entrypoint_of(command)) if service else None
-    return Startup(entrypoint=entrypoint, command=command, packs=packs_for(entrypoint, packs))
-
-
-def _target(
-    name: str, inventory: Inventory, args: argparse.Namespace, packs: tuple[RulePack, ...]
-) -> _Target:
-    source = resolve(name, inventory)
-    startup = _startup_for(source, inventory, packs)
-    options = _probe_options(args)
-    if startup.entrypoint and isinstance(source, HostSource):
-        watch = tuple(w.replace("-", "_") for w in source.spec.watch)
-        options = replace(
-            options,
-            roots=all_modules(startup.entrypoint, startup.packs),
-            internal=tuple(dict.fromkeys((startup.entrypoint.partition(".")[0], *watch))),
-            cache_dir="" if args.no_cache else None,
-        )
-    return _Target(name=name, source=source, startup=startup, options=options)
-
-
 def _compare(
     reference: Snapshot,
-    target: _Target,
+    target: Target,
     inventory: Inventory,
     args: argparse.Namespace,
     snap: Snapshot | None = None,
 ) -> Report:
+    from envsync.compare import compare
+
     if snap is None:
         snap = _snapshot_of(target.name, inventory, args, target.options)
-    probe: list[ProbeOutcome] = []
-    if args.probe:
-        if not isinstance(target.source, HostSource) or not target.startup.entrypoint:
-            raise InputError("--probe needs a live target host with a service entrypoint")
-        graph = snap.startup
-        flags = parse_flags(target.startup.command)
-        roots = active_roots(target.startup.entrypoint, target.startup.packs, flags)
-        modules = [
-            r.module
-            for r in roots
-            if graph is None
-            or (r.module in graph.modules and graph.modules[r.module].kind != "missing")
-        ]
-        if modules:
-            spec = target.source.spec
-            probe = import_probe(spec, runner_for(spec), modules, args.probe_timeout)
-    return classify(reference, snap, differences(reference, snap), target.startup, probe)
+    return compare(
+        reference,
+        target,
+        snap,
+        runners=args.runners,
+        probe=args.probe,
+        probe_timeout=args.probe_timeout,
+    )
+
+
+def _targets(names: Sequence[str], inventory: Inventory, args: argparse.Namespace) -> list[Target]:
+    from envsync.classify.rules import load_packs
+    from envsync.compare import prepare
+
+    packs = load_packs(inventory.rules)
+    return [
+        prepare(n, inventory, packs, _probe_options(args), use_cache=not args.no_cache)
+        for n in names
+    ]
+
+
+def _format(fmt: str, reports: list[Report]) -> str:
+    from envsync.report import render
+
+    return render(fmt, reports)
 
 
 def _render(args: argparse.Namespace, reports: list[Report]) -> str:
+    from envsync.report import render
+
     color = args.output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     width = shutil.get_terminal_size((120, 40)).columns if color else 120
     return render(args.format, reports, color=color, width=width)
@@ -206,8 +241,7 @@ def cmd_diff(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
     if args.output:
         check_writable(Path(args.output))
     resolve(ref_name, inventory)  # both names are checked before anything is collected
-    packs = load_packs(inventory.rules)
-    target = _target(tgt_name, inventory, args, packs)
+    (target,) = _targets([tgt_name], inventory, args)
     with ThreadPoolExecutor(max_workers=2) as pool:  # both hosts at once
         reference_job = pool.submit(_snapshot_of, ref_name, inventory, args)
         target_job = pool.submit(_snapshot_of, tgt_name, inventory, args, target.options)
@@ -231,13 +265,12 @@ def cmd_check(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
     for path in (args.output, args.junit, args.markdown):
         if path:
             check_writable(Path(path))
-    packs = load_packs(inventory.rules)
     reference = read_lock(Path(args.lock)) if Path(args.lock).is_file() else None
     if reference is None:
         raise InputError(
             f"{args.lock}: no such lock file", tip="create one with `envsync lock HOST > env.lock`"
         )
-    targets = [_target(h, inventory, args, packs) for h in hosts]
+    targets = _targets(hosts, inventory, args)
     reports: list[Report] = []
     failed = False
     for target in targets:
@@ -255,9 +288,9 @@ def cmd_check(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
     ]
     _emit(_render(args, reports), args.output)
     if args.junit:
-        write_atomic(Path(args.junit), render("junit", reports))
+        write_atomic(Path(args.junit), _format("junit", reports))
     if args.markdown:
-        write_atomic(Path(args.markdown), render("markdown", reports))
+        write_atomic(Path(args.markdown), _format("markdown", reports))
     for report in reports:
         _note(args, _summary_line(report))
     if failed:
@@ -301,6 +334,27 @@ def _add_collect_options(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help=f"give up on a host's probe after SECONDS (default {DEFAULT_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=8,
+        metavar="N",
+        help="collect from at most N hosts at once (default 8)",
+    )
+    p.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="accept and record unknown SSH host keys (like StrictHostKeyChecking=accept-new); "
+        "a changed key is always refused",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="give up connecting to an SSH host after SECONDS (default 10)",
     )
     p.add_argument(
         "--allow-broken",
@@ -381,6 +435,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.inventory = getattr(args, "inventory", None)
     args.quiet = getattr(args, "quiet", False)
+    args.runners = Runners(
+        accept_new=getattr(args, "accept_new_host_keys", False),
+        connect_timeout=getattr(args, "connect_timeout", 10.0),
+    )
     try:
         inventory = load_inventory(args.inventory, os.environ)
         return int(args.func(args, inventory))
@@ -394,3 +452,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stdout closed early (e.g. `| head`): not an error of ours.
         sys.stderr.close()
         return int(ExitCode.OK)
+    finally:
+        args.runners.close()

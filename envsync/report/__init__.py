@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib
+from collections.abc import Sequence
 
 from envsync.model import Report
-from envsync.report import json, junit, markdown, table
 
-FORMATS: dict[str, Callable[[Sequence[Report]], str]] = {
-    "table": table.render,
-    "json": json.render,
-    "markdown": markdown.render,
-    "junit": junit.render,
-}
+# Each format is a module of this package with render(reports) -> str; loaded on use
+# (the table needs rich, which the other commands should not pay for).
+FORMATS = ("json", "junit", "markdown", "table")
 
 
 def render(fmt: str, reports: Sequence[Report], *, color: bool = False, width: int = 120) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}")
+    module = importlib.import_module(f"envsync.report.{fmt}")
     if fmt == "table":
-        return table.render(reports, color=color, width=width)
-    return FORMATS[fmt](reports)
+        return str(module.render(reports, color=color, width=width))
+    return str(module.render(reports))

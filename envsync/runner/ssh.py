@@ -1,0 +1,261 @@
+"""SSHRunner: commands on a remote host over one Fabric connection, host keys verified.
+
+Fabric's own default (auto-add any host key, read no known_hosts) is never in effect: the
+known keys come from the inventory's `known_hosts`, else `UserKnownHostsFile` from
+~/.ssh/config, else ~/.ssh/known_hosts (plus /etc/ssh/ssh_known_hosts). An unknown key is
+refused unless the policy is `accept-new` (then it is appended, as OpenSSH's
+StrictHostKeyChecking=accept-new does); a changed key is always refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shlex
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import paramiko
+from fabric import Config, Connection
+from paramiko.hostkeys import HostKeyEntry
+
+from envsync.errors import RunnerError
+from envsync.inventory import HostSpec
+from envsync.runner import CommandResult, CommandTimeout
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+
+
+class HostKeyError(RunnerError):
+    """The host's key is unknown, or differs from the known one."""
+
+
+class SSHError(RunnerError):
+    """The connection could not be made or was lost."""
+
+
+def parse_target(target: str) -> tuple[str | None, str, int | None]:
+    """`user@host:port` (user and port optional; `[v6addr]:port` too)."""
+    user, at, rest = target.rpartition("@")
+    host, port = rest, None
+    if rest.startswith("["):
+        inner, _, tail = rest[1:].partition("]")
+        host = inner
+        if tail.startswith(":") and tail[1:].isdigit():
+            port = int(tail[1:])
+    elif rest.count(":") == 1:
+        name, _, number = rest.partition(":")
+        if number.isdigit():
+            host, port = name, int(number)
+    if not host:
+        raise RunnerError(f"{target!r}: not an SSH target; expected user@host[:port]")
+    return (user if at else None), host, port
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    return str(key.fingerprint)  # "SHA256:..." like ssh-keygen -l
+
+
+class _AcceptNew(paramiko.MissingHostKeyPolicy):
+    """Add an unknown key and append it to the known_hosts file (never a changed one)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        line = HostKeyEntry([hostname], key).to_line()
+        with self.lock:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "a") as f:
+                f.write(line)
+
+
+class _Refuse(paramiko.MissingHostKeyPolicy):
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        raise _UnknownKey(hostname, key)
+
+
+class _UnknownKey(paramiko.SSHException):
+    def __init__(self, hostname: str, key: paramiko.PKey) -> None:
+        super().__init__(hostname)
+        self.hostname = hostname
+        self.key = key
+
+
+class SSHRunner:
+    """One host, one SSH connection (opened on first use, closed by close())."""
+
+    def __init__(
+        self,
+        spec: HostSpec,
+        *,
+        accept_new: bool = False,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        if spec.ssh is None:
+            raise RunnerError(f"{spec.name}: not an SSH host")
+        self.host = spec.name
+        self.spec = spec
+        self.user, self.hostname, self.port = parse_target(spec.ssh)
+        self.accept_new = accept_new or spec.host_key_policy == "accept-new"
+        self.connect_timeout = connect_timeout
+        self._conn: Connection | None = None
+        self._lock = threading.Lock()
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _known_hosts(self, conn: Connection) -> Path:
+        if self.spec.known_hosts:
+            return Path(self.spec.known_hosts)
+        configured = conn.ssh_config.get("userknownhostsfile")
+        if configured:
+            return Path(os.path.expanduser(str(configured).split()[0]))
+        return Path(os.path.expanduser("~/.ssh/known_hosts"))
+
+    def _where(self, conn: Connection | None = None) -> str:
+        host = conn.host if conn else self.hostname
+        port = conn.port if conn else (self.port or 22)
+        return f"{host}:{port}"
+
+    def connection(self) -> Connection:
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._open()
+            return self._conn
+
+    def _open(self) -> Connection:
+        kwargs: dict[str, object] = {}
+        if self.spec.identity:
+            kwargs["key_filename"] = [self.spec.identity]
+        conn = Connection(
+            host=self.hostname,
+            user=self.user,
+            port=self.port,
+            connect_timeout=int(max(1, self.connect_timeout)),
+            connect_kwargs=kwargs,
+            config=Config(),
+        )
+        known = self._known_hosts(conn)
+        client = conn.client
+        if os.path.exists(SYSTEM_KNOWN_HOSTS):
+            with contextlib.suppress(OSError, paramiko.SSHException):
+                client.load_system_host_keys(SYSTEM_KNOWN_HOSTS)
+        if known.exists():
+            try:
+                client.get_host_keys().load(str(known))
+            except (OSError, paramiko.SSHException) as e:
+                raise HostKeyError(f"{self.host}: cannot read known hosts {known}: {e}") from e
+        client.set_missing_host_key_policy(_AcceptNew(known) if self.accept_new else _Refuse())
+        where = self._where(conn)
+        try:
+            conn.open()
+        except _UnknownKey as e:
+            raise HostKeyError(
+                f"{self.host}: host key of {where} is not known ({e.key.get_name()} "
+                f"{fingerprint(e.key)}); refusing to connect",
+                tip=f"check the fingerprint, then add the key to {known} "
+                f"(ssh-keyscan -p {conn.port} {conn.host} >> {known}), or set "
+                'host_key_policy = "accept-new" (or pass --accept-new-host-keys)',
+            ) from e
+        except paramiko.BadHostKeyException as e:
+            raise HostKeyError(
+                f"{self.host}: host key of {where} has CHANGED (known "
+                f"{fingerprint(e.expected_key)}, offered {fingerprint(e.key)}); "
+                "refusing to connect",
+                tip="if the host was reinstalled, remove the old key with "
+                f"ssh-keygen -R '[{conn.host}]:{conn.port}' -f {known} and verify the new one",
+            ) from e
+        except paramiko.AuthenticationException as e:
+            raise SSHError(
+                f"{self.host}: authentication failed for {conn.user}@{where}",
+                tip="check the inventory's identity, your ssh-agent, "
+                "and the host's authorized_keys",
+            ) from e
+        except paramiko.ssh_exception.NoValidConnectionsError as e:
+            raise SSHError(
+                f"{self.host}: connection refused by {where}", tip="is sshd running there?"
+            ) from e
+        except socket.gaierror as e:
+            raise SSHError(f"{self.host}: cannot resolve {conn.host!r}: {e.strerror}") from e
+        except TimeoutError as e:
+            raise SSHError(
+                f"{self.host}: connecting to {where} timed out after {self.connect_timeout:g}s"
+            ) from e
+        except paramiko.SSHException as e:
+            raise SSHError(f"{self.host}: SSH failed with {where}: {e}") from e
+        except OSError as e:
+            raise SSHError(f"{self.host}: cannot connect to {where}: {e.strerror or e}") from e
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- commands -----------------------------------------------------------------------
+
+    def run(
+        self, argv: Sequence[str], *, input: bytes | None = None, timeout: float
+    ) -> CommandResult:
+        """Run argv (quoted for the remote shell: data is never code) and collect it all."""
+        argv = tuple(argv)
+        command = shlex.join(argv)
+        conn = self.connection()
+        started = time.perf_counter()
+        try:
+            transport = conn.client.get_transport()
+            if transport is None or not transport.is_active():
+                raise SSHError(f"{self.host}: the SSH connection to {self._where(conn)} was lost")
+            channel = transport.open_session(timeout=self.connect_timeout)
+            channel.exec_command(command)
+            if input:
+                channel.sendall(input)
+            channel.shutdown_write()
+            out, err = bytearray(), bytearray()
+            deadline = started + timeout
+            while True:
+                while channel.recv_ready():
+                    out += channel.recv(1 << 16)
+                while channel.recv_stderr_ready():
+                    err += channel.recv_stderr(1 << 16)
+                if channel.exit_status_ready() and not (
+                    channel.recv_ready() or channel.recv_stderr_ready()
+                ):
+                    break
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    channel.close()
+                    raise CommandTimeout(
+                        f"{self.host}: {argv[0]} did not finish within {timeout:g}s"
+                    )
+                if channel.closed and not channel.exit_status_ready():
+                    raise SSHError(
+                        f"{self.host}: the SSH connection to {self._where(conn)} was lost"
+                    )
+                select.select([channel], [], [], min(left, 0.5))
+            code = channel.recv_exit_status()
+            channel.close()
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            raise SSHError(
+                f"{self.host}: the SSH connection to {self._where(conn)} failed: {e}"
+            ) from e
+        return CommandResult(
+            argv=argv,
+            returncode=code,
+            stdout=bytes(out),
+            stderr=bytes(err),
+            duration_s=time.perf_counter() - started,
+        )
