@@ -10,7 +10,6 @@ import shutil
 import sys
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,9 +17,10 @@ from envsync import __version__
 from envsync.collect import DEFAULT_TIMEOUT, ProbeOptions
 from envsync.errors import CollectError, EnvsyncError, InputError
 from envsync.exitcodes import ExitCode
+from envsync.findings import SEVERITIES
 from envsync.inventory import HostSpec, Inventory, load_inventory
 from envsync.lock import dumps_lock, read_lock
-from envsync.model import SEVERITIES, SNAPSHOT_SCHEMA_VERSION, Report, Snapshot, to_data
+from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot, to_data
 from envsync.report import FORMATS
 from envsync.runner import Runner
 from envsync.runner.local import LocalRunner
@@ -35,6 +35,7 @@ from envsync.snapshot import (
 
 if TYPE_CHECKING:
     from envsync.compare import Target
+    from envsync.findings import Report
 
 # Commands import what they need when they run: deepdiff, the classifier, rich and the
 # SSH stack cost more to import than a whole local snapshot takes.
@@ -50,18 +51,17 @@ class Runners:
         self._lock = threading.Lock()
 
     def __call__(self, spec: HostSpec) -> Runner:
-        from envsync.runner.ssh import SSHRunner
-
         with self._lock:
             if spec.name not in self._runners:
-                self._runners[spec.name] = (
-                    LocalRunner(spec.name)
-                    if spec.is_local
-                    else SSHRunner(
-                        spec, accept_new=self.accept_new, connect_timeout=self.connect_timeout
-                    )
-                )
+                self._runners[spec.name] = self._make(spec)
             return self._runners[spec.name]
+
+    def _make(self, spec: HostSpec) -> Runner:
+        if spec.is_local:
+            return LocalRunner(spec.name)
+        from envsync.runner.ssh import SSHRunner  # paramiko: only for SSH hosts
+
+        return SSHRunner(spec, accept_new=self.accept_new, connect_timeout=self.connect_timeout)
 
     def close(self) -> None:
         for runner in self._runners.values():
@@ -122,6 +122,14 @@ def _fleet(
     """Snapshots of several hosts in parallel (at most --jobs at once); failures kept apart."""
     for name in names:
         resolve(name, inventory)  # every name is checked before anything is collected
+    if len(names) == 1:
+        try:
+            return [_snapshot_of(names[0], inventory, args)], []
+        except CollectError as e:
+            _err(str(e))
+            return [], [(names[0], e)]
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     results: dict[int, Snapshot] = {}
     errors: list[tuple[str, CollectError]] = []
     progress = None
@@ -242,6 +250,8 @@ def cmd_diff(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
         check_writable(Path(args.output))
     resolve(ref_name, inventory)  # both names are checked before anything is collected
     (target,) = _targets([tgt_name], inventory, args)
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=2) as pool:  # both hosts at once
         reference_job = pool.submit(_snapshot_of, ref_name, inventory, args)
         target_job = pool.submit(_snapshot_of, tgt_name, inventory, args, target.options)

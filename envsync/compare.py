@@ -22,8 +22,9 @@ from envsync.classify.rules import (
 from envsync.collect import ProbeOptions
 from envsync.diff import differences
 from envsync.errors import InputError
+from envsync.findings import Report
 from envsync.inventory import HostSpec, Inventory
-from envsync.model import Report, Snapshot
+from envsync.model import Snapshot
 from envsync.runner import Runner
 from envsync.snapshot import HostSource, Source, resolve
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from deepdiff import DeepDiff
 
-from envsync.model import Difference, Snapshot, Unavailable
+from envsync.findings import Difference
+from envsync.model import Snapshot, Unavailable
 
 _INTERPRETER_KEYS = ("version", "implementation", "interpreter_tag", "abi_tag", "platform")
 _TORCH_KEYS = ("version", "cuda", "git_version", "hip", "arch_list", "cudnn", "nccl")

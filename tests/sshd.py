@@ -10,6 +10,7 @@ for `.ci/run` or by hand:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -19,13 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+SSHD_BIN = shutil.which("sshd") or "/usr/sbin/sshd"
 KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
 
 
 def available() -> str | None:
     """Why the test bed cannot run here, or None when it can."""
-    if not os.path.exists(SSHD):
+    if not os.path.exists(SSHD_BIN):
         return "no sshd (apt-get install openssh-server)"
     if not os.path.exists(KEYGEN):
         return "no ssh-keygen"
@@ -87,7 +88,7 @@ class SSHD:
             "MaxSessions 64\nSubsystem sftp internal-sftp\n"
         )
         self.proc = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(config)],
+            [SSHD_BIN, "-D", "-e", "-f", str(config)],
             stdout=subprocess.DEVNULL,
             stderr=open(self.folder / f"{self.name}.log", "ab"),  # noqa: SIM115
             start_new_session=True,
@@ -130,13 +131,12 @@ def main() -> int:
             sshd = SSHD(args.folder, name=f"sshd{i}").start()
             assert sshd.proc is not None
             (args.folder / f"sshd{i}.port").write_text(f"{sshd.port}\n")
+            (args.folder / f"sshd{i}.procpid").write_text(f"{sshd.proc.pid}\n")
             print(sshd.port)
         return 0
-    for pid_file in args.folder.glob("sshd*.pid"):
-        try:
+    for pid_file in args.folder.glob("sshd*.procpid"):
+        with contextlib.suppress(OSError, ValueError):
             os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
-        except (OSError, ValueError):
-            pass
     return 0
 
 

@@ -13,18 +13,8 @@ from packaging.version import InvalidVersion, Version
 
 from envsync.classify.graph import RANK, RUNS, Failure, GraphIndex, Reach, path_to, uses
 from envsync.classify.rules import RulePack, active_roots, parse_flags
-from envsync.model import (
-    Difference,
-    Distribution,
-    Evidence,
-    Finding,
-    Fix,
-    Report,
-    Snapshot,
-    StartupGraph,
-    Torch,
-    Unavailable,
-)
+from envsync.findings import Difference, Evidence, Finding, Fix, Report
+from envsync.model import Distribution, Snapshot, StartupGraph, Torch, Unavailable
 
 SEVERITY_OF_CONTEXT = {"module": "fatal", "if": "risky", "try": "degraded", "function": "degraded"}
 SEVERITY_RANK = {"fatal": 0, "risky": 1, "degraded": 2, "benign": 3}

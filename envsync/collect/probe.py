@@ -7,7 +7,6 @@ come as one JSON object in argv[1]: {"watch": [...], "env": [...], "deep": false
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -417,6 +416,8 @@ TORCH_KEYS = {"__version__": "version", "cuda": "cuda", "git_version": "git_vers
 
 
 def torch_facts(paths, deep):
+    import ast
+
     for location in paths:
         version_py = os.path.join(location or ".", "torch", "version.py")
         if location and os.path.isfile(version_py):
@@ -637,6 +638,8 @@ def deeper(current, new):
 
 
 def catches_import_error(handler):
+    import ast
+
     if handler.type is None:
         return True
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
@@ -648,12 +651,16 @@ def catches_import_error(handler):
 
 
 def is_type_checking(test):
+    import ast
+
     if isinstance(test, ast.Name):
         return test.id == "TYPE_CHECKING"
     return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def bound_names(target, out):
+    import ast
+
     if isinstance(target, ast.Name):
         out.add(target.id)
     elif isinstance(target, (ast.Tuple, ast.List)):
@@ -664,6 +671,8 @@ def bound_names(target, out):
 
 
 def literal_strings(node):
+    import ast
+
     if isinstance(node, (ast.List, ast.Tuple)) and all(
         isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
     ):
@@ -673,6 +682,8 @@ def literal_strings(node):
 
 def analyze_source(text, modname, is_package):
     """Import edges and bound names of one module's source."""
+    import ast
+
     tree = ast.parse(text)
     lines = text.splitlines()
     package = modname if is_package else modname.rpartition(".")[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 
-from envsync.model import Report
+from envsync.findings import Report
 
 # Each format is a module of this package with render(reports) -> str; loaded on use
 # (the table needs rich, which the other commands should not pay for).

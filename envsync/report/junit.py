@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from xml.etree import ElementTree as ET
 
-from envsync.model import Report
+from envsync.findings import Report
 
 FAILING = ("fatal", "risky")
 

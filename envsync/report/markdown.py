@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envsync.model import SEVERITIES, Report
+from envsync.findings import SEVERITIES, Report
 
 MARK = {"fatal": "🔴 fatal", "risky": "🟠 risky", "degraded": "🟡 degraded", "benign": "⚪ benign"}
 

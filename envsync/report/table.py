@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from envsync.model import SEVERITIES, Report
+from envsync.findings import SEVERITIES, Report
 
 STYLE = {"fatal": "bold red", "risky": "yellow", "degraded": "magenta", "benign": "dim"}
 

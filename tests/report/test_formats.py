@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from envsync.model import Evidence, Finding, Fix, Report
+from envsync.findings import Evidence, Finding, Fix, Report
 from envsync.report import FORMATS, render
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden"
