@@ -47,3 +47,18 @@ def example_hosts(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -
         capture_output=True,
     )
     return dest
+
+
+@pytest.fixture(scope="session")
+def sshd_bed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real OpenSSH sshd on a free loopback port (tests/sshd.py)."""
+    from tests.sshd import SSHD, available
+
+    why = available()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"the SSH test bed must run in CI: {why}")
+        pytest.skip(why)
+    server = SSHD(tmp_path_factory.mktemp("sshd")).start()
+    yield server
+    server.stop()

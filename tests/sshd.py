@@ -84,7 +84,7 @@ class SSHD:
             f"AuthorizedKeysFile {self.authorized}\n"
             "StrictModes no\nUsePAM no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
-            "PermitRootLogin prohibit-password\nLogLevel ERROR\nMaxStartups 64\n"
+            "PermitRootLogin prohibit-password\nLogLevel VERBOSE\nMaxStartups 64\n"
             "MaxSessions 64\nSubsystem sftp internal-sftp\n"
         )
         self.proc = subprocess.Popen(

@@ -10,6 +10,7 @@ StrictHostKeyChecking=accept-new does); a changed key is always refused.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import shlex
@@ -28,6 +29,8 @@ from envsync.inventory import HostSpec
 from envsync.runner import CommandResult, CommandTimeout
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
+# paramiko logs transport errors itself; envsync reports each one as its own line.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 
 
@@ -136,7 +139,10 @@ class SSHRunner:
             return self._conn
 
     def _open(self) -> Connection:
-        kwargs: dict[str, object] = {}
+        kwargs: dict[str, object] = {
+            "banner_timeout": self.connect_timeout,
+            "auth_timeout": self.connect_timeout,
+        }
         if self.spec.identity:
             kwargs["key_filename"] = [self.spec.identity]
         conn = Connection(
@@ -194,6 +200,11 @@ class SSHRunner:
                 f"{self.host}: connecting to {where} timed out after {self.connect_timeout:g}s"
             ) from e
         except paramiko.SSHException as e:
+            if "banner" in str(e) or "No existing session" in str(e):
+                raise SSHError(
+                    f"{self.host}: {where} did not answer as an SSH server within "
+                    f"{self.connect_timeout:g}s ({e})"
+                ) from e
             raise SSHError(f"{self.host}: SSH failed with {where}: {e}") from e
         except OSError as e:
             raise SSHError(f"{self.host}: cannot connect to {where}: {e.strerror or e}") from e
