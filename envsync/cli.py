@@ -80,7 +80,9 @@ def _note(args: argparse.Namespace, message: str) -> None:
 
 
 def _probe_options(args: argparse.Namespace) -> ProbeOptions:
-    return ProbeOptions(deep=args.deep, timeout=args.timeout)
+    return ProbeOptions(
+        deep=args.deep, timeout=args.timeout, cache_dir="" if args.no_cache else None
+    )
 
 
 def _snapshot_of(
@@ -219,10 +221,7 @@ def _targets(names: Sequence[str], inventory: Inventory, args: argparse.Namespac
     from envsync.compare import prepare
 
     packs = load_packs(inventory.rules)
-    return [
-        prepare(n, inventory, packs, _probe_options(args), use_cache=not args.no_cache)
-        for n in names
-    ]
+    return [prepare(n, inventory, packs, _probe_options(args)) for n in names]
 
 
 def _format(fmt: str, reports: list[Report]) -> str:
@@ -322,14 +321,15 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
         "and attach the exact exception",
     )
     p.add_argument("--probe-timeout", type=float, default=180.0, metavar="SECONDS")
-    p.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="do not read or write the host's import-graph cache (~/.cache/envsync)",
-    )
 
 
 def _add_collect_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the host's caches of file hashes and import graphs "
+        "(~/.cache/envsync there)",
+    )
     p.add_argument(
         "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
     )

@@ -50,8 +50,6 @@ def prepare(
     inventory: Inventory,
     packs: tuple[RulePack, ...],
     options: ProbeOptions,
-    *,
-    use_cache: bool = True,
 ) -> Target:
     """What to collect on a target: its startup graph from every module rules may run."""
     source = resolve(name, inventory)
@@ -62,7 +60,6 @@ def prepare(
             options,
             roots=all_modules(startup.entrypoint, startup.packs),
             internal=tuple(dict.fromkeys((startup.entrypoint.partition(".")[0], *watch))),
-            cache_dir=None if use_cache else "",
         )
     return Target(name=name, source=source, startup=startup, options=options)
 

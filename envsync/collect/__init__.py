@@ -34,8 +34,9 @@ def probe_source() -> bytes:
 class ProbeOptions:
     deep: bool = False
     timeout: float = DEFAULT_TIMEOUT
-    # Startup import graph: the modules to start from (none: no graph), the top-level
-    # packages to follow, and the host-side cache folder (None: ~/.cache/envsync, "": off).
+    # The host-side cache folder for file hashes and the import graph (None:
+    # ~/.cache/envsync on the host, "": no cache). Startup import graph: the modules to
+    # start from (none: no graph) and the top-level packages to follow.
     roots: tuple[str, ...] = ()
     internal: tuple[str, ...] = ()
     cache_dir: str | None = None
@@ -48,10 +49,10 @@ def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
         "env": list(host.env),
         "deep": options.deep,
     }
+    payload["cache_dir"] = options.cache_dir
     if options.roots:
         payload["roots"] = list(options.roots)
         payload["internal"] = list(options.internal)
-        payload["cache_dir"] = options.cache_dir
     return [host.python, "-c", BOOTSTRAP, json.dumps(payload, separators=(",", ":"))]
 
 

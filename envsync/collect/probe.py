@@ -299,13 +299,36 @@ def is_bytecode(path):
 HASH_THREADS = min(4, os.cpu_count() or 1)
 
 
-def hash_files(paths):
+# A file's hash is reused from the cache only while its size, mtime, ctime and inode are
+# unchanged (ctime moves on every write and cannot be set back), and only for files that
+# were not modified in the last seconds before it was cached (git's "racy" rule).
+RACY_SECONDS = 2
+
+
+def hash_files(paths, cache=None):
     """{path: sha256 hex, or the OSError} for absolute paths, hashed on a few threads.
 
     hashlib releases the GIL on large buffers and file reads release it too, so threads
-    overlap I/O and hashing without the cost of starting processes.
+    overlap I/O and hashing without the cost of starting processes. `cache` maps a path
+    to [size, mtime_ns, ctime_ns, inode, sha256] and is updated in place.
     """
     results = {}
+    todo = paths
+    if cache is not None:
+        todo = []
+        for path in paths:
+            try:
+                st = os.stat(path)
+            except OSError as e:
+                results[path] = e
+                continue
+            known = cache.get(path)
+            stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+            if known is not None and known[:4] == stamp:
+                results[path] = known[4]
+            else:
+                todo.append(path)
+                cache[path] = stamp  # completed with the hash below, if it is not racy
 
     def work(chunk):
         for path in chunk:
@@ -314,16 +337,25 @@ def hash_files(paths):
             except OSError as e:
                 results[path] = e
 
-    count = min(HASH_THREADS, max(1, len(paths) // 64))
-    threads = [threading.Thread(target=work, args=(paths[i::count],)) for i in range(count)]
+    count = min(HASH_THREADS, max(1, len(todo) // 64))
+    threads = [threading.Thread(target=work, args=(todo[i::count],)) for i in range(count)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if cache is not None:
+        now = time.time_ns()
+        for path in todo:
+            stamp = cache.get(path)
+            digest = results.get(path)
+            if isinstance(digest, str) and stamp and now - stamp[1] > RACY_SECONDS * 10**9:
+                cache[path] = [*stamp[:4], digest]
+            else:
+                cache.pop(path, None)
     return results
 
 
-def watched_files(dist, records):
+def watched_files(dist, records, cache=None):
     """Hash every installed file of a watched distribution and compare it with RECORD."""
     location = dist["location"]
     meta_dir = dist["metadata_dir"]
@@ -336,7 +368,7 @@ def watched_files(dist, records):
         if path == record_path or is_bytecode(path):
             continue  # RECORD cannot list its own hash
         wanted.append((path, digest, location + "/" + path))
-    hashes = hash_files([full for _, _, full in wanted])
+    hashes = hash_files([full for _, _, full in wanted], cache)
     for path, digest, full in wanted:
         actual = hashes[full]
         if isinstance(actual, FileNotFoundError):
@@ -375,7 +407,7 @@ def watched_files(dist, records):
     dist["added"] = sorted(added)
 
 
-def scan_distributions(paths, watch):
+def scan_distributions(paths, watch, cache=None):
     watch = {normalize(w) for w in watch}
     found = {}  # type: dict[str, dict[str, Any]]
     order = []
@@ -403,7 +435,7 @@ def scan_distributions(paths, watch):
                 continue
             dist["shadowed"] = []
             if name in watch:
-                watched_files(dist, records)
+                watched_files(dist, records, cache)
             found[name] = dist
             order.append(name)
     return [found[n] for n in sorted(order)], broken
@@ -852,7 +884,8 @@ class ModuleFinder:
         return result
 
 
-def cache_path(options):
+def cache_path(options, kind="imports"):
+    """Where the host-side cache of `kind` lives (None: caching is off)."""
     base = options.get("cache_dir")
     if base is None:
         base = os.path.join(
@@ -861,6 +894,8 @@ def cache_path(options):
         )
     elif not base:
         return None
+    if kind == "hashes":
+        return os.path.join(base, "hashes-v1.json")
     return os.path.join(
         base, "imports-v%d-py%d%d.json" % ((GRAPH_FACTS_VERSION, *sys.version_info[:2]))
     )
@@ -878,8 +913,9 @@ def load_cache(path):
 
 
 def save_cache(path, data):
-    # The one file the probe writes: parsed-source facts keyed by sha256, so that a second
-    # run skips ast. Best effort: a read-only home just means no cache.
+    # The probe's only writes: its caches (parsed-source facts keyed by sha256, and file
+    # hashes keyed by stat), so that a second run skips ast and hashing. Best effort: a
+    # read-only home just means no cache.
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = "%s.%d.tmp" % (path, os.getpid())
@@ -1003,7 +1039,12 @@ def startup_graph(options):
 def collect(options):
     started = time.time()
     paths = [p for p in sys.path if p]
-    distributions, broken = scan_distributions(paths, options.get("watch") or [])
+    hashes_path = cache_path(options, "hashes")
+    hashes = load_cache(hashes_path) if hashes_path else None
+    before = dict(hashes) if hashes is not None else None
+    distributions, broken = scan_distributions(paths, options.get("watch") or [], hashes)
+    if hashes_path and hashes != before:
+        save_cache(hashes_path, hashes)
     facts = {
         "schema_version": 1,
         "host": options.get("host") or "local",

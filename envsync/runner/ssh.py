@@ -242,7 +242,9 @@ class SSHRunner:
                     out += channel.recv(1 << 16)
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(1 << 16)
-                if channel.exit_status_ready() and not (
+                # Done at end of file, not at exit status: sshd may report the exit
+                # before the last output, which waits for window space, has arrived.
+                if (channel.eof_received or channel.closed) and not (
                     channel.recv_ready() or channel.recv_stderr_ready()
                 ):
                     break

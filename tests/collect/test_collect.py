@@ -296,3 +296,29 @@ def test_snapshot_json_is_plain_data(venv_python: Path) -> None:
     data = json.loads(dumps_snapshot(collect(host(venv_python), LocalRunner("t"))))
     assert data["schema_version"] == 1
     assert data["host"] == "testhost"
+
+
+def test_hash_cache_is_reused_and_never_hides_a_change(venv_python: Path, tmp_path: Path) -> None:
+    sp = site_packages(venv_python)
+    target = sp / "watched_pkg" / "__init__.py"
+    old = 1_600_000_000_000_000_000
+    for path in (sp / "watched_pkg").rglob("*.py"):
+        os.utime(path, ns=(old, old))  # old enough not to be "racy"
+    spec = host(venv_python)
+    first = collect(spec, LocalRunner("t"))
+    cache = json.loads((Path.home() / ".cache" / "envsync" / "hashes-v1.json").read_text())
+    assert (
+        cache[str(target)][4] == first.distribution("watched-pkg").files["watched_pkg/__init__.py"]
+    )  # type: ignore[union-attr]
+    # same size, same mtime, new content: ctime gives it away
+    original = target.read_text()
+    target.write_text(original.replace("1", "7"))
+    os.utime(target, ns=(old, old))
+    second = collect(spec, LocalRunner("t"))
+    dist = second.distribution("watched-pkg")
+    assert dist is not None and dist.files is not None
+    assert dist.files["watched_pkg/__init__.py"] == hashlib.sha256(target.read_bytes()).hexdigest()
+    assert "watched_pkg/__init__.py" in dist.patched
+    target.write_text(original)
+    third = collect(spec, LocalRunner("t"), ProbeOptions(cache_dir=""))
+    assert third.distribution("watched-pkg").files == first.distribution("watched-pkg").files  # type: ignore[union-attr]

@@ -374,3 +374,32 @@ def test_ssh_config_aliases_users_ports_and_identity_are_honored(
     kh.write_text("")
     code, _, err = run(capsys, "--inventory", str(inv), "snapshot", "ref")
     assert code == 3 and "is not known" in err
+
+
+def test_large_outputs_arrive_whole_on_parallel_channels(sshd_bed: SSHD, tmp_path: Path) -> None:
+    """Regression: reading until the exit status lost output still waiting for window space."""
+    from envsync.inventory import HostSpec
+    from envsync.runner.ssh import SSHRunner
+
+    spec = HostSpec(
+        name="big",
+        python="python3",
+        ssh=sshd_bed.target,
+        identity=str(sshd_bed.client_key),
+        known_hosts=str(known(tmp_path, sshd_bed)),
+    )
+    runner = SSHRunner(spec)
+    sizes: list[int] = []
+
+    def pull() -> None:
+        for _ in range(3):
+            result = runner.run(["head", "-c", "3000000", "/dev/urandom"], timeout=60)
+            sizes.append(len(result.stdout))
+
+    threads = [threading.Thread(target=pull) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    runner.close()
+    assert sizes == [3_000_000] * 12

@@ -1,0 +1,150 @@
+"""Benchmark: collecting over SSH (real OpenSSH on loopback) against collecting locally.
+
+Three measurements, medians of interleaved runs, fresh `envsync` processes:
+  1. how to ship the probe: on stdin (what envsync does), as a `-c` argument, or uploaded
+     with SFTP then run (one connection each, same host);
+  2. overhead: `envsync snapshot` of a venv over SSH against the same venv locally;
+  3. fleets: 8 hosts (8 sshd instances on loopback, each its own host) against 1.
+
+Every "host" here shares this machine's cores, unlike a real fleet where each host runs its
+own probe: the fleet ratio is an upper bound of what a real fleet sees.
+
+    .venv/bin/python benchmarks/remote.py [--runs 7] [--venv PATH]   (needs root and sshd)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from envsync.collect import BOOTSTRAP, probe_source  # noqa: E402
+from envsync.inventory import HostSpec  # noqa: E402
+from envsync.runner.ssh import SSHRunner  # noqa: E402
+from tests.sshd import SSHD, available  # noqa: E402
+
+FLEET = 8
+
+
+def timed(argv: list[str]) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode:
+        raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.strip()}")
+    return time.perf_counter() - started
+
+
+def ship_methods(spec: HostSpec, python: str, runs: int) -> dict[str, float]:
+    """Median seconds per probe run for each way of shipping it, on one open connection."""
+    source = probe_source()
+    options = json.dumps({"watch": ["sglang"], "env": []})
+    runner = SSHRunner(spec)
+    conn = runner.connection()
+    remote_file = f"/tmp/envsync-probe-{time.time_ns()}.py"
+    conn.put(__import__("io").BytesIO(source), remote_file)
+
+    def stdin() -> None:
+        runner.run([python, "-c", BOOTSTRAP, options], input=source, timeout=120)
+
+    def argument() -> None:
+        runner.run([python, "-c", source.decode(), options], timeout=120)
+
+    def upload() -> None:
+        conn.put(__import__("io").BytesIO(source), remote_file)
+        runner.run([python, remote_file, options], timeout=120)
+
+    methods = {"stdin": stdin, "argument": argument, "upload (sftp) + run": upload}
+    samples: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(runs):
+        for name, fn in methods.items():
+            started = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - started)
+    runner.run(["rm", "-f", remote_file], timeout=30)
+    runner.close()
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=REPO / "examples" / ".hosts" / "ct129",
+        help="the venv to collect (default: the example's ct129; build it first)",
+    )
+    args = parser.parse_args()
+    why = available()
+    if why:
+        print(f"benchmarks/remote.py: {why}", file=sys.stderr)
+        return 1
+    python = str(args.venv / "bin" / "python")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        servers = [SSHD(folder, name=f"sshd{i}").start() for i in range(FLEET)]
+        try:
+            known = folder / "known_hosts"
+            known.write_text("".join(s.host_key_line() for s in servers))
+            inv = folder / "envsync.toml"
+            text = f'[defaults]\nwatch = ["sglang"]\n[hosts.local1]\npython = "{python}"\n'
+            for i, s in enumerate(servers):
+                text += (
+                    f'[hosts.h{i}]\nssh = "{s.target}"\npython = "{python}"\n'
+                    f'identity = "{s.client_key}"\nknown_hosts = "{known}"\n'
+                )
+            inv.write_text(text)
+            spec = HostSpec(
+                name="h0",
+                python=python,
+                ssh=servers[0].target,
+                identity=str(servers[0].client_key),
+                known_hosts=str(known),
+            )
+            shipping = ship_methods(spec, python, args.runs)
+            envsync = [sys.executable, "-m", "envsync", "--inventory", str(inv), "-q", "snapshot"]
+            commands = {
+                "local, 1 host": [*envsync, "local1"],
+                "ssh, 1 host": [*envsync, "h0"],
+                f"ssh, {FLEET} hosts": [
+                    *envsync,
+                    *(f"h{i}" for i in range(FLEET)),
+                    "--jobs",
+                    str(FLEET),
+                ],
+            }
+            for argv in commands.values():
+                timed(argv)
+            samples: dict[str, list[float]] = {name: [] for name in commands}
+            for _ in range(args.runs):
+                for name, argv in commands.items():
+                    samples[name].append(timed(argv))
+        finally:
+            for s in servers:
+                s.stop()
+    medians = {name: statistics.median(s) for name, s in samples.items()}
+    print(f"venv: {args.venv} (SGLang watched); runs: {args.runs}, interleaved; medians")
+    print("shipping the probe over one open SSH connection:")
+    for name, value in sorted(shipping.items(), key=lambda kv: kv[1]):
+        print(f"  {name:22s} {value * 1000:8.1f} ms")
+    print("envsync snapshot, whole command:")
+    for name, value in medians.items():
+        print(f"  {name:22s} {value * 1000:8.1f} ms")
+    print(f"ratio ssh/local (1 host):      {medians['ssh, 1 host'] / medians['local, 1 host']:.2f}")
+    print(
+        f"ratio {FLEET} hosts/1 host (ssh):    "
+        f"{medians[f'ssh, {FLEET} hosts'] / medians['ssh, 1 host']:.2f}  (target <= 1.5)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
