@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -40,6 +41,16 @@ def timed(argv: list[str]) -> float:
     if proc.returncode:
         raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.strip()}")
     return time.perf_counter() - started
+
+
+def _openssh_true(servers: list[SSHD], known: Path) -> list[str]:
+    """OpenSSH's own client running `true` on these hosts in parallel: the floor here."""
+    line = " ".join(
+        f"ssh -o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes -o BatchMode=yes "
+        f"-i {s.client_key} -p {s.port} root@127.0.0.1 true &"
+        for s in servers
+    )
+    return ["bash", "-c", f"{line} wait"]
 
 
 def ship_methods(spec: HostSpec, python: str, runs: int) -> dict[str, float]:
@@ -97,10 +108,11 @@ def main() -> int:
             inv = folder / "envsync.toml"
             text = f'[defaults]\nwatch = ["sglang"]\n[hosts.local1]\npython = "{python}"\n'
             for i, s in enumerate(servers):
-                text += (
-                    f'[hosts.h{i}]\nssh = "{s.target}"\npython = "{python}"\n'
-                    f'identity = "{s.client_key}"\nknown_hosts = "{known}"\n'
-                )
+                for prefix, watch in (("h", '["sglang"]'), ("light", "[]")):
+                    text += (
+                        f'[hosts.{prefix}{i}]\nssh = "{s.target}"\npython = "{python}"\n'
+                        f'identity = "{s.client_key}"\nknown_hosts = "{known}"\nwatch = {watch}\n'
+                    )
             inv.write_text(text)
             spec = HostSpec(
                 name="h0",
@@ -114,11 +126,15 @@ def main() -> int:
             commands = {
                 "local, 1 host": [*envsync, "local1"],
                 "ssh, 1 host": [*envsync, "h0"],
-                f"ssh, {FLEET} hosts": [
+                f"ssh, {FLEET} hosts": [*envsync, *(f"h{i}" for i in range(FLEET)), "-j", "8"],
+                "openssh `true`, 1 host": _openssh_true(servers[:1], known),
+                f"openssh `true`, {FLEET} hosts": _openssh_true(servers, known),
+                "ssh, 1 host, light": [*envsync, "light0"],
+                f"ssh, {FLEET} hosts, light": [
                     *envsync,
-                    *(f"h{i}" for i in range(FLEET)),
-                    "--jobs",
-                    str(FLEET),
+                    *(f"light{i}" for i in range(FLEET)),
+                    "-j",
+                    "8",
                 ],
             }
             for argv in commands.values():
@@ -142,6 +158,13 @@ def main() -> int:
     print(
         f"ratio {FLEET} hosts/1 host (ssh):    "
         f"{medians[f'ssh, {FLEET} hosts'] / medians['ssh, 1 host']:.2f}  (target <= 1.5)"
+    )
+    light = medians[f"ssh, {FLEET} hosts, light"] / medians["ssh, 1 host, light"]
+    print(f"ratio {FLEET} hosts/1 host, light: {light:.2f}  (nothing watched: no hashing)")
+    floor = medians[f"openssh `true`, {FLEET} hosts"] / medians["openssh `true`, 1 host"]
+    print(
+        f"ratio {FLEET} hosts/1 host, openssh `true`: {floor:.2f}  (this machine's floor: "
+        f"{FLEET} sshd on {os.cpu_count()} shared cores)"
     )
     return 0
 

@@ -85,7 +85,7 @@ class SSHD:
             "StrictModes no\nUsePAM no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
             "PermitRootLogin prohibit-password\nLogLevel VERBOSE\nMaxStartups 64\n"
-            "MaxSessions 64\nSubsystem sftp internal-sftp\n"
+            "MaxSessions 64\nSubsystem sftp internal-sftp\nPrintMotd no\nPrintLastLog no\nUseDNS no\n"
         )
         self.proc = subprocess.Popen(
             [SSHD_BIN, "-D", "-e", "-f", str(config)],
