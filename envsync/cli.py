@@ -261,6 +261,97 @@ def cmd_diff(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
     return ExitCode.DRIFT if report.findings else ExitCode.OK
 
 
+def cmd_repair(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
+    from envsync.apply import apply_plan
+    from envsync.model import from_data
+    from envsync.plan import PLAN_SCHEMA_VERSION, Plan, describe, make_plan
+
+    if args.output:
+        check_writable(Path(args.output))
+    if args.plan:
+        try:
+            data = json.loads(Path(args.plan).read_text(encoding="utf-8"))
+            version = data.get("schema_version")
+            if version != PLAN_SCHEMA_VERSION:
+                raise InputError(f"{args.plan}: plan schema_version {version!r} is not supported")
+            plan = from_data(Plan, data, "plan")
+        except (OSError, ValueError, AttributeError) as e:
+            raise InputError(f"{args.plan}: not an envsync plan: {e}") from e
+        ref_name: str | None = plan.reference
+        tgt_name: str | None = plan.target
+    else:
+        ref_name = args.reference or inventory.reference
+        tgt_name = args.target or inventory.target
+    if not ref_name or not tgt_name:
+        raise InputError("repair: name REF and TGT, or set defaults.reference and defaults.target")
+    ref_source = resolve(ref_name, inventory)
+    (target,) = _targets([tgt_name], inventory, args)
+    if not isinstance(target.source, HostSource):
+        raise InputError(f"repair: the target must be a host, not the file {tgt_name}")
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reference_job = pool.submit(_snapshot_of, ref_name, inventory, args)
+        target_job = pool.submit(_snapshot_of, tgt_name, inventory, args, target.options)
+        reference, target_snap = reference_job.result(), target_job.result()
+    if not args.plan:
+        report = _compare(reference, target, inventory, args, target_snap)
+        from envsync.compare import with_service_flags
+
+        command = with_service_flags(target, target_snap.service_flags).startup.command
+        plan = make_plan(
+            report,
+            reference,
+            target_snap,
+            prefer=args.prefer,
+            only=args.only,
+            command=target.startup.command if not target_snap.service_flags else command,
+        )
+        if args.output:
+            write_atomic(Path(args.output), json.dumps(to_data(plan), indent=2) + "\n")
+    if not args.apply:
+        _emit(describe(plan), None)
+        return ExitCode.DRIFT if plan.steps else ExitCode.OK
+    if not plan.steps:
+        _note(args, f"{tgt_name}: nothing to do")
+        return ExitCode.OK
+    spec = target.source.spec
+    ref_spec = ref_source.spec if isinstance(ref_source, HostSource) else None
+    applied = apply_plan(
+        plan,
+        target_spec=spec,
+        target=target_snap,
+        runners=args.runners,
+        reference_spec=ref_spec,
+        reference=reference,
+        pip_options=spec.pip_options,
+        on_step=lambda i, step: _note(
+            args, f"{tgt_name}: step {i}/{len(plan.steps)}: {step.summary}"
+        ),
+    )
+    _note(
+        args,
+        f"{tgt_name}: applied {applied.steps} step(s) in {applied.duration_s:.1f}s; "
+        f"backup {applied.backup} (envsync rollback {tgt_name} restores it)",
+    )
+    return ExitCode.OK
+
+
+def cmd_rollback(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
+    from envsync.apply import rollback
+
+    source = resolve(args.host, inventory)
+    if not isinstance(source, HostSource):
+        raise InputError(f"rollback: {args.host} is a file, not a host")
+    result = rollback(source.spec, args.runners(source.spec), args.backup or "latest")
+    _note(
+        args,
+        f"{args.host}: restored {result.get('backup')} "
+        f"({', '.join(result.get('dists') or []) or 'files only'})",
+    )
+    return ExitCode.OK
+
+
 def _summary_line(report: Report) -> str:
     counts = report.summary
     shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no drift"
@@ -437,6 +528,42 @@ def build_parser() -> argparse.ArgumentParser:
     _add_collect_options(p)
     _add_report_options(p)
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser(
+        "repair",
+        parents=[common],
+        help="plan the fixes for a target (exit 1 when steps are pending); --apply runs them",
+    )
+    p.add_argument("reference", nargs="?", metavar="REF", help="default: defaults.reference")
+    p.add_argument("target", nargs="?", metavar="TGT", help="default: defaults.target")
+    p.add_argument(
+        "--prefer",
+        choices=("fix", "workaround", "auto"),
+        default="auto",
+        help="fix: pins and syncs; workaround: launch flags where one exists; auto (default): "
+        "a flag only when it gives up nothing the configured command uses",
+    )
+    p.add_argument(
+        "--only",
+        choices=("fatal", "risky", "degraded", "all"),
+        default="risky",
+        help="address findings of this severity and worse (default: risky, i.e. fatal and risky)",
+    )
+    p.add_argument("--plan", metavar="FILE", help="apply this saved plan (with --apply)")
+    p.add_argument(
+        "--apply", action="store_true", help="run the plan: backup, steps, rollback on failure"
+    )
+    p.add_argument(
+        "--no-deploy", action="store_true", help="do not deploy and smoke-test after --apply"
+    )
+    _add_collect_options(p)
+    p.set_defaults(func=cmd_repair, probe=False, probe_timeout=180.0, format="table")
+
+    p = sub.add_parser("rollback", parents=[common], help="restore a host's latest envsync backup")
+    p.add_argument("host", metavar="HOST")
+    p.add_argument("--backup", metavar="ID", help="a backup other than the latest")
+    _add_collect_options(p)
+    p.set_defaults(func=cmd_rollback)
     return parser
 
 

@@ -6,7 +6,7 @@ Imported only by those commands: deepdiff and the classifier are not light.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from envsync.classify import ProbeOutcome, Startup, classify
@@ -18,6 +18,7 @@ from envsync.classify.rules import (
     entrypoint_of,
     packs_for,
     parse_flags,
+    with_flag,
 )
 from envsync.collect import ProbeOptions
 from envsync.diff import differences
@@ -64,6 +65,16 @@ def prepare(
     return Target(name=name, source=source, startup=startup, options=options)
 
 
+def with_service_flags(target: Target, flags: Mapping[str, str] | None) -> Target:
+    """The target with the launch flags envsync keeps on the host applied to its command."""
+    if not flags or not target.startup.command:
+        return target
+    command = target.startup.command
+    for flag, value in flags.items():
+        command = with_flag(command, flag, value)
+    return replace(target, startup=replace(target.startup, command=command))
+
+
 def compare(
     reference: Snapshot,
     target: Target,
@@ -73,6 +84,7 @@ def compare(
     probe: bool = False,
     probe_timeout: float = 180.0,
 ) -> Report:
+    target = with_service_flags(target, snap.service_flags)
     outcomes: list[ProbeOutcome] = []
     if probe:
         if not isinstance(target.source, HostSource) or not target.startup.entrypoint:

@@ -42,6 +42,7 @@ class Fix:
     flag: str | None = None  # flag: e.g. --grammar-backend
     value: str | None = None  # flag: e.g. none
     gives_up: str | None = None  # flag: the capability it costs
+    used_when: tuple[str, ...] = ()  # flag: command flags that mean that capability is used
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -56,6 +56,7 @@ class HostSpec:
     watch: tuple[str, ...] = ()
     env: tuple[str, ...] = DEFAULT_ENV
     service: ServiceSpec | None = None
+    pip_options: tuple[str, ...] = ()  # added to `pip install` on this host (index options)
 
     @property
     def is_local(self) -> bool:
@@ -116,6 +117,7 @@ _HOST_KEYS = {
     "watch": list,
     "env": list,
     "service": dict,
+    "pip_options": list,
 }
 _TOP_KEYS = {"defaults": dict, "service": dict, "hosts": dict}
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
@@ -239,6 +241,7 @@ def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
             service=_service(table["service"], f"{where}.service", path, service)
             if "service" in table
             else service,
+            pip_options=_strings(table.get("pip_options", []), f"{where}.pip_options", path),
         )
     if LOCAL not in hosts:
         hosts[LOCAL] = local_host(watch, env)

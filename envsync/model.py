@@ -156,6 +156,8 @@ class Snapshot:
     system: System | Unavailable
     env: Mapping[str, str] = field(default_factory=dict)
     startup: StartupGraph | None = None  # only when a service entrypoint is known
+    # Launch flags envsync keeps for the service on this host (`repair` workarounds).
+    service_flags: Mapping[str, str] | None = None
 
     def distribution(self, name: str) -> Distribution | None:
         for dist in self.distributions:

@@ -313,6 +313,7 @@ def _flag_fixes(related: list[Failure], analysis: _Analysis, startup: Startup) -
                         flag=rule.flag,
                         value=value,
                         gives_up=gives_up,
+                        used_when=rule.values[value].used_when,
                     )
                 )
     return offered

@@ -34,6 +34,7 @@ class FlagValue:
     value: str
     modules: tuple[str, ...] = ()
     gives_up: str = ""  # what choosing this value costs; empty for the default
+    used_when: tuple[str, ...] = ()  # command flags that mean what it gives up is in use
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +120,9 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
                     spec.get("modules", []), f"{where}.values.{value}.modules", origin
                 ),
                 gives_up=_str(spec, "gives_up", f"{where}.values.{value}", origin, ""),
+                used_when=_str_list(
+                    spec.get("used_when", []), f"{where}.values.{value}.used_when", origin
+                ),
             )
         prefer = _str_list(item.get("prefer", []), f"{where}.prefer", origin)
         unknown = [p for p in prefer if p not in values]

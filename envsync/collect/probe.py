@@ -1036,6 +1036,24 @@ def startup_graph(options):
     }
 
 
+STATE_DIR = "~/.envsync"
+
+
+def service_flags():
+    """The launch flags `envsync repair` keeps for the service on this host, if any."""
+    key = hashlib.sha256(os.path.realpath(sys.prefix).encode()).hexdigest()[:12]
+    path = os.path.join(os.path.expanduser(STATE_DIR), "service", key + ".json")
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    flags = data.get("flags") if isinstance(data, dict) else None
+    if not isinstance(flags, dict):
+        return None
+    return {str(k): str(v) for k, v in flags.items()}
+
+
 def collect(options):
     started = time.time()
     paths = [p for p in sys.path if p]
@@ -1059,6 +1077,7 @@ def collect(options):
         "system": system_facts(),
         "env": env_facts(options.get("env") or []),
         "startup": startup_graph(options),
+        "service_flags": service_flags(),
     }
     facts["duration_s"] = round(time.time() - started, 4)
     return facts

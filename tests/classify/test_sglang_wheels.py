@@ -186,6 +186,7 @@ def test_old_xgrammar_is_fatal_under_the_default_launch_command(
         "flag": None,
         "value": None,
         "gives_up": None,
+        "used_when": [],
     }
 
 

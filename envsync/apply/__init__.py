@@ -1,0 +1,222 @@
+"""Apply a Plan to a host: back up first, journal each step, roll back on the first failure.
+
+The one stage with side effects. Every change goes through the host's Runner: pip runs
+with the target's own interpreter (and so its own pip configuration and index), files move
+as tar archives between the reference's and the target's agent (envsync/apply/agent.py).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from envsync.errors import EnvsyncError
+from envsync.exitcodes import ExitCode
+from envsync.inventory import HostSpec
+from envsync.model import Snapshot
+from envsync.plan import Plan, Step
+from envsync.runner import CommandResult, Runner
+
+AGENT_TIMEOUT = 600.0
+PIP_TIMEOUT = 1800.0
+# The agent travels as the -c argument (stdin carries its archives); the first line drops
+# the current directory from sys.path, as the probe's bootstrap does.
+_PREFIX = "import sys;sys.path[:1]==['']and sys.path.pop(0)\n"
+
+
+class ApplyError(EnvsyncError):
+    """A step failed; what was done is rolled back."""
+
+    exit_code = ExitCode.APPLY
+
+
+class RollbackError(EnvsyncError):
+    """Restoring a backup failed, or there is none."""
+
+    exit_code = ExitCode.APPLY
+
+
+class StalePlan(EnvsyncError):
+    """The target changed since the plan was made."""
+
+
+@cache
+def agent_source() -> str:
+    return _PREFIX + Path(__file__).with_name("agent.py").read_text(encoding="utf-8")
+
+
+class Agent:
+    """The agent on one host, through that host's runner."""
+
+    def __init__(self, spec: HostSpec, runner: Runner) -> None:
+        self.spec = spec
+        self.runner = runner
+
+    def raw(self, op: dict[str, Any], payload: bytes | None = None) -> CommandResult:
+        result = self.runner.run(
+            [self.spec.python, "-c", agent_source(), json.dumps(op)],
+            input=payload,
+            timeout=AGENT_TIMEOUT,
+        )
+        if result.returncode != 0:
+            raise ApplyError(
+                f"{self.spec.name}: {op['op']} failed: {result.stderr_tail(3) or 'no output'}"
+            )
+        return result
+
+    def call(self, op: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
+        out = self.raw(op, payload).stdout.decode("utf-8", "replace").strip().splitlines()
+        return json.loads(out[-1]) if out else {}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Applied:
+    backup: str
+    steps: int
+    duration_s: float
+
+
+def _constraints(target: Snapshot, replaced: Sequence[str]) -> str:
+    """Every other installed distribution held at its current version."""
+    lines = [
+        f"{d.display_name}=={d.version}"
+        for d in target.distributions
+        if d.name not in replaced and not d.display_name.startswith("-")
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _location(snapshot: Snapshot, dist: str) -> str | None:
+    found = snapshot.distribution(dist)
+    return found.location if found else None
+
+
+def apply_plan(
+    plan: Plan,
+    *,
+    target_spec: HostSpec,
+    target: Snapshot,
+    runners: Callable[[HostSpec], Runner],
+    reference_spec: HostSpec | None,
+    reference: Snapshot | None,
+    pip_options: Sequence[str] = (),
+    on_step: Callable[[int, Step], None] | None = None,
+) -> Applied:
+    """Apply `plan` to the target whose fresh snapshot is `target`; roll back on failure."""
+    from envsync.plan import fingerprint
+
+    if fingerprint(target) != plan.target_fingerprint:
+        raise StalePlan(
+            f"{target_spec.name}: the target changed since the plan was made "
+            "(packages, watched files or service flags differ); refusing to apply",
+            tip="make a new plan with `envsync repair` and review it",
+        )
+    started = time.perf_counter()
+    agent = Agent(target_spec, runners(target_spec))
+    ident = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+    dists = sorted({d for s in plan.steps if s.kind in ("pin", "sync-dist") for d in s.dists})
+    files = []
+    for step in plan.steps:
+        if step.kind == "sync-file" and step.dist:
+            root = _location(target, step.dist)
+            files += [f"{root}/{p}" for p in (*step.files, *step.remove)] if root else []
+    backup = agent.call({"op": "backup", "id": ident, "dists": dists, "files": files})["backup"]
+    try:
+        for i, step in enumerate(plan.steps, 1):
+            if on_step is not None:
+                on_step(i, step)
+            agent.call({"op": "journal", "id": ident, "event": f"step {i} started: {step.summary}"})
+            _run_step(
+                step, plan, agent, target, backup, runners, reference_spec, reference, pip_options
+            )
+            agent.call({"op": "journal", "id": ident, "event": f"step {i} done"})
+    except EnvsyncError as e:
+        _rollback_after(agent, ident, f"step {i} ({step.kind}: {step.summary}) failed: {e.message}")
+    except BaseException:
+        _rollback_after(agent, ident, f"step {i} ({step.kind}) was interrupted")
+        raise
+    agent.call({"op": "journal", "id": ident, "event": "applied", "state": "applied"})
+    return Applied(backup=backup, steps=len(plan.steps), duration_s=time.perf_counter() - started)
+
+
+def _rollback_after(agent: Agent, ident: str, why: str) -> None:
+    try:
+        agent.call({"op": "restore", "id": ident})
+    except EnvsyncError as e:
+        raise RollbackError(
+            f"{why}; rolling back ALSO failed: {e.message}",
+            tip=f"run `envsync rollback {agent.spec.name}` once the host is reachable",
+        ) from e
+    raise ApplyError(f"{why}; everything done before it was rolled back")
+
+
+def _run_step(
+    step: Step,
+    plan: Plan,
+    agent: Agent,
+    target: Snapshot,
+    backup: str,
+    runners: Callable[[HostSpec], Runner],
+    reference_spec: HostSpec | None,
+    reference: Snapshot | None,
+    pip_options: Sequence[str],
+) -> None:
+    spec = agent.spec
+    if step.kind == "pin":
+        constraints = f"{backup}/constraints.txt"
+        agent.call({"op": "write", "path": constraints, "text": _constraints(target, step.dists)})
+        argv = [
+            spec.python,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-input",
+            "--disable-pip-version-check",
+            "--constraint",
+            constraints,
+            *pip_options,
+            *step.requirements,
+        ]
+        result = agent.runner.run(argv, timeout=PIP_TIMEOUT)
+        if result.returncode != 0:
+            raise ApplyError(f"pip exited {result.returncode}: {result.stderr_tail(2)}")
+        return
+    if step.kind == "flag":
+        agent.call({"op": "set-service", "flags": dict(plan.flags)})
+        return
+    if reference_spec is None or reference is None:
+        raise ApplyError(f"{step.kind} needs the reference host, and it is a file here")
+    source = Agent(reference_spec, runners(reference_spec))
+    if step.kind == "sync-dist":
+        for dist in step.dists:
+            archive = source.raw({"op": "pack", "root": "", "dist": dist}).stdout
+            agent.call({"op": "remove-dist", "name": dist})
+            root = _location(target, dist) or "purelib"
+            agent.call({"op": "unpack", "root": root}, archive)
+        return
+    if step.kind == "sync-file" and step.dist:
+        ref_root = _location(reference, step.dist)
+        tgt_root = _location(target, step.dist)
+        if ref_root is None or tgt_root is None:
+            raise ApplyError(f"{step.dist} is not installed on both hosts")
+        archive = source.raw({"op": "pack", "root": ref_root, "files": list(step.files)}).stdout
+        agent.call({"op": "unpack", "root": tgt_root, "remove": list(step.remove)}, archive)
+        return
+    raise ApplyError(f"unknown step kind {step.kind!r}")
+
+
+def rollback(spec: HostSpec, runner: Runner, ident: str = "latest") -> dict[str, Any]:
+    """Restore the host's latest (or a named) backup; works after a killed apply too."""
+    try:
+        return Agent(spec, runner).call({"op": "restore", "id": ident})
+    except ApplyError as e:
+        if "no backup" in e.message:
+            raise RollbackError(f"{spec.name}: no envsync backup on this host") from e
+        raise RollbackError(e.message) from e

@@ -1,0 +1,344 @@
+"""The envsync agent: the stdlib-only program that changes a host, run like the probe.
+
+Shipped on stdin to the host's own interpreter; argv[1] is one JSON operation; binary
+payloads (tar archives) travel after a marker line on stdin and stdout. Every change it
+makes is under a backup it made first. Operations:
+
+  backup   {id, dists: [names], files: [abs paths]}  save what a plan will change
+  journal  {id, event}                                append to the backup's journal
+  restore  {id | "latest"}                            put everything back as backed up
+  pack     {root, files: [rel]} | {root, dist}        tar of files (with their sha256)
+  unpack   {root, remove: [rel]}  + tar on stdin      write files under root, verify
+  remove-dist {name}                                  uninstall a distribution's files
+  set-service {flags}                                 keep the service's launch flags
+  write    {path, text}                               write a text file atomically
+"""
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tarfile
+import time
+
+# Several environments may live on one host: each has its own backups and service flags,
+# keyed by its interpreter prefix (the probe computes the same key).
+ENV_KEY = hashlib.sha256(os.path.realpath(sys.prefix).encode()).hexdigest()[:12]
+STATE = os.path.expanduser("~/.envsync")
+BACKUPS = os.path.join(STATE, "backups", ENV_KEY)
+SERVICE = os.path.join(STATE, "service", ENV_KEY + ".json")
+MANIFEST_MEMBER = "__envsync_sha256__.json"
+
+
+def normalize(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def site_dirs():
+    import site
+    import sysconfig
+
+    dirs = []
+    candidates = [sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]
+    candidates.extend(getattr(site, "getsitepackages", lambda: [])())
+    for d in candidates:
+        if d and os.path.isdir(d) and d not in dirs:
+            dirs.append(d)
+    return dirs
+
+
+def installed(name):
+    """(location, dist-info dir name, [files relative to location]) of `name`, or None."""
+    want = normalize(name)
+    for location in site_dirs():
+        for entry in sorted(os.listdir(location)):
+            if not entry.endswith(".dist-info"):
+                continue
+            meta = os.path.join(location, entry, "METADATA")
+            try:
+                with open(meta, "rb") as f:
+                    head = f.read(4096).decode("utf-8", "replace")
+            except OSError:
+                continue
+            match = re.search(r"^Name:\s*(\S+)", head, re.MULTILINE)
+            if not match or normalize(match.group(1)) != want:
+                continue
+            files = []
+            try:
+                with open(os.path.join(location, entry, "RECORD"), newline="") as f:
+                    import csv
+
+                    files = [row[0] for row in csv.reader(f) if row and row[0]]
+            except OSError:
+                pass
+            return location, entry, files
+    return None
+
+
+def inside(root, rel):
+    full = os.path.realpath(os.path.join(root, rel))
+    return full == os.path.realpath(root) or full.startswith(os.path.realpath(root) + os.sep)
+
+
+def dist_paths(location, entry, files):
+    """Every path (absolute) that belongs to an installed distribution under `location`."""
+    out = []
+    for rel in files:
+        if inside(location, rel):
+            out.append(os.path.normpath(os.path.join(location, rel)))
+    meta = os.path.join(location, entry)
+    for dirpath, _, names in os.walk(meta):
+        out += [os.path.join(dirpath, n) for n in names]
+    return sorted(set(out))
+
+
+def backup_dir(ident):
+    if ident == "latest":
+        names = sorted(
+            n
+            for n in (os.listdir(BACKUPS) if os.path.isdir(BACKUPS) else [])
+            if os.path.isfile(os.path.join(BACKUPS, n, "manifest.json"))
+        )
+        if not names:
+            raise SystemExit("envsync-agent: no backup on this host")
+        ident = names[-1]
+    if not re.match(r"^[0-9A-Za-z._-]+$", ident):
+        raise SystemExit("envsync-agent: bad backup id %r" % ident)
+    return os.path.join(BACKUPS, ident)
+
+
+def write_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def op_backup(op):
+    where = backup_dir(op["id"])
+    os.makedirs(where, mode=0o700)
+    with open(os.path.join(os.path.dirname(where), "prefix"), "w") as f:
+        f.write(os.path.realpath(sys.prefix) + "\n")
+    dists = []
+    saved = []
+    for name in op.get("dists", []):
+        found = installed(name)
+        if found is None:
+            dists.append({"name": name, "present": False})
+            continue
+        location, entry, files = found
+        paths = dist_paths(location, entry, files)
+        dists.append({"name": name, "present": True, "location": location, "entry": entry})
+        saved += [p for p in paths if os.path.isfile(p)]
+    absent = []
+    for path in op.get("files", []):
+        if os.path.isfile(path):
+            saved.append(path)
+        else:
+            absent.append(path)
+    if os.path.isfile(SERVICE):
+        saved.append(SERVICE)
+    with tarfile.open(os.path.join(where, "files.tar"), "w") as tar:
+        for path in sorted(set(saved)):
+            tar.add(path, arcname=path.lstrip("/"), recursive=False)
+    manifest = {
+        "id": os.path.basename(where),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "dists": dists,
+        "files": sorted(set(op.get("files", []))),
+        "absent": absent,
+        "service": os.path.isfile(SERVICE),
+        "python": sys.executable,
+        "state": "applying",
+    }
+    write_json(os.path.join(where, "manifest.json"), manifest)
+    open(os.path.join(where, "journal.jsonl"), "a").close()
+    return {"backup": where, "saved": len(set(saved))}
+
+
+def op_journal(op):
+    where = backup_dir(op["id"])
+    with open(os.path.join(where, "journal.jsonl"), "a") as f:
+        f.write(json.dumps({"at": time.time(), "event": op["event"]}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    if op.get("state"):
+        path = os.path.join(where, "manifest.json")
+        with open(path) as f:
+            manifest = json.load(f)
+        manifest["state"] = op["state"]
+        write_json(path, manifest)
+    return {}
+
+
+def remove_installed(name):
+    found = installed(name)
+    if found is None:
+        return []
+    location, entry, files = found
+    removed = []
+    for path in dist_paths(location, entry, files):
+        try:
+            os.unlink(path)
+            removed.append(path)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(os.path.join(location, entry), ignore_errors=True)
+    return removed
+
+
+def op_restore(op):
+    where = backup_dir(op.get("id", "latest"))
+    with open(os.path.join(where, "manifest.json")) as f:
+        manifest = json.load(f)
+    for dist in manifest["dists"]:
+        # Whatever version is there now goes: the backed-up one comes back below.
+        while remove_installed(dist["name"]):
+            pass
+    for path in manifest["absent"]:
+        if os.path.isfile(path):
+            os.unlink(path)
+    if not manifest["service"] and os.path.isfile(SERVICE):
+        os.unlink(SERVICE)
+    with tarfile.open(os.path.join(where, "files.tar")) as tar:
+        for member in tar.getmembers():
+            target = "/" + member.name
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            source = tar.extractfile(member)
+            if source is None:
+                continue
+            tmp = target + ".envsync-tmp"
+            with open(tmp, "wb") as f:
+                shutil.copyfileobj(source, f)
+            os.chmod(tmp, member.mode & 0o7777)
+            os.utime(tmp, (member.mtime, member.mtime))
+            os.replace(tmp, target)
+    manifest["state"] = "rolled-back"
+    write_json(os.path.join(where, "manifest.json"), manifest)
+    with open(os.path.join(where, "journal.jsonl"), "a") as f:
+        f.write(json.dumps({"at": time.time(), "event": "rolled back"}) + "\n")
+    return {"backup": where, "dists": [d["name"] for d in manifest["dists"]]}
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def op_pack(op):
+    root = op["root"]
+    files = op.get("files")
+    if files is None:
+        found = installed(op["dist"])
+        if found is None:
+            raise SystemExit("envsync-agent: %s is not installed here" % op["dist"])
+        location, entry, record = found
+        root = location
+        files = [os.path.relpath(p, location) for p in dist_paths(location, entry, record)]
+    hashes = {}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for rel in sorted(files):
+            if not inside(root, rel):
+                continue  # scripts in bin/ carry this venv's own path: not copied
+            full = os.path.join(root, rel)
+            if os.path.islink(full) or not os.path.isfile(full):
+                continue
+            hashes[rel] = sha256(full)
+            tar.add(full, arcname=rel, recursive=False)
+        data = json.dumps(hashes).encode()
+        info = tarfile.TarInfo(MANIFEST_MEMBER)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def op_unpack(op, payload):
+    root = op["root"]
+    if root == "purelib":
+        import sysconfig
+
+        root = sysconfig.get_path("purelib")
+    written = {}
+    with tarfile.open(fileobj=io.BytesIO(payload)) as tar:
+        members = tar.getmembers()
+        expected = {}
+        for member in members:
+            source = tar.extractfile(member)
+            if member.name == MANIFEST_MEMBER and source is not None:
+                expected = json.loads(source.read().decode())
+        for member in members:
+            if member.name == MANIFEST_MEMBER:
+                continue
+            if not member.isfile() or os.path.isabs(member.name) or not inside(root, member.name):
+                raise SystemExit("envsync-agent: refusing %r outside %s" % (member.name, root))
+            target = os.path.join(root, member.name)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            tmp = target + ".envsync-tmp"
+            source = tar.extractfile(member)
+            if source is None:
+                continue
+            with open(tmp, "wb") as f:
+                shutil.copyfileobj(source, f)
+            os.chmod(tmp, member.mode & 0o7777)
+            os.replace(tmp, target)
+            written[member.name] = sha256(target)
+    for rel in op.get("remove", []):
+        if inside(root, rel) and os.path.isfile(os.path.join(root, rel)):
+            os.unlink(os.path.join(root, rel))
+    bad = sorted(rel for rel, digest in expected.items() if written.get(rel) != digest)
+    if bad:
+        raise SystemExit(
+            "envsync-agent: written files differ from the reference: " + ", ".join(bad)
+        )
+    return {"written": sorted(written)}
+
+
+def op_set_service(op):
+    os.makedirs(os.path.dirname(SERVICE), mode=0o700, exist_ok=True)
+    write_json(SERVICE, {"flags": op["flags"]})
+    return {}
+
+
+def op_write(op):
+    directory = os.path.dirname(op["path"])
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    tmp = op["path"] + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(op["text"])
+    os.replace(tmp, op["path"])
+    return {}
+
+
+def main(argv):
+    op = json.loads(argv[1])
+    name = op.pop("op")
+    if name == "pack":
+        out = sys.stdout.buffer
+        out.write(op_pack(op))
+        out.flush()
+        return 0
+    if name == "unpack":
+        result = op_unpack(op, sys.stdin.buffer.read())
+    else:
+        handlers = {
+            "backup": op_backup,
+            "journal": op_journal,
+            "restore": op_restore,
+            "remove-dist": lambda o: {"removed": len(remove_installed(o["name"]))},
+            "set-service": op_set_service,
+            "write": op_write,
+        }
+        result = handlers[name](op)
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

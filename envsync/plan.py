@@ -1,0 +1,276 @@
+"""Findings -> a Plan of ordered steps (pure): pins, distribution and file syncs, flags.
+
+A plan is data: it is printed, saved as JSON, and applied later, and it is tied to the
+target snapshot it was made from by a fingerprint, so that applying it to a host that has
+changed since is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from envsync.findings import SEVERITIES, Finding, Fix, Report
+from envsync.model import Distribution, Snapshot, Unavailable
+
+PLAN_SCHEMA_VERSION = 1
+PREFER = ("fix", "workaround", "auto")
+ONLY = {
+    "fatal": ("fatal",),
+    "risky": ("fatal", "risky"),
+    "degraded": ("fatal", "risky", "degraded"),
+    "all": SEVERITIES,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    kind: str  # pin | sync-dist | sync-file | flag
+    summary: str
+    findings: tuple[str, ...]  # subjects of the findings it addresses
+    requirements: tuple[str, ...] = ()  # pin: NAME==VERSION, the finding's and its deps'
+    dists: tuple[str, ...] = ()  # pin / sync-dist: distributions it replaces or installs
+    files: tuple[str, ...] = ()  # sync-file: paths relative to the distribution's location
+    dist: str | None = None  # sync-file: the watched distribution they belong to
+    remove: tuple[str, ...] = ()  # sync-file: paths to delete (not on the reference)
+    flag: str | None = None
+    value: str | None = None
+    gives_up: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    schema_version: int = PLAN_SCHEMA_VERSION
+    reference: str
+    target: str
+    target_fingerprint: str
+    prefer: str
+    only: str
+    steps: tuple[Step, ...] = ()
+    skipped: tuple[str, ...] = ()  # findings left alone, and why
+    command: tuple[str, ...] = ()  # the effective launch command after the plan
+    flags: Mapping[str, str] = field(default_factory=dict)  # effective flags after the plan
+
+
+def fingerprint(snapshot: Snapshot) -> str:
+    """What a plan depends on: every distribution and version, watched files' hashes,
+    and the effective service flags envsync keeps on the host."""
+    data = {
+        "distributions": {
+            d.name: [d.version, d.location, dict(d.files) if d.files is not None else None]
+            for d in snapshot.distributions
+        },
+        "python": None
+        if isinstance(snapshot.interpreter, Unavailable)
+        else [snapshot.interpreter.executable, snapshot.interpreter.version],
+        "service_flags": dict(snapshot.service_flags or {}),
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _custom(dist: Distribution | None) -> bool:
+    """A local build (+label) or a direct-URL install: never replaced as a side effect."""
+    return dist is not None and ("+" in dist.version or dist.direct_url is not None)
+
+
+def _dependencies(
+    name: str, reference: Snapshot, target: Snapshot, seen: set[str], held: list[str]
+) -> list[Distribution]:
+    """Reference distributions that `name` needs and the target lacks or has at another
+    version, transitively: `--no-deps` brings none of them along by itself."""
+    ref = reference.distribution(name)
+    out: list[Distribution] = []
+    for text in ref.requires if ref else ():
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and "extra" in str(req.marker):
+            continue  # optional extras are not needed to import the package
+        dep = canonicalize_name(req.name)
+        if dep in seen:
+            continue
+        seen.add(dep)
+        have_ref = reference.distribution(dep)
+        have_tgt = target.distribution(dep)
+        if have_ref is None or (have_tgt is not None and have_tgt.version == have_ref.version):
+            continue
+        if _custom(have_tgt):
+            held.append(f"{dep}: {have_tgt.version} on the target is a custom build; not replaced")  # type: ignore[union-attr]
+            continue
+        out.append(have_ref)
+        out += _dependencies(dep, reference, target, seen, held)
+    return out
+
+
+def _choose(finding: Finding, prefer: str, command: Sequence[str]) -> Fix | None:
+    flags = [f for f in finding.fixes if f.kind == "flag"]
+    fixes = [f for f in finding.fixes if f.kind != "flag"]
+    if prefer == "workaround" and flags:
+        return flags[0]
+    if prefer == "auto":
+        free = [f for f in flags if not any(u in command for u in f.used_when)]
+        if free:
+            return free[0]
+    return fixes[0] if fixes else (flags[0] if prefer != "fix" else None)
+
+
+def make_plan(
+    report: Report,
+    reference: Snapshot,
+    target: Snapshot,
+    *,
+    prefer: str = "auto",
+    only: str = "risky",
+    command: Sequence[str] = (),
+) -> Plan:
+    wanted = ONLY[only]
+    steps: list[Step] = []
+    skipped: list[str] = []
+    pinned: set[str] = set()
+    files: dict[str, list[tuple[str, Finding]]] = {}
+    flags: dict[str, Step] = {}
+    for finding in report.findings:
+        if finding.severity not in wanted:
+            skipped.append(f"{finding.subject}: {finding.severity} (--only {only})")
+            continue
+        fix = _choose(finding, prefer, command)
+        if fix is None:
+            skipped.append(f"{finding.subject}: no fix envsync can apply")
+            continue
+        if fix.kind == "flag" and fix.flag and fix.value:
+            key = fix.flag
+            if key in flags:
+                flags[key] = _merge(flags[key], finding.subject)
+                continue
+            flags[key] = Step(
+                kind="flag",
+                summary=f"launch with {fix.flag} {fix.value} (gives up: {fix.gives_up})",
+                findings=(finding.subject,),
+                flag=fix.flag,
+                value=fix.value,
+                gives_up=fix.gives_up,
+            )
+        elif fix.kind == "sync-file" and fix.dist and fix.path:
+            files.setdefault(fix.dist, []).append((fix.path, finding))
+        elif fix.kind in ("pin", "sync-dist") and fix.dist:
+            if fix.dist in pinned:
+                continue
+            tgt = target.distribution(fix.dist)
+            if fix.kind == "pin" and _custom(tgt):
+                skipped.append(
+                    f"{fix.dist}: {tgt.version} on the target is a custom build; "  # type: ignore[union-attr]
+                    "envsync does not replace it (sync-dist or by hand)"
+                )
+                continue
+            ref = reference.distribution(fix.dist)
+            if ref is None:
+                skipped.append(f"{fix.dist}: not on the reference")
+                continue
+            held: list[str] = []
+            deps = _dependencies(fix.dist, reference, target, {fix.dist}, held)
+            skipped += held
+            group = [ref, *(d for d in deps if d.name not in pinned)]
+            pinned.update(d.name for d in group)
+            names = tuple(d.name for d in group)
+            if fix.kind == "pin":
+                reqs = tuple(f"{d.display_name}=={d.version}" for d in group)
+                extra = f" (with {', '.join(reqs[1:])}, which it needs)" if len(reqs) > 1 else ""
+                summary = f"pin {reqs[0]}{extra}: pip install --no-deps, others held"
+                steps.append(
+                    Step(
+                        kind="pin",
+                        summary=summary,
+                        findings=(finding.subject,),
+                        requirements=reqs,
+                        dists=names,
+                    )
+                )
+            else:
+                steps.append(
+                    Step(
+                        kind="sync-dist",
+                        summary=f"copy {', '.join(f'{d.display_name} {d.version}' for d in group)} "
+                        "from the reference",
+                        findings=(finding.subject,),
+                        dists=names,
+                    )
+                )
+        else:
+            skipped.append(f"{finding.subject}: {fix.kind} fix is incomplete")
+    for dist, items in sorted(files.items()):
+        copy = tuple(sorted(p for p, f in items if f.reference is not None))
+        remove = tuple(sorted(p for p, f in items if f.reference is None))
+        what = [f"copy {len(copy)} file(s)"] if copy else []
+        what += [f"remove {len(remove)} file(s)"] if remove else []
+        steps.append(
+            Step(
+                kind="sync-file",
+                summary=f"{' and '.join(what)} of {dist} from the reference (backed up first)",
+                findings=tuple(f.subject for _, f in items),
+                files=copy,
+                remove=remove,
+                dist=dist,
+            )
+        )
+    steps += flags.values()
+    effective = dict(target.service_flags or {})
+    for step in flags.values():
+        if step.flag and step.value:
+            effective[step.flag] = step.value
+    return Plan(
+        reference=reference.host,
+        target=target.host,
+        target_fingerprint=fingerprint(target),
+        prefer=prefer,
+        only=only,
+        steps=tuple(steps),
+        skipped=tuple(skipped),
+        command=tuple(command),
+        flags=effective,
+    )
+
+
+def _merge(step: Step, subject: str) -> Step:
+    from dataclasses import replace
+
+    return replace(step, findings=(*step.findings, subject))
+
+
+def describe(plan: Plan) -> str:
+    """The plan in words: what each step runs and changes, and what it fixes."""
+    lines = [f"plan for {plan.target} (reference {plan.reference}, --prefer {plan.prefer}):"]
+    if not plan.steps:
+        lines.append("  nothing to do")
+    for i, step in enumerate(plan.steps, 1):
+        lines.append(f"  {i}. {step.kind}: {step.summary}")
+        lines.append(f"     fixes: {', '.join(step.findings)}")
+        if step.kind == "pin":
+            lines.append(
+                "     runs: python -m pip install --no-deps --constraint <every other package "
+                f"at its version> {' '.join(step.requirements)}"
+            )
+        elif step.kind == "sync-dist":
+            lines.append(
+                f"     replaces the installed files of {', '.join(step.dists)} (per RECORD)"
+            )
+        elif step.kind == "sync-file":
+            shown = [*step.files[:5], *(f"remove {p}" for p in step.remove[:5])]
+            lines.append(f"     files: {', '.join(shown)}")
+        elif step.kind == "flag":
+            lines.append(f"     gives up: {step.gives_up}")
+    if plan.flags and plan.command:
+        from envsync.classify.rules import with_flag
+
+        command = tuple(plan.command)
+        for flag, value in plan.flags.items():
+            command = with_flag(command, flag, value)
+        lines.append(f"  the service will run: {' '.join(command)}")
+    for note in plan.skipped:
+        lines.append(f"  left alone: {note}")
+    return "\n".join(lines) + "\n"
