@@ -31,6 +31,17 @@ def _facts(obj: object, keys: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+# Written by the installer, not shipped by the package: how it was installed (already a
+# fact of the distribution), not what it contains.
+_INSTALL_RECORDS = ("/direct_url.json", "/INSTALLER", "/REQUESTED")
+
+
+def _package_file(path: str) -> bool:
+    if path.startswith("../"):
+        return False  # scripts in bin/ carry each venv's own interpreter path
+    return not (".dist-info/" in path and path.endswith(_INSTALL_RECORDS))
+
+
 def view(snapshot: Snapshot, *, partial_names: set[str] | None = None) -> dict[str, Any]:
     """The comparable part of a snapshot: what may drift, keyed for stable deepdiff paths."""
     dists = {}
@@ -41,7 +52,7 @@ def view(snapshot: Snapshot, *, partial_names: set[str] | None = None) -> dict[s
         dists[dist.name] = dist.version
         if dist.files is not None:
             files[dist.name] = {
-                path: digest for path, digest in dist.files.items() if not path.startswith("../")
+                path: digest for path, digest in dist.files.items() if _package_file(path)
             }
     gpu: dict[str, Any] = {}
     if isinstance(snapshot.gpu, Unavailable) or snapshot.gpu is None:

@@ -162,7 +162,8 @@ def make_plan(
             if fix.dist in pinned:
                 continue
             tgt = target.distribution(fix.dist)
-            if fix.kind == "pin" and _custom(tgt):
+            if fix.kind == "pin" and tgt is not None and "+" in tgt.version:
+                # The finding's own subject may be replaced, but not a local build.
                 skipped.append(
                     f"{fix.dist}: {tgt.version} on the target is a custom build; "  # type: ignore[union-attr]
                     "envsync does not replace it (sync-dist or by hand)"
