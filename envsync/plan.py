@@ -165,7 +165,7 @@ def make_plan(
             if fix.kind == "pin" and tgt is not None and "+" in tgt.version:
                 # The finding's own subject may be replaced, but not a local build.
                 skipped.append(
-                    f"{fix.dist}: {tgt.version} on the target is a custom build; "  # type: ignore[union-attr]
+                    f"{fix.dist}: {tgt.version} on the target is a custom build; "
                     "envsync does not replace it (sync-dist or by hand)"
                 )
                 continue
