@@ -1,0 +1,122 @@
+"""Planning is pure: findings and snapshots in, ordered steps out."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from envsync.findings import Finding, Fix, Report
+from envsync.model import Distribution, Snapshot, from_data
+from envsync.plan import fingerprint, make_plan
+
+SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
+
+
+def snap(host: str, *dists: tuple[str, str, tuple[str, ...]]) -> Snapshot:
+    base = from_data(Snapshot, json.loads(SNAPSHOT.read_text()))
+    return replace(
+        base,
+        host=host,
+        distributions=tuple(
+            Distribution(name=n, display_name=n, version=v, requires=r) for n, v, r in dists
+        ),
+    )
+
+
+PIN = Fix(kind="pin", summary="pin", requirement="app==2.0", dist="app")
+FLAG = Fix(
+    kind="flag",
+    summary="flag",
+    flag="--backend",
+    value="none",
+    gives_up="speed",
+    used_when=("--fast",),
+)
+
+
+def finding(
+    subject: str = "app", severity: str = "fatal", fixes: tuple[Fix, ...] = (PIN, FLAG)
+) -> Finding:
+    return Finding(
+        subject=subject,
+        kind="version",
+        reference="2.0",
+        target="1.0",
+        severity=severity,
+        reason="r",
+        decided_by="import-graph",
+        fixes=fixes,
+    )
+
+
+def report(*findings: Finding) -> Report:
+    return Report(reference="ref", target="tgt", findings=findings)
+
+
+def test_a_pin_brings_the_dependencies_the_new_version_needs() -> None:
+    ref = snap(
+        "ref",
+        ("app", "2.0", ("lib>=2", "extra-only; extra == 'x'")),
+        ("lib", "2.0", ("core",)),
+        ("core", "3.0", ()),
+        ("same", "1.0", ()),
+    )
+    tgt = snap("tgt", ("app", "1.0", ()), ("lib", "1.0", ()), ("same", "1.0", ()))
+    plan = make_plan(report(finding()), ref, tgt, prefer="fix")
+    (step,) = plan.steps
+    assert step.kind == "pin"
+    assert step.requirements == ("app==2.0", "lib==2.0", "core==3.0")
+    assert step.dists == ("app", "lib", "core")
+
+
+def test_a_local_build_is_never_replaced_as_a_side_effect() -> None:
+    ref = snap("ref", ("app", "2.0", ("torch",)), ("torch", "2.11.0", ()))
+    tgt = snap("tgt", ("app", "1.0", ()), ("torch", "2.11.0+cu130", ()))
+    plan = make_plan(report(finding()), ref, tgt, prefer="fix")
+    assert plan.steps[0].requirements == ("app==2.0",)
+    assert any("torch: 2.11.0+cu130 on the target is a custom build" in s for s in plan.skipped)
+
+
+@pytest.mark.parametrize(
+    ("prefer", "command", "kind"),
+    [
+        ("fix", (), "pin"),
+        ("workaround", (), "flag"),
+        ("auto", (), "flag"),
+        ("auto", ("--fast",), "pin"),
+        ("workaround", ("--fast",), "flag"),
+    ],
+)
+def test_prefer_chooses_between_the_fix_and_the_workaround(
+    prefer: str, command: tuple[str, ...], kind: str
+) -> None:
+    ref = snap("ref", ("app", "2.0", ()))
+    tgt = snap("tgt", ("app", "1.0", ()))
+    plan = make_plan(report(finding()), ref, tgt, prefer=prefer, command=command)
+    assert [s.kind for s in plan.steps] == [kind]
+    if kind == "flag":
+        assert plan.flags == {"--backend": "none"}
+
+
+@pytest.mark.parametrize(
+    ("only", "kept"), [("fatal", ["a"]), ("risky", ["a", "b"]), ("all", ["a", "b", "c", "d"])]
+)
+def test_only_chooses_the_severities(only: str, kept: list[str]) -> None:
+    names = {"a": "fatal", "b": "risky", "c": "degraded", "d": "benign"}
+    ref = snap("ref", *((n, "2.0", ()) for n in names))
+    tgt = snap("tgt", *((n, "1.0", ()) for n in names))
+    findings = [
+        finding(n, s, (replace(PIN, dist=n, requirement=f"{n}==2.0"),)) for n, s in names.items()
+    ]
+    plan = make_plan(report(*findings), ref, tgt, prefer="fix", only=only)
+    assert [s.dists[0] for s in plan.steps] == kept
+
+
+def test_fingerprint_follows_what_a_plan_depends_on() -> None:
+    tgt = snap("tgt", ("app", "1.0", ()))
+    assert fingerprint(tgt) == fingerprint(replace(tgt, collected_at="later", duration_s=9.0))
+    assert fingerprint(tgt) != fingerprint(snap("tgt", ("app", "1.1", ())))
+    assert fingerprint(tgt) != fingerprint(replace(tgt, service_flags={"--backend": "none"}))
