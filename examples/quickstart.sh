@@ -23,4 +23,13 @@ echo
 echo "== envsync check --lock reports/ct129.lock ct200      (the CI gate; exit 1 = blocked)"
 envsync check --lock reports/ct129.lock ct200 --markdown reports/check.md --junit reports/check.xml \
     --format json -o reports/check.json || [ $? -eq 1 ]
+echo
+echo "== envsync repair      (the plan; nothing changes yet)"
+envsync repair || [ $? -eq 1 ]   # exit 1: steps pending
+echo
+echo "== envsync repair --prefer fix --apply, then envsync diff, then envsync rollback ct200"
+envsync repair --prefer fix --apply
+envsync diff ct129 ct200 -q || [ $? -eq 1 ]
+envsync rollback ct200          # back to the story, for the next run
+echo
 echo "reports: reports/ct129.lock reports/check.md reports/check.xml reports/check.json"
