@@ -41,6 +41,10 @@ class Step:
     flag: str | None = None
     value: str | None = None
     gives_up: str | None = None
+    # pin: when the target's index cannot serve a version, copy the distributions from
+    # the reference instead (only when interpreter and platform match), or why not.
+    fallback: bool = False
+    no_fallback: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,6 +110,21 @@ def _dependencies(
         out.append(have_ref)
         out += _dependencies(dep, reference, target, seen, held)
     return out
+
+
+def _platform_mismatch(reference: Snapshot, target: Snapshot) -> str | None:
+    """Why the reference's installed files cannot serve the target, or None when they can."""
+    a, b = reference.interpreter, target.interpreter
+    if reference.partial or isinstance(a, Unavailable) or isinstance(b, Unavailable):
+        return "the reference is not a live host with installed files"
+    ours = (a.version.rsplit(".", 1)[0], a.abi_tag, a.platform)
+    theirs = (b.version.rsplit(".", 1)[0], b.abi_tag, b.platform)
+    if ours != theirs:
+        return (
+            f"the reference runs Python {ours[0]} {ours[1]} {ours[2]}, "
+            f"the target {theirs[0]} {theirs[1]} {theirs[2]}"
+        )
+    return None
 
 
 def _choose(finding: Finding, prefer: str, command: Sequence[str]) -> Fix | None:
@@ -183,6 +202,7 @@ def make_plan(
                 reqs = tuple(f"{d.display_name}=={d.version}" for d in group)
                 extra = f" (with {', '.join(reqs[1:])}, which it needs)" if len(reqs) > 1 else ""
                 summary = f"pin {reqs[0]}{extra}: pip install --no-deps, others held"
+                why_not = _platform_mismatch(reference, target)
                 steps.append(
                     Step(
                         kind="pin",
@@ -190,6 +210,8 @@ def make_plan(
                         findings=(finding.subject,),
                         requirements=reqs,
                         dists=names,
+                        fallback=why_not is None,
+                        no_fallback=why_not,
                     )
                 )
             else:
@@ -256,6 +278,13 @@ def describe(plan: Plan) -> str:
                 "     runs: python -m pip install --no-deps --constraint <every other package "
                 f"at its version> {' '.join(step.requirements)}"
             )
+            if step.fallback:
+                lines.append(
+                    "     if the target's index cannot serve it: copy the installed files "
+                    "from the reference (same interpreter and platform)"
+                )
+            elif step.no_fallback:
+                lines.append(f"     no copy from the reference if pip cannot: {step.no_fallback}")
         elif step.kind == "sync-dist":
             lines.append(
                 f"     replaces the installed files of {', '.join(step.dists)} (per RECORD)"

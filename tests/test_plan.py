@@ -120,3 +120,17 @@ def test_fingerprint_follows_what_a_plan_depends_on() -> None:
     assert fingerprint(tgt) == fingerprint(replace(tgt, collected_at="later", duration_s=9.0))
     assert fingerprint(tgt) != fingerprint(snap("tgt", ("app", "1.1", ())))
     assert fingerprint(tgt) != fingerprint(replace(tgt, service_flags={"--backend": "none"}))
+
+
+def test_the_reference_files_serve_only_the_same_interpreter_and_platform() -> None:
+    ref = snap("ref", ("app", "2.0", ()))
+    tgt = snap("tgt", ("app", "1.0", ()))
+    same = make_plan(report(finding()), ref, tgt, prefer="fix").steps[0]
+    assert (same.fallback, same.no_fallback) == (True, None)
+    newer = replace(tgt, interpreter=replace(tgt.interpreter, version="3.12.1", abi_tag="cp312"))  # type: ignore[type-var]
+    step = make_plan(report(finding()), ref, newer, prefer="fix").steps[0]
+    assert step.fallback is False
+    assert (
+        step.no_fallback
+        == "the reference runs Python 3.11 cp311 linux_x86_64, the target 3.12 cp312 linux_x86_64"
+    )

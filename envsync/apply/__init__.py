@@ -24,6 +24,8 @@ from envsync.plan import Plan, Step
 from envsync.runner import CommandResult, Runner
 
 AGENT_TIMEOUT = 600.0
+# pip's words when an index cannot serve a requirement (pip 20 to 26).
+_NOT_ON_INDEX = (b"No matching distribution found", b"Could not find a version")
 PIP_TIMEOUT = 1800.0
 # The agent travels as the -c argument (stdin carries its archives); the first line drops
 # the current directory from sys.path, as the probe's bootstrap does.
@@ -185,8 +187,14 @@ def _run_step(
             *step.requirements,
         ]
         result = agent.runner.run(argv, timeout=PIP_TIMEOUT)
-        if result.returncode != 0:
-            raise ApplyError(f"pip exited {result.returncode}: {result.stderr_tail(2)}")
+        if result.returncode == 0:
+            return
+        unavailable = any(m in result.stderr for m in _NOT_ON_INDEX)
+        if not (unavailable and step.fallback and reference_spec is not None):
+            why = f"; {step.no_fallback}" if unavailable and step.no_fallback else ""
+            raise ApplyError(f"pip exited {result.returncode}: {result.stderr_tail(2)}{why}")
+        # The index cannot serve it: the reference's installed files can.
+        _sync_dists(step.dists, agent, target, Agent(reference_spec, runners(reference_spec)))
         return
     if step.kind == "flag":
         agent.call({"op": "set-service", "flags": dict(plan.flags)})
@@ -195,11 +203,7 @@ def _run_step(
         raise ApplyError(f"{step.kind} needs the reference host, and it is a file here")
     source = Agent(reference_spec, runners(reference_spec))
     if step.kind == "sync-dist":
-        for dist in step.dists:
-            archive = source.raw({"op": "pack", "root": "", "dist": dist}).stdout
-            agent.call({"op": "remove-dist", "name": dist})
-            root = _location(target, dist) or "purelib"
-            agent.call({"op": "unpack", "root": root}, archive)
+        _sync_dists(step.dists, agent, target, source)
         return
     if step.kind == "sync-file" and step.dist:
         ref_root = _location(reference, step.dist)
@@ -210,6 +214,15 @@ def _run_step(
         agent.call({"op": "unpack", "root": tgt_root, "remove": list(step.remove)}, archive)
         return
     raise ApplyError(f"unknown step kind {step.kind!r}")
+
+
+def _sync_dists(dists: Sequence[str], agent: Agent, target: Snapshot, source: Agent) -> None:
+    """Replace each distribution's installed files with the reference's (per RECORD)."""
+    for dist in dists:
+        archive = source.raw({"op": "pack", "root": "", "dist": dist}).stdout
+        agent.call({"op": "remove-dist", "name": dist})
+        root = _location(target, dist) or "purelib"
+        agent.call({"op": "unpack", "root": root}, archive)
 
 
 def rollback(spec: HostSpec, runner: Runner, ident: str = "latest") -> dict[str, Any]:

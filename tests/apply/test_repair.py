@@ -346,3 +346,30 @@ def test_rollback_without_a_backup(
     code, _, err = run(capsys, "--inventory", str(inv), "rollback", "tgt")
     assert code == 4
     assert err.strip() == "envsync: tgt: no envsync backup on this host"
+
+
+def test_without_an_index_the_pin_falls_back_to_the_reference_files(
+    capsys: pytest.CaptureFixture[str], bed: dict[str, Path], target: Path, tmp_path: Path
+) -> None:
+    inv = inventory(bed, target, tmp_path / "inv.toml")
+    inv.write_text(
+        inv.read_text().replace(
+            f'"--find-links", "{bed["wheels"]}"', '"--find-links", "/nonexistent"'
+        )
+    )
+    code, out, _ = run(capsys, "--inventory", str(inv), "-q", "repair", "--prefer", "fix")
+    assert code == 1 and "if the target's index cannot serve it: copy the installed files" in out
+    code, _, err = run(
+        capsys, "--inventory", str(inv), "-q", "repair", "--prefer", "fix", "--apply"
+    )
+    assert code == 0, err
+    assert versions(target)["xgrammar"] == "0.1.32"
+    ref_files, tgt_files = state(bed["ref"])[1]["xgrammar"], state(target)[1]["xgrammar"]
+    package = {
+        p: h
+        for p, h in ref_files.items()
+        if not p.startswith("../") and not p.endswith(("INSTALLER", "direct_url.json", "REQUESTED"))
+    }
+    assert {p: tgt_files.get(p) for p in package} == package
+    code, out, _ = run(capsys, "--inventory", str(inv), "-q", "diff", "--format", "json")
+    assert not [f for f in json.loads(out)["findings"] if f["subject"] in ("xgrammar", "soundfile")]
