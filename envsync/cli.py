@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +19,7 @@ from envsync.collect import DEFAULT_TIMEOUT, ProbeOptions
 from envsync.errors import CollectError, EnvsyncError, InputError
 from envsync.exitcodes import ExitCode
 from envsync.findings import SEVERITIES
-from envsync.inventory import HostSpec, Inventory, load_inventory
+from envsync.inventory import HostSpec, Inventory, ServiceSpec, load_inventory
 from envsync.lock import dumps_lock, read_lock
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot, to_data
 from envsync.report import FORMATS
@@ -334,7 +335,144 @@ def cmd_repair(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
         f"{tgt_name}: applied {applied.steps} step(s) in {applied.duration_s:.1f}s; "
         f"backup {applied.backup} (envsync rollback {tgt_name} restores it)",
     )
-    return ExitCode.OK
+    if args.no_deploy or not (spec.service or inventory.service):
+        return ExitCode.OK
+    return _run_smoke(spec, inventory, args, restart=True)
+
+
+def _service_of(spec: HostSpec, inventory: Inventory) -> ServiceSpec:
+    service = spec.service or inventory.service
+    if service is None or not service.command:
+        raise InputError(
+            f"{spec.name}: no service configured", tip="add a [service] table to the inventory"
+        )
+    return service
+
+
+def _host(name: str, inventory: Inventory) -> HostSpec:
+    source = resolve(name, inventory)
+    if not isinstance(source, HostSource):
+        raise InputError(f"{name} is a file, not a host")
+    return source.spec
+
+
+def _throughput_store() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(base) / "envsync" / "throughput.json"
+
+
+def _run_smoke(
+    spec: HostSpec, inventory: Inventory, args: argparse.Namespace, restart: bool
+) -> ExitCode:
+    from envsync.service import attach, deploy, smoke
+
+    service = _service_of(spec, inventory)
+    runner = args.runners(spec)
+    flags = _snapshot_flags(spec, runner)
+    started = time.monotonic()
+    if restart:
+        deployment = deploy(spec, runner, service, flags)
+        _note(args, f"{spec.name}: started {' '.join(deployment.command)} ({deployment.mode})")
+    else:
+        deployment = attach(spec, service, flags)
+    verdict = smoke(spec, runner, deployment, deadline=args.deadline)
+    took = time.monotonic() - started
+    if verdict.kind == "ready":
+        line = f"{spec.name}: ready in {took:.1f}s; {verdict.detail}"
+        if verdict.tokens_per_s:
+            line += f": {verdict.tokens_per_s:.0f} tokens/s"
+            line += _compare_throughput(spec.name, inventory, verdict.tokens_per_s)
+        print(line)
+        return ExitCode.OK
+    if verdict.kind == "stalled":
+        print(f"{spec.name}: STALLED: {verdict.detail}; log tail:\n{_indent(verdict.log_tail)}")
+        return ExitCode.SMOKE
+    print(f"{spec.name}: CRASHED {took:.1f}s after start: {verdict.exception or verdict.detail}")
+    _diagnose(spec, inventory, args, verdict.exception)
+    if verdict.log_tail:
+        print(f"log tail:\n{_indent(verdict.log_tail)}")
+    return ExitCode.SMOKE
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def _snapshot_flags(spec: HostSpec, runner: Runner) -> dict[str, str] | None:
+    """The launch flags envsync keeps on the host (from `repair`), read by the probe."""
+    from envsync.collect import collect
+
+    snap = collect(spec, runner, ProbeOptions(timeout=120))
+    return dict(snap.service_flags) if snap.service_flags else None
+
+
+def _compare_throughput(host: str, inventory: Inventory, rate: float) -> str:
+    store = _throughput_store()
+    try:
+        known = json.loads(store.read_text())
+    except (OSError, ValueError):
+        known = {}
+    known[host] = {"tokens_per_s": rate, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with contextlib.suppress(OSError):
+        store.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(store, json.dumps(known, indent=1) + "\n")
+    ref = inventory.reference
+    if ref and ref != host and ref in known:
+        theirs = known[ref]["tokens_per_s"]
+        return f" ({rate / theirs:.0%} of {ref}'s {theirs:.0f} tokens/s on {known[ref]['at']})"
+    return ""
+
+
+def _diagnose(
+    spec: HostSpec, inventory: Inventory, args: argparse.Namespace, exception: str | None
+) -> None:
+    """Match the crash's exception to a finding of `diff` and name the next command."""
+    import re as _re
+
+    ref = inventory.reference
+    if not exception or not ref or ref == spec.name:
+        return
+    match = _re.search(r"No module named '([^']+)'", exception) or _re.search(
+        r"cannot import name '[^']+' from '([^']+)'", exception
+    )
+    if not match:
+        print("  (envsync knows no finding for this exception)")
+        return
+    module = match.group(1).partition(".")[0]
+    (target,) = _targets([spec.name], inventory, args)
+    reference = _snapshot_of(ref, inventory, args)
+    report = _compare(reference, target, inventory, args)
+    for finding in report.findings:
+        snap_names = {finding.subject.replace("-", "_")}
+        if (
+            module in snap_names
+            or module == finding.subject
+            or _provides(reference, finding.subject, module)
+        ):
+            print(f"  cause ({finding.severity} finding of envsync diff {ref} {spec.name}):")
+            print(f"    {finding.reason}")
+            fixes = [f for f in finding.fixes if f.kind in ("pin", "flag")]
+            for fix in fixes:
+                how = "--prefer workaround" if fix.kind == "flag" else "--prefer fix"
+                print(f"  fix: {fix.summary}")
+                print(f"       next: envsync repair {ref} {spec.name} {how} --apply")
+            return
+    print(f"  (no difference from {ref} explains it: {ref} may fail the same way)")
+
+
+def _provides(snapshot: Snapshot, dist: str, module: str) -> bool:
+    found = snapshot.distribution(dist)
+    return found is not None and module in found.top_level
+
+
+def cmd_deploy(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
+    return _run_smoke(_host(args.host, inventory), inventory, args, restart=True)
+
+
+def cmd_smoke(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
+    return _run_smoke(_host(args.host, inventory), inventory, args, restart=False)
 
 
 def cmd_rollback(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
@@ -557,7 +695,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-deploy", action="store_true", help="do not deploy and smoke-test after --apply"
     )
     _add_collect_options(p)
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="smoke test after --apply: give up waiting for health after SECONDS",
+    )
     p.set_defaults(func=cmd_repair, probe=False, probe_timeout=180.0, format="table")
+
+    for name, func, text in (
+        (
+            "deploy",
+            cmd_deploy,
+            "(re)start the service with its effective flags, then smoke-test it",
+        ),
+        ("smoke", cmd_smoke, "smoke-test the running service: crashed, ready or stalled"),
+    ):
+        p = sub.add_parser(name, parents=[common], help=text + "; exit 5 unless ready")
+        p.add_argument("host", metavar="HOST")
+        p.add_argument(
+            "--deadline",
+            type=float,
+            default=300.0,
+            metavar="SECONDS",
+            help="give up waiting for health after SECONDS (default 300)",
+        )
+        _add_collect_options(p)
+        p.set_defaults(func=func, probe=False, probe_timeout=180.0)
 
     p = sub.add_parser("rollback", parents=[common], help="restore a host's latest envsync backup")
     p.add_argument("host", metavar="HOST")

@@ -43,6 +43,7 @@ class ServiceSpec:
     unit: str | None = None
     entrypoint: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    base_dir: str | None = None  # the inventory's folder: `{inventory_dir}` in command
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,7 +179,7 @@ def _service(
     table: Mapping[str, Any], where: str, path: Path, base: ServiceSpec | None
 ) -> ServiceSpec:
     _check(table, _SERVICE_KEYS, where, path)
-    service = base or ServiceSpec()
+    service = base or ServiceSpec(base_dir=str(path.parent.absolute()))
     changes: dict[str, Any] = {}
     if "command" in table:
         changes["command"] = _strings(table["command"], f"{where}.command", path)

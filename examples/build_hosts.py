@@ -49,6 +49,20 @@ PATCHES = {
     "ct200": {},
 }
 STAMP = ".envsync-example.json"
+# What real xgrammar and soundfile need to import (torch CPU, transformers, ...): one shared
+# runtime venv that both hosts see through a .pth file, so that ct200 dies on the story's
+# real ImportError and ct129 starts. Only with --runtime (the demo server needs it).
+RUNTIME = [
+    "torch==2.13.0",
+    "transformers",
+    "pydantic",
+    "sentencepiece",
+    "tiktoken",
+    "numpy",
+    "cffi",
+    "triton",
+]
+RUNTIME_PTH = "zz-envsync-example-runtime.pth"
 
 
 def recipe(name: str) -> str:
@@ -150,15 +164,51 @@ def build(name: str, dest: Path, wheels: dict[str, Path], force: bool) -> Path:
     return root
 
 
+def build_runtime(dest: Path) -> Path:
+    """The shared runtime venv (cached); returns its site-packages."""
+    stamp = dest / STAMP
+    want = hashlib.sha256(json.dumps(RUNTIME).encode()).hexdigest()
+    if not (stamp.is_file() and json.loads(stamp.read_text()).get("recipe") == want):
+        if dest.exists():
+            shutil.rmtree(dest)
+        print(f"building the runtime in {dest} (torch CPU, transformers, ...) ...", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True, clear=True).create(dest)
+        run(
+            [
+                str(dest / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                *RUNTIME,
+            ]
+        )
+        stamp.write_text(json.dumps({"recipe": want, "packages": RUNTIME}) + "\n")
+    return site_packages(dest)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=HERE / ".hosts")
     parser.add_argument("--wheels", type=Path, default=HERE / ".cache" / "wheels")
     parser.add_argument("--force", action="store_true", help="rebuild even when cached")
+    parser.add_argument(
+        "--runtime",
+        type=Path,
+        metavar="DIR",
+        help="also build (once) a runtime venv in DIR that both hosts see, for the demo server",
+    )
     args = parser.parse_args()
     wheels = fetch(args.wheels)
+    runtime = build_runtime(args.runtime.resolve()) if args.runtime else None
     for name in HOSTS:
         root = build(name, args.dest, wheels, args.force)
+        pth = site_packages(root) / RUNTIME_PTH
+        if runtime is not None:
+            pth.write_text(f"{runtime}\n")
+        elif pth.exists():
+            pth.unlink()
         print(f"{name}: {root / 'bin' / 'python'}")
     return 0
 

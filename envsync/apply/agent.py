@@ -316,6 +316,116 @@ def op_write(op):
     return {}
 
 
+RUN = os.path.join(STATE, "run")
+
+
+def run_files(name):
+    os.makedirs(RUN, mode=0o700, exist_ok=True)
+    base = os.path.join(RUN, "%s-%s" % (re.sub(r"[^A-Za-z0-9_.-]", "_", name), ENV_KEY))
+    return base + ".pid", base + ".log"
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is dead
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def op_stop(op):
+    import signal
+
+    pid_file, _ = run_files(op["name"])
+    try:
+        with open(pid_file) as f:
+            pid = int(f.read().strip())
+    except (OSError, ValueError):
+        return {"stopped": None}
+    if alive(pid):
+        for sig, wait in ((signal.SIGTERM, op.get("grace", 10.0)), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            deadline = time.time() + wait
+            while alive(pid) and time.time() < deadline:
+                time.sleep(0.05)
+            if not alive(pid):
+                break
+    os.unlink(pid_file)
+    return {"stopped": pid}
+
+
+def op_start(op):
+    """Stop the previous instance, start the service in its own session, log to a file."""
+    import subprocess
+
+    op_stop({"name": op["name"]})
+    pid_file, log_file = run_files(op["name"])
+    env = dict(os.environ)
+    env.update(op.get("env") or {})
+    with open(log_file, "wb") as log:
+        proc = subprocess.Popen(
+            op["argv"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=op.get("cwd") or os.path.expanduser("~"),
+            start_new_session=True,
+            close_fds=True,
+        )
+    with open(pid_file, "w") as f:
+        f.write("%d\n" % proc.pid)
+    return {"pid": proc.pid, "log": log_file, "started": time.time()}
+
+
+def op_watch(op):
+    """Is the service alive, and what has it logged since `offset`."""
+    pid_file, log_file = run_files(op["name"])
+    pid = None
+    try:
+        with open(pid_file) as f:
+            pid = int(f.read().strip())
+    except (OSError, ValueError):
+        pass
+    text, offset = "", op.get("offset", 0)
+    try:
+        with open(log_file, "rb") as f:
+            f.seek(offset)
+            data = f.read(1 << 20)
+            offset += len(data)
+            text = data.decode("utf-8", "replace")
+    except OSError:
+        pass
+    return {"pid": pid, "alive": bool(pid) and alive(pid), "log": text, "offset": offset}
+
+
+def op_write_dropin(op):
+    """Write a systemd drop-in, keeping a copy of any previous one under ~/.envsync/run."""
+    path = op["path"]
+    saved = None
+    if os.path.isfile(path):
+        os.makedirs(RUN, mode=0o700, exist_ok=True)
+        saved = os.path.join(
+            RUN,
+            os.path.basename(os.path.dirname(path))
+            + "-"
+            + os.path.basename(path)
+            + ".%d.bak" % time.time(),
+        )
+        shutil.copy2(path, saved)
+    op_write({"path": path, "text": op["text"]})
+    return {"backup": saved}
+
+
 def main(argv):
     op = json.loads(argv[1])
     name = op.pop("op")
@@ -334,6 +444,10 @@ def main(argv):
             "remove-dist": lambda o: {"removed": len(remove_installed(o["name"]))},
             "set-service": op_set_service,
             "write": op_write,
+            "start": op_start,
+            "stop": op_stop,
+            "watch": op_watch,
+            "write-dropin": op_write_dropin,
         }
         result = handlers[name](op)
     sys.stdout.write(json.dumps(result) + "\n")

@@ -1,0 +1,310 @@
+"""Deploy the service (systemd drop-in or a plain process) and smoke-test it, failing fast.
+
+The smoke test watches three things in one loop: the process (or unit) state, its log and
+the HTTP health endpoint. A process that died gives a verdict within a poll of dying, with
+the last exception of its traceback; a healthy one is asked for real generations.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from envsync.apply import Agent
+from envsync.classify.rules import with_flag
+from envsync.errors import EnvsyncError
+from envsync.inventory import HostSpec, ServiceSpec
+from envsync.runner import Runner
+
+POLL_SECONDS = 0.2
+DEFAULT_DEADLINE = 300.0
+EXCEPTION = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<message>.*))?$"
+)
+
+
+class DeployError(EnvsyncError):
+    """The service could not be (re)started."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deployment:
+    host: str
+    mode: str  # process | systemd
+    command: tuple[str, ...]
+    name: str  # the unit, or the run files' name
+    url: str  # base URL of the HTTP API
+    health: str
+    pid: int | None = None
+    started: float = 0.0  # time.time() on the envsync machine
+    since: str | None = None  # systemd: journal cursor time
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    kind: str  # ready | crashed | stalled
+    seconds: float  # from the start of the watch to the verdict
+    exception: str | None = None  # "ImportError: cannot import name ..."
+    log_tail: str = ""
+    tokens_per_s: float | None = None
+    completion_tokens: int = 0
+    detail: str = ""
+
+
+def effective_command(
+    spec: HostSpec, service: ServiceSpec, flags: Mapping[str, str] | None
+) -> tuple[str, ...]:
+    """The service's command on this host: placeholders filled, kept flags applied."""
+    values = {
+        "{python}": spec.python,
+        "{port}": str(service.port or ""),
+        "{inventory_dir}": service.base_dir or ".",
+    }
+    command = tuple(service.command)
+    for key, value in values.items():
+        command = tuple(t.replace(key, value) for t in command)
+    for flag, value in (flags or {}).items():
+        command = with_flag(command, flag, value)
+    return command
+
+
+def base_url(spec: HostSpec, service: ServiceSpec) -> str:
+    host = "127.0.0.1"
+    if spec.ssh:
+        from envsync.runner.ssh import parse_target
+
+        host = parse_target(spec.ssh)[1]
+    return f"http://{host}:{service.port}"
+
+
+def dropin_text(command: Sequence[str], env: Mapping[str, str]) -> str:
+    """A systemd drop-in that replaces the unit's ExecStart and adds its environment."""
+
+    def quote(arg: str) -> str:
+        # systemd's own quoting: double quotes, backslash escapes; % doubled.
+        return '"' + arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") + '"'
+
+    lines = [
+        "# Written by envsync deploy: the effective command of this host.",
+        "[Service]",
+        "ExecStart=",
+        "ExecStart=" + " ".join(quote(a) for a in command),
+    ]
+    lines += [f"Environment={quote(f'{k}={v}')}" for k, v in sorted(env.items())]
+    return "\n".join(lines) + "\n"
+
+
+def deploy(
+    spec: HostSpec, runner: Runner, service: ServiceSpec, flags: Mapping[str, str] | None
+) -> Deployment:
+    if not service.command:
+        raise DeployError(
+            f"{spec.name}: no service command in the inventory", tip="set [service] command"
+        )
+    if not service.port:
+        raise DeployError(
+            f"{spec.name}: no service port in the inventory", tip="set [service] port"
+        )
+    command = effective_command(spec, service, flags)
+    agent = Agent(spec, runner)
+    url = base_url(spec, service)
+    if service.unit:
+        unit = service.unit
+        agent.call(
+            {
+                "op": "write-dropin",
+                "path": f"/etc/systemd/system/{unit}.d/envsync.conf",
+                "text": dropin_text(command, service.env),
+            }
+        )
+        since = time.strftime("%Y-%m-%d %H:%M:%S")
+        for argv in (["systemctl", "daemon-reload"], ["systemctl", "restart", unit]):
+            result = runner.run(argv, timeout=120)
+            if result.returncode != 0:
+                raise DeployError(
+                    f"{spec.name}: {shlex.join(argv)} failed: {result.stderr_tail(2)}"
+                )
+        return Deployment(
+            host=spec.name,
+            mode="systemd",
+            command=command,
+            name=unit,
+            url=url,
+            health=service.health,
+            started=time.time(),
+            since=since,
+        )
+    name = service.unit or "service"
+    started = agent.call(
+        {"op": "start", "name": name, "argv": list(command), "env": dict(service.env)}
+    )
+    return Deployment(
+        host=spec.name,
+        mode="process",
+        command=command,
+        name=name,
+        url=url,
+        health=service.health,
+        pid=started.get("pid"),
+        started=time.time(),
+    )
+
+
+def attach(spec: HostSpec, service: ServiceSpec, flags: Mapping[str, str] | None) -> Deployment:
+    """The running service, for a smoke test without a (re)start."""
+    return Deployment(
+        host=spec.name,
+        mode="systemd" if service.unit else "process",
+        command=effective_command(spec, service, flags),
+        name=service.unit or "service",
+        url=base_url(spec, service),
+        health=service.health,
+        started=time.time(),
+        since=None,
+    )
+
+
+def last_exception(log: str) -> str | None:
+    """The exception a traceback in the log ended with ("ImportError: cannot import ...")."""
+    lines = log.splitlines()
+    start = max(
+        (i for i, line in enumerate(lines) if "Traceback (most recent call last):" in line),
+        default=None,
+    )
+    if start is None:
+        return None
+    found = None
+    for line in lines[start + 1 :]:
+        text = re.sub(r"^\[[^\]]*\]\s*", "", line.strip())  # a journal/log prefix
+        match = EXCEPTION.match(text)
+        if match:
+            found = text
+    return found
+
+
+def _http(
+    url: str, body: Mapping[str, object] | None = None, timeout: float = 2.0
+) -> tuple[int, bytes]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, b""
+    except (urllib.error.URLError, OSError, TimeoutError):
+        return 0, b""
+
+
+class _Watch:
+    """Process/unit state and new log lines, through the host's runner."""
+
+    def __init__(self, spec: HostSpec, runner: Runner, deployment: Deployment) -> None:
+        self.spec, self.runner, self.deployment = spec, runner, deployment
+        self.agent = Agent(spec, runner)
+        self.offset = 0
+        self.log = ""
+
+    def poll(self) -> bool:
+        """Read what is new; return whether the service is still alive."""
+        d = self.deployment
+        if d.mode == "process":
+            state = self.agent.call({"op": "watch", "name": d.name, "offset": self.offset})
+            self.offset = state["offset"]
+            self.log += state["log"]
+            return bool(state["alive"])
+        show = self.runner.run(
+            ["systemctl", "show", d.name, "--property=ActiveState,SubState,MainPID,ExecMainStatus"],
+            timeout=30,
+        )
+        props = dict(
+            line.split("=", 1) for line in show.stdout.decode().splitlines() if "=" in line
+        )
+        argv = ["journalctl", "-u", d.name, "-o", "cat", "--no-pager"]
+        if d.since:
+            argv += ["--since", d.since]
+        journal = self.runner.run(argv, timeout=30)
+        self.log = journal.stdout.decode("utf-8", "replace")
+        return props.get("ActiveState") in ("active", "activating", "reloading") and props.get(
+            "SubState"
+        ) not in ("failed", "exited", "dead")
+
+
+def smoke(
+    spec: HostSpec,
+    runner: Runner,
+    deployment: Deployment,
+    *,
+    deadline: float = DEFAULT_DEADLINE,
+    requests: int = 3,
+    max_new_tokens: int = 64,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Verdict:
+    """Watch until ready, crashed or the deadline; a ready service must generate."""
+    watch = _Watch(spec, runner, deployment)
+    started = clock()
+    while True:
+        alive = watch.poll()
+        elapsed = clock() - started
+        if not alive:
+            tail = "\n".join(watch.log.splitlines()[-25:])
+            return Verdict(
+                kind="crashed",
+                seconds=elapsed,
+                exception=last_exception(watch.log),
+                log_tail=tail,
+                detail="the service's process is gone",
+            )
+        status, _ = _http(deployment.url + deployment.health, timeout=1.0)
+        if status == 200:
+            return _generate(deployment, elapsed, requests, max_new_tokens)
+        if elapsed >= deadline:
+            tail = "\n".join(watch.log.splitlines()[-25:])
+            return Verdict(
+                kind="stalled",
+                seconds=elapsed,
+                log_tail=tail,
+                detail=f"no answer from {deployment.url}{deployment.health} in {deadline:g}s",
+            )
+        sleep(POLL_SECONDS)
+
+
+def _generate(
+    deployment: Deployment, elapsed: float, requests: int, max_new_tokens: int
+) -> Verdict:
+    tokens, seconds = 0, 0.0
+    for i in range(requests):
+        body = {
+            "text": f"envsync smoke test {i}: say something",
+            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0},
+        }
+        began = time.perf_counter()
+        status, data = _http(deployment.url + "/generate", body, timeout=120)
+        took = time.perf_counter() - began
+        try:
+            answer = json.loads(data) if status == 200 else None
+            count = int(answer["meta_info"]["completion_tokens"]) if answer else 0
+        except (ValueError, KeyError, TypeError):
+            answer, count = None, 0
+        if answer is None:
+            return Verdict(
+                kind="crashed",
+                seconds=elapsed,
+                detail=f"healthy, but /generate answered {status or 'nothing'}",
+            )
+        tokens += count
+        seconds += took
+    return Verdict(
+        kind="ready",
+        seconds=elapsed,
+        tokens_per_s=tokens / seconds if seconds else None,
+        completion_tokens=tokens,
+        detail=f"{requests} generations of {max_new_tokens} tokens",
+    )
