@@ -120,7 +120,7 @@ def differences(reference: Snapshot, target: Snapshot) -> list[Difference]:
             path = level.path(output_format="list")
             before = None if change == "dictionary_item_added" else level.t1
             after = None if change == "dictionary_item_removed" else level.t2
-            out.extend(_to_differences(path, before, after))
+            out.extend(_expand(path, before, after))
     order = {
         k: i
         for i, k in enumerate(
@@ -128,6 +128,23 @@ def differences(reference: Snapshot, target: Snapshot) -> list[Difference]:
         )
     }
     return sorted(out, key=lambda d: (order[d.kind], d.subject))
+
+
+def _expand(path: list[Any], before: Any, after: Any) -> list[Difference]:
+    """deepdiff reports two tables with no key in common as one changed value: split it."""
+    if isinstance(before, dict) or isinstance(after, dict):
+        if len(path) >= 3 or (
+            path and path[0] not in ("distributions", "files") and len(path) >= 2
+        ):
+            return _to_differences(path, before, after)
+        b = before if isinstance(before, dict) else {}
+        a = after if isinstance(after, dict) else {}
+        out: list[Difference] = []
+        for key in sorted(set(b) | set(a), key=str):
+            if b.get(key) != a.get(key):
+                out.extend(_expand([*path, key], b.get(key), a.get(key)))
+        return out
+    return _to_differences(path, before, after)
 
 
 def _to_differences(path: list[Any], before: Any, after: Any) -> list[Difference]:
