@@ -475,6 +475,15 @@ def cmd_smoke(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
     return _run_smoke(_host(args.host, inventory), inventory, args, restart=False)
 
 
+def cmd_stop(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
+    from envsync.service import stop
+
+    spec = _host(args.host, inventory)
+    what = stop(spec, args.runners(spec), _service_of(spec, inventory))
+    _note(args, f"{spec.name}: stopped {what}")
+    return ExitCode.OK
+
+
 def cmd_rollback(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
     from envsync.apply import rollback
 
@@ -723,6 +732,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
         _add_collect_options(p)
         p.set_defaults(func=func, probe=False, probe_timeout=180.0)
+
+    p = sub.add_parser("stop", parents=[common], help="stop the service envsync deployed")
+    p.add_argument("host", metavar="HOST")
+    _add_collect_options(p)
+    p.set_defaults(func=cmd_stop)
 
     p = sub.add_parser("rollback", parents=[common], help="restore a host's latest envsync backup")
     p.add_argument("host", metavar="HOST")

@@ -9,7 +9,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' >.venv/install.log 2>&1 \
     || { cat .venv/install.log; echo "quickstart: installing envsync failed (log above)" >&2; exit 1; }
-.venv/bin/python examples/build_hosts.py
+# --runtime: a shared venv with torch (CPU), transformers, ... that both hosts see, so the
+# demo server imports the real xgrammar and soundfile (built once, then cached).
+.venv/bin/python examples/build_hosts.py --runtime examples/.hosts/runtime
 
 export ENVSYNC_INVENTORY=examples/envsync.toml
 envsync() { .venv/bin/envsync "$@"; }
@@ -24,12 +26,24 @@ echo "== envsync check --lock reports/ct129.lock ct200      (the CI gate; exit 1
 envsync check --lock reports/ct129.lock ct200 --markdown reports/check.md --junit reports/check.xml \
     --format json -o reports/check.json || [ $? -eq 1 ]
 echo
+echo "== envsync deploy ct129      (the reference: starts, answers, generates)"
+envsync deploy ct129 --deadline 120
+echo
+echo "== envsync deploy ct200      (fails fast, with the cause and the next command)"
+envsync deploy ct200 --deadline 120 || [ $? -eq 5 ]   # exit 5: smoke test failed
+echo
 echo "== envsync repair      (the plan; nothing changes yet)"
 envsync repair || [ $? -eq 1 ]   # exit 1: steps pending
 echo
-echo "== envsync repair --prefer fix --apply, then envsync diff, then envsync rollback ct200"
-envsync repair --prefer fix --apply
+echo "== envsync repair --apply      (backup, pin, sync, flag; then deploy and smoke-test)"
+envsync repair --apply --deadline 120
+echo
+echo "== envsync diff ct129 ct200      (what is left: a benign file and the xgrammar the flag avoids)"
 envsync diff ct129 ct200 -q || [ $? -eq 1 ]
-envsync rollback ct200          # back to the story, for the next run
+echo
+echo "== envsync rollback ct200; envsync stop ct129 ct200      (back to the story for the next run)"
+envsync rollback ct200
+envsync stop ct129
+envsync stop ct200
 echo
 echo "reports: reports/ct129.lock reports/check.md reports/check.xml reports/check.json"

@@ -156,6 +156,19 @@ def deploy(
     )
 
 
+def stop(spec: HostSpec, runner: Runner, service: ServiceSpec) -> str:
+    """Stop the service: its unit, or the process envsync started."""
+    if service.unit:
+        result = runner.run(["systemctl", "stop", service.unit], timeout=120)
+        if result.returncode != 0:
+            raise DeployError(
+                f"{spec.name}: systemctl stop {service.unit} failed: {result.stderr_tail(2)}"
+            )
+        return f"unit {service.unit}"
+    stopped = Agent(spec, runner).call({"op": "stop", "name": "service"}).get("stopped")
+    return f"process {stopped}" if stopped else "nothing (not running)"
+
+
 def attach(spec: HostSpec, service: ServiceSpec, flags: Mapping[str, str] | None) -> Deployment:
     """The running service, for a smoke test without a (re)start."""
     return Deployment(
