@@ -335,7 +335,11 @@ def cmd_repair(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
         f"{tgt_name}: applied {applied.steps} step(s) in {applied.duration_s:.1f}s; "
         f"backup {applied.backup} (envsync rollback {tgt_name} restores it)",
     )
-    if args.no_deploy or not (spec.service or inventory.service):
+    service = spec.service or inventory.service
+    if args.no_deploy or service is None or not service.command:
+        return ExitCode.OK
+    if not service.port:
+        _note(args, f"{tgt_name}: the service has no port in the inventory: not deployed")
         return ExitCode.OK
     return _run_smoke(spec, inventory, args, restart=True)
 

@@ -104,9 +104,16 @@ def differences(reference: Snapshot, target: Snapshot) -> list[Difference]:
         if not ref[section] or not tgt[section]:
             ref[section] = tgt[section] = {}
     files_ref, files_tgt = ref["files"], tgt["files"]
-    for name in set(files_ref) ^ set(files_tgt):
-        files_ref.pop(name, None)
-        files_tgt.pop(name, None)
+    for name in set(files_ref) | set(files_tgt):
+        # Files are compared only between equal versions: another version's files differ
+        # by definition, and its `version` difference already says so.
+        if (
+            name not in files_ref
+            or name not in files_tgt
+            or (ref["distributions"].get(name) != tgt["distributions"].get(name))
+        ):
+            files_ref.pop(name, None)
+            files_tgt.pop(name, None)
     for name in files_ref:
         # Thousands of files hash the same on both sides: leave them out of deepdiff's work.
         a, b = files_ref[name], files_tgt[name]

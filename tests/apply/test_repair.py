@@ -130,6 +130,8 @@ def tree_hash(python: Path) -> str:
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    if "--apply" in argv and "--no-deploy" not in argv:
+        argv = (*argv, "--no-deploy")  # these tests are about apply; deploy has its own
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
@@ -194,7 +196,18 @@ def test_pins_with_no_deps_leave_local_builds_alone_and_fix_the_findings(
     # and applying again changes nothing
     before = tree_hash(target)
     assert (
-        run(capsys, "--inventory", str(inv), "-q", "repair", "--prefer", "fix", "--apply")[0] == 0
+        run(
+            capsys,
+            "--inventory",
+            str(inv),
+            "-q",
+            "repair",
+            "--prefer",
+            "fix",
+            "--apply",
+            "--no-deploy",
+        )[0]
+        == 0
     )
     assert tree_hash(target) == before
 
@@ -233,6 +246,7 @@ def test_a_killed_apply_is_undone_by_rollback(
             "--prefer",
             "fix",
             "--apply",
+            "--no-deploy",
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -301,7 +315,7 @@ def test_the_flag_workaround_is_kept_for_the_host_and_rolled_back(
     assert code == 1
     assert "flag: launch with --grammar none (gives up: constrained output)" in out
     assert "the service will run: {python} -m svc.main --grammar none" in out
-    assert run(capsys, "--inventory", str(inv), "-q", "repair", "--apply")[0] == 0
+    assert run(capsys, "--inventory", str(inv), "-q", "repair", "--apply", "--no-deploy")[0] == 0
     assert versions(target)["xgrammar"] == "0.1.10"  # the workaround, not the pin
     code, out, _ = run(capsys, "--inventory", str(inv), "-q", "diff", "--format", "json")
     report = json.loads(out)
