@@ -32,18 +32,23 @@ echo
 echo "== envsync deploy ct200      (fails fast, with the cause and the next command)"
 envsync deploy ct200 --deadline 120 || [ $? -eq 5 ]   # exit 5: smoke test failed
 echo
+echo "== what the story's user did next: pip install soundfile on ct200 by hand, deploy again"
+examples/.hosts/ct200/bin/python -m pip install -q --disable-pip-version-check soundfile==0.13.1
+envsync deploy ct200 --deadline 120 || [ $? -eq 5 ]   # now the xgrammar cause, after "model load"
+echo
 echo "== envsync repair      (the plan; nothing changes yet)"
 envsync repair || [ $? -eq 1 ]   # exit 1: steps pending
 echo
-echo "== envsync repair --apply      (backup, pin, sync, flag; then deploy and smoke-test)"
+echo "== envsync repair --apply      (backup, sync the patched files, --grammar-backend none; deploy; smoke test)"
 envsync repair --apply --deadline 120
 echo
-echo "== envsync diff ct129 ct200      (what is left: a benign file and the xgrammar the flag avoids)"
+echo "== envsync diff ct129 ct200      (what is left: the DDTree file, and the xgrammar the flag avoids)"
 envsync diff ct129 ct200 -q || [ $? -eq 1 ]
 echo
-echo "== envsync rollback ct200; envsync stop ct129 ct200      (back to the story for the next run)"
+echo "== back to the story for the next run: rollback, stop, uninstall soundfile"
 envsync rollback ct200
 envsync stop ct129
 envsync stop ct200
+examples/.hosts/ct200/bin/python -m pip uninstall -q -y soundfile
 echo
 echo "reports: reports/ct129.lock reports/check.md reports/check.xml reports/check.json"
