@@ -87,3 +87,12 @@ def site_packages(python: Path) -> Path:
         text=True,
     )
     return Path(out.stdout.strip())
+
+
+def run_cli(capsys: object, *argv: str) -> tuple[int, str, str]:
+    """Run the envsync CLI in this process: (exit code, stdout, stderr)."""
+    from envsync.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()  # type: ignore[attr-defined]
+    return code, out, err

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from envsync.cli import main
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages
+from tests.helpers import run_cli as run
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +34,6 @@ def inventory(tmp_path: Path, small_venv: Path) -> Path:
         f'[defaults]\nreference = "ref"\nwatch = ["alpha"]\n\n[hosts.ref]\npython = "{small_venv}"\n'
     )
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def script(path: Path, body: str) -> Path:

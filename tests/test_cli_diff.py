@@ -10,15 +10,10 @@ import pytest
 
 from envsync.cli import main
 from tests.helpers import REPO
+from tests.helpers import run_cli as run
 
 DATA = Path(__file__).resolve().parent / "data"
 SNAPSHOT = DATA / "snapshots" / "ct129.json"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def drifted(tmp_path: Path) -> Path:

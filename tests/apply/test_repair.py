@@ -19,12 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from envsync.cli import main
 from envsync.collect import ProbeOptions, collect
 from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
 from tests.classify.test_sglang_wheels import fetch
-from tests.helpers import make_venv, make_wheel, pip_install, site_packages
+from tests.helpers import make_venv, make_wheel, pip_install, run_cli, site_packages
 from tests.sshd import SSHD
 
 pytestmark = pytest.mark.slow
@@ -132,9 +131,7 @@ def tree_hash(python: Path) -> str:
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     if "--apply" in argv and "--no-deploy" not in argv:
         argv = (*argv, "--no-deploy")  # these tests are about apply; deploy has its own
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *argv)
 
 
 def versions(python: Path) -> dict[str, str]:

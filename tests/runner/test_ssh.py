@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync.cli import main
 from envsync.model import TRANSPORT_FIELDS
 from tests.helpers import make_venv, make_wheel, pip_install
+from tests.helpers import run_cli as run
 from tests.sshd import SSHD, keygen
 
 HOSTILE = "we ird 'q\" ;$(touch PWNED) `touch PWNED2`"
@@ -60,12 +60,6 @@ def inventory(
         )
     path.write_text(text + extra)
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def known(tmp_path: Path, sshd: SSHD) -> Path:

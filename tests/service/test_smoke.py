@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from envsync.cli import main
 from envsync.inventory import HostSpec, ServiceSpec
 from envsync.runner import CommandResult
 from envsync.service import Deployment, deploy, dropin_text, last_exception, smoke
 from tests.helpers import REPO, make_venv, make_wheel, pip_install
+from tests.helpers import run_cli as run
 from tests.sshd import SSHD
 
 DEMO = REPO / "examples" / "demo_server.py"
@@ -67,12 +67,6 @@ def inventory(
         )
     path.write_text(text)
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def stop(inv: Path, host: str, python: Path) -> None:

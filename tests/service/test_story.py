@@ -12,6 +12,7 @@ import pytest
 
 from envsync.cli import main
 from tests.helpers import REPO
+from tests.helpers import run_cli as run
 
 pytestmark = pytest.mark.slow
 
@@ -41,12 +42,6 @@ def story(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
     inv = dest / "envsync.toml"
     inv.write_text(text)
     return inv
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_the_story(capsys: pytest.CaptureFixture[str], story: Path, wheel_cache: Path) -> None:
