@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from envsync.apply import Agent
 from envsync.classify.rules import with_flag
@@ -23,6 +24,7 @@ from envsync.inventory import HostSpec, ServiceSpec
 from envsync.runner import Runner
 
 POLL_SECONDS = 0.2
+PROCESS_NAME = "service"  # the run files' name of a plain-process service
 DEFAULT_DEADLINE = 300.0
 EXCEPTION = re.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<message>.*))?$"
@@ -113,7 +115,6 @@ def deploy(
         )
     command = effective_command(spec, service, flags)
     agent = Agent(spec, runner)
-    url = base_url(spec, service)
     if service.unit:
         unit = service.unit
         agent.call(
@@ -130,29 +131,25 @@ def deploy(
                 raise DeployError(
                     f"{spec.name}: {shlex.join(argv)} failed: {result.stderr_tail(2)}"
                 )
-        return Deployment(
-            host=spec.name,
-            mode="systemd",
-            command=command,
-            name=unit,
-            url=url,
-            health=service.health,
-            started=time.time(),
-            since=since,
-        )
-    name = service.unit or "service"
+        return _deployment(spec, service, command, since=since)
     started = agent.call(
-        {"op": "start", "name": name, "argv": list(command), "env": dict(service.env)}
+        {"op": "start", "name": PROCESS_NAME, "argv": list(command), "env": dict(service.env)}
     )
+    return _deployment(spec, service, command, pid=started.get("pid"))
+
+
+def _deployment(
+    spec: HostSpec, service: ServiceSpec, command: tuple[str, ...], **extra: Any
+) -> Deployment:
     return Deployment(
         host=spec.name,
-        mode="process",
+        mode="systemd" if service.unit else "process",
         command=command,
-        name=name,
-        url=url,
+        name=service.unit or PROCESS_NAME,
+        url=base_url(spec, service),
         health=service.health,
-        pid=started.get("pid"),
         started=time.time(),
+        **extra,
     )
 
 
@@ -165,22 +162,13 @@ def stop(spec: HostSpec, runner: Runner, service: ServiceSpec) -> str:
                 f"{spec.name}: systemctl stop {service.unit} failed: {result.stderr_tail(2)}"
             )
         return f"unit {service.unit}"
-    stopped = Agent(spec, runner).call({"op": "stop", "name": "service"}).get("stopped")
+    stopped = Agent(spec, runner).call({"op": "stop", "name": PROCESS_NAME}).get("stopped")
     return f"process {stopped}" if stopped else "nothing (not running)"
 
 
 def attach(spec: HostSpec, service: ServiceSpec, flags: Mapping[str, str] | None) -> Deployment:
     """The running service, for a smoke test without a (re)start."""
-    return Deployment(
-        host=spec.name,
-        mode="systemd" if service.unit else "process",
-        command=effective_command(spec, service, flags),
-        name=service.unit or "service",
-        url=base_url(spec, service),
-        health=service.health,
-        started=time.time(),
-        since=None,
-    )
+    return _deployment(spec, service, effective_command(spec, service, flags))
 
 
 def last_exception(log: str) -> str | None:
