@@ -306,7 +306,7 @@ def cmd_repair(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
             target_snap,
             prefer=args.prefer,
             only=args.only,
-            command=target.startup.command if not target_snap.service_flags else command,
+            command=command,
         )
         if args.output:
             write_atomic(Path(args.output), json.dumps(to_data(plan), indent=2) + "\n")
