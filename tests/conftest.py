@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, build_example
 
 
 @pytest.fixture(autouse=True)
@@ -34,18 +32,7 @@ def wheel_cache() -> Path:
 def example_hosts(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
     """The built-in example's ct129 and ct200 venvs, built from real wheels."""
     dest = tmp_path_factory.mktemp("example-hosts")
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "examples" / "build_hosts.py"),
-            "--dest",
-            str(dest),
-            "--wheels",
-            str(wheel_cache),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    build_example(dest, wheel_cache)
     return dest
 
 

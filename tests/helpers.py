@@ -96,3 +96,18 @@ def run_cli(capsys: object, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()  # type: ignore[attr-defined]
     return code, out, err
+
+
+def build_example(dest: Path, wheels: Path, runtime: Path | None = None) -> None:
+    """Build the built-in example's hosts into `dest` (examples/build_hosts.py)."""
+    argv = [
+        sys.executable,
+        str(REPO / "examples" / "build_hosts.py"),
+        "--dest",
+        str(dest),
+        "--wheels",
+        str(wheels),
+    ]
+    if runtime is not None:
+        argv += ["--runtime", str(runtime)]
+    subprocess.run(argv, check=True, capture_output=True)

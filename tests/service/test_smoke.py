@@ -172,7 +172,7 @@ def test_repair_apply_ends_with_deploy_and_smoke(
         )
         assert code == 0, out + err
         assert "bad: ready in " in out, out + err
-        code, out, _ = run(capsys, "--inventory", str(inv), "-q", "rollback", "bad")
+        assert run(capsys, "--inventory", str(inv), "-q", "rollback", "bad")[0] == 0
         code, out, _ = run(
             capsys,
             "--inventory",

@@ -5,13 +5,12 @@ traced to its finding; `repair --apply` brings it up."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from envsync.cli import main
-from tests.helpers import REPO
+from tests.helpers import REPO, build_example
 from tests.helpers import run_cli as run
 
 pytestmark = pytest.mark.slow
@@ -20,20 +19,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def story(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
     dest = tmp_path_factory.mktemp("story")
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "examples" / "build_hosts.py"),
-            "--dest",
-            str(dest),
-            "--wheels",
-            str(wheel_cache),
-            "--runtime",
-            str(REPO / "examples" / ".hosts" / "runtime"),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    build_example(dest, wheel_cache, runtime=REPO / "examples" / ".hosts" / "runtime")
     text = (REPO / "examples" / "envsync.toml").read_text().replace('".hosts/', f'"{dest}/')
     text = text.replace(
         '"{inventory_dir}/demo_server.py"', f'"{REPO / "examples" / "demo_server.py"}"'
