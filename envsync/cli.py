@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -250,12 +251,7 @@ def cmd_diff(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
         check_writable(Path(args.output))
     resolve(ref_name, inventory)  # both names are checked before anything is collected
     (target,) = _targets([tgt_name], inventory, args)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=2) as pool:  # both hosts at once
-        reference_job = pool.submit(_snapshot_of, ref_name, inventory, args)
-        target_job = pool.submit(_snapshot_of, tgt_name, inventory, args, target.options)
-        reference, target_snap = reference_job.result(), target_job.result()
+    reference, target_snap = _collect_pair(ref_name, target, inventory, args)
     report = _compare(reference, target, inventory, args, target_snap)
     _emit(_render(args, [report]), args.output)
     _note(args, _summary_line(report))
@@ -289,12 +285,7 @@ def cmd_repair(args: argparse.Namespace, inventory: Inventory) -> ExitCode:
     (target,) = _targets([tgt_name], inventory, args)
     if not isinstance(target.source, HostSource):
         raise InputError(f"repair: the target must be a host, not the file {tgt_name}")
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        reference_job = pool.submit(_snapshot_of, ref_name, inventory, args)
-        target_job = pool.submit(_snapshot_of, tgt_name, inventory, args, target.options)
-        reference, target_snap = reference_job.result(), target_job.result()
+    reference, target_snap = _collect_pair(ref_name, target, inventory, args)
     if not args.plan:
         report = _compare(reference, target, inventory, args, target_snap)
         from envsync.compare import with_service_flags
@@ -408,7 +399,8 @@ def _snapshot_flags(spec: HostSpec, runner: Runner) -> dict[str, str] | None:
     """The launch flags envsync keeps on the host (from `repair`), read by the probe."""
     from envsync.collect import collect
 
-    snap = collect(spec, runner, ProbeOptions(timeout=120))
+    # Only the flags are wanted: no watched files hashed, no variables recorded.
+    snap = collect(replace(spec, watch=(), env=()), runner, ProbeOptions(timeout=120))
     return dict(snap.service_flags) if snap.service_flags else None
 
 
@@ -433,42 +425,40 @@ def _diagnose(
     spec: HostSpec, inventory: Inventory, args: argparse.Namespace, exception: str | None
 ) -> None:
     """Match the crash's exception to a finding of `diff` and name the next command."""
-    import re as _re
+    from envsync.classify import failing_module, finding_for_module
 
     ref = inventory.reference
     if not exception or not ref or ref == spec.name:
         return
-    match = _re.search(r"No module named '([^']+)'", exception) or _re.search(
-        r"cannot import name '[^']+' from '([^']+)'", exception
-    )
-    if not match:
+    module = failing_module(exception)
+    if module is None:
         print("  (envsync knows no finding for this exception)")
         return
-    module = match.group(1).partition(".")[0]
     (target,) = _targets([spec.name], inventory, args)
-    reference = _snapshot_of(ref, inventory, args)
-    report = _compare(reference, target, inventory, args)
-    for finding in report.findings:
-        snap_names = {finding.subject.replace("-", "_")}
-        if (
-            module in snap_names
-            or module == finding.subject
-            or _provides(reference, finding.subject, module)
-        ):
-            print(f"  cause ({finding.severity} finding of envsync diff {ref} {spec.name}):")
-            print(f"    {finding.reason}")
-            fixes = [f for f in finding.fixes if f.kind in ("pin", "flag")]
-            for fix in fixes:
-                how = "--prefer workaround" if fix.kind == "flag" else "--prefer fix"
-                print(f"  fix: {fix.summary}")
-                print(f"       next: envsync repair {ref} {spec.name} {how} --apply")
-            return
-    print(f"  (no difference from {ref} explains it: {ref} may fail the same way)")
+    reference, target_snap = _collect_pair(ref, target, inventory, args)
+    report = _compare(reference, target, inventory, args, target_snap)
+    finding = finding_for_module(report, module, reference, target_snap)
+    if finding is None:
+        print(f"  (no difference from {ref} explains it: {ref} may fail the same way)")
+        return
+    print(f"  cause ({finding.severity} finding of envsync diff {ref} {spec.name}):")
+    print(f"    {finding.reason}")
+    for fix in (f for f in finding.fixes if f.kind in ("pin", "flag")):
+        how = "--prefer workaround" if fix.kind == "flag" else "--prefer fix"
+        print(f"  fix: {fix.summary}")
+        print(f"       next: envsync repair {ref} {spec.name} {how} --apply")
 
 
-def _provides(snapshot: Snapshot, dist: str, module: str) -> bool:
-    found = snapshot.distribution(dist)
-    return found is not None and module in found.top_level
+def _collect_pair(
+    ref_name: str, target: Target, inventory: Inventory, args: argparse.Namespace
+) -> tuple[Snapshot, Snapshot]:
+    """The reference's and the target's snapshots, collected at the same time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reference = pool.submit(_snapshot_of, ref_name, inventory, args)
+        target_snap = pool.submit(_snapshot_of, target.name, inventory, args, target.options)
+        return reference.result(), target_snap.result()
 
 
 def cmd_deploy(args: argparse.Namespace, inventory: Inventory) -> ExitCode:

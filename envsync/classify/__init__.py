@@ -641,7 +641,7 @@ def _apply_probe(
     for outcome in probe:
         if outcome.ok:
             continue
-        top = _failing_top(outcome)
+        top = failing_module(outcome.message or "")
         detail = f"import {outcome.module}: {outcome.exception}: {outcome.message}"
         evidence = Evidence(
             source="import-probe", detail=detail, file=outcome.file, line=outcome.line
@@ -663,11 +663,22 @@ def _apply_probe(
     return out
 
 
-def _failing_top(outcome: ProbeOutcome) -> str | None:
+def failing_module(message: str) -> str | None:
+    """The top-level module an import error is about ("No module named 'x.y'": x)."""
     import re
 
-    message = outcome.message or ""
     match = re.search(r"No module named '([^']+)'", message) or re.search(
         r"cannot import name '[^']+' from '([^']+)'", message
     )
     return match.group(1).partition(".")[0] if match else None
+
+
+def finding_for_module(
+    report: Report, module: str, reference: Snapshot, target: Snapshot
+) -> Finding | None:
+    """The finding whose distribution provides `module`, if any."""
+    for finding in report.findings:
+        names = _import_names(finding.subject, reference, target)
+        if module in names or module == finding.subject.replace("-", "_"):
+            return finding
+    return None
