@@ -7,7 +7,7 @@ from typing import Any
 from deepdiff import DeepDiff
 
 from envsync.findings import Difference
-from envsync.model import Snapshot, Unavailable
+from envsync.model import GpuInfo, Snapshot, Unavailable
 
 _INTERPRETER_KEYS = ("version", "implementation", "interpreter_tag", "abi_tag", "platform")
 _TORCH_KEYS = ("version", "cuda", "git_version", "hip", "arch_list", "cudnn", "nccl")
@@ -55,9 +55,7 @@ def view(snapshot: Snapshot, *, partial_names: set[str] | None = None) -> dict[s
                 path: digest for path, digest in dist.files.items() if _package_file(path)
             }
     gpu: dict[str, Any] = {}
-    if isinstance(snapshot.gpu, Unavailable) or snapshot.gpu is None:
-        pass
-    else:
+    if isinstance(snapshot.gpu, GpuInfo):
         gpu = {
             "driver": snapshot.gpu.driver_version,
             "cuda_driver": snapshot.gpu.cuda_driver_version,
