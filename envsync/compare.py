@@ -1,49 +1,40 @@
-"""Compare a target with a reference: startup of the service, graph options, findings.
+"""Compare a target with a reference: the service's startup on the target, and findings.
 
-The orchestration behind `diff` and `check` (the CLI prints; this module does not).
-Imported only by those commands: deepdiff and the classifier are not light.
+The orchestration behind `diff`, `check` and `repair` (the CLI prints; this module does
+not). Imported only by those commands: deepdiff and the classifier are not light.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from envsync.classify import ProbeOutcome, Startup, classify
-from envsync.classify.importcheck import import_probe
-from envsync.classify.rules import (
-    RulePack,
-    active_roots,
-    all_modules,
-    entrypoint_of,
-    packs_for,
-    parse_flags,
-    with_flag,
-)
+from envsync.classify import Startup, classify
+from envsync.classify.rules import RulePack, active_roots, all_modules, packs_for
 from envsync.collect import ProbeOptions
+from envsync.collect.importcheck import check_imports
+from envsync.command import effective_command, entrypoint, parse_flags
 from envsync.diff import differences
 from envsync.errors import InputError
 from envsync.findings import Report
-from envsync.inventory import HostSpec, Inventory
-from envsync.model import Snapshot
+from envsync.inventory import HostSpec, Inventory, ServiceSpec
+from envsync.model import ImportOutcome, Snapshot
 from envsync.runner import Runner
-from envsync.snapshot import HostSource, Source, resolve
+from envsync.snapshot import HostSource, Source, resolve, service_of
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
     name: str
     source: Source
-    startup: Startup
+    service: ServiceSpec | None  # the service this target runs
+    entrypoint: str | None
+    packs: tuple[RulePack, ...]
     options: ProbeOptions  # what the probe collects on it (with the startup graph)
 
-
-def startup_for(source: Source, inventory: Inventory, packs: tuple[RulePack, ...]) -> Startup:
-    """The service's command and entrypoint on this host, and the rule packs for it."""
-    service = source.spec.service if isinstance(source, HostSource) else inventory.service
-    command = tuple(service.command) if service else ()
-    entrypoint = (service.entrypoint or entrypoint_of(command)) if service else None
-    return Startup(entrypoint=entrypoint, command=command, packs=packs_for(entrypoint, packs))
+    @property
+    def spec(self) -> HostSpec | None:
+        return self.source.spec if isinstance(self.source, HostSource) else None
 
 
 def prepare(
@@ -54,25 +45,34 @@ def prepare(
 ) -> Target:
     """What to collect on a target: its startup graph from every module rules may run."""
     source = resolve(name, inventory)
-    startup = startup_for(source, inventory, packs)
-    if startup.entrypoint and isinstance(source, HostSource):
+    service = service_of(source, inventory)
+    entry = entrypoint(service)
+    target_packs = packs_for(entry, packs)
+    if entry and isinstance(source, HostSource):
         watch = tuple(w.replace("-", "_") for w in source.spec.watch)
         options = replace(
             options,
-            roots=all_modules(startup.entrypoint, startup.packs),
-            internal=tuple(dict.fromkeys((startup.entrypoint.partition(".")[0], *watch))),
+            roots=all_modules(entry, target_packs),
+            internal=tuple(dict.fromkeys((entry.partition(".")[0], *watch))),
         )
-    return Target(name=name, source=source, startup=startup, options=options)
+    return Target(
+        name=name,
+        source=source,
+        service=service,
+        entrypoint=entry,
+        packs=target_packs,
+        options=options,
+    )
 
 
-def with_service_flags(target: Target, flags: Mapping[str, str] | None) -> Target:
-    """The target with the launch flags envsync keeps on the host applied to its command."""
-    if not flags or not target.startup.command:
-        return target
-    command = target.startup.command
-    for flag, value in flags.items():
-        command = with_flag(command, flag, value)
-    return replace(target, startup=replace(target.startup, command=command))
+def startup(target: Target, snap: Snapshot) -> Startup:
+    """The target's startup: the effective command (with the flags kept on the host)."""
+    command = (
+        effective_command(target.service, target.spec, snap.service_flags)
+        if target.service is not None
+        else ()
+    )
+    return Startup(entrypoint=target.entrypoint, command=command, packs=target.packs)
 
 
 def compare(
@@ -81,17 +81,17 @@ def compare(
     snap: Snapshot,
     *,
     runners: Callable[[HostSpec], Runner],
-    probe: bool = False,
-    probe_timeout: float = 180.0,
+    import_check: bool = False,
+    import_timeout: float,
 ) -> Report:
-    target = with_service_flags(target, snap.service_flags)
-    outcomes: list[ProbeOutcome] = []
-    if probe:
-        if not isinstance(target.source, HostSource) or not target.startup.entrypoint:
+    run = startup(target, snap)
+    outcomes: list[ImportOutcome] = []
+    if import_check:
+        spec = target.spec
+        if spec is None or not run.entrypoint:
             raise InputError("--probe needs a live target host with a service entrypoint")
         graph = snap.startup
-        flags = parse_flags(target.startup.command)
-        roots = active_roots(target.startup.entrypoint, target.startup.packs, flags)
+        roots = active_roots(run.entrypoint, run.packs, parse_flags(run.command))
         modules = [
             r.module
             for r in roots
@@ -99,6 +99,5 @@ def compare(
             or (r.module in graph.modules and graph.modules[r.module].kind != "missing")
         ]
         if modules:
-            spec = target.source.spec
-            outcomes = import_probe(spec, runners(spec), modules, probe_timeout)
-    return classify(reference, snap, differences(reference, snap), target.startup, outcomes)
+            outcomes = check_imports(spec, runners(spec), modules, import_timeout)
+    return classify(reference, snap, differences(reference, snap), run, outcomes)

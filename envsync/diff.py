@@ -8,6 +8,16 @@ from deepdiff import DeepDiff
 
 from envsync.findings import Difference
 from envsync.model import GpuInfo, Snapshot, Unavailable
+from envsync.vocab import KIND_RANK, Kind
+
+# The kind of a difference in each section of facts (environment variables: system).
+_FACT_KINDS: dict[str, Kind] = {
+    "python": "python",
+    "torch": "torch",
+    "gpu": "gpu",
+    "system": "system",
+    "env": "system",
+}
 
 _INTERPRETER_KEYS = ("version", "implementation", "interpreter_tag", "abi_tag", "platform")
 _TORCH_KEYS = ("version", "cuda", "git_version", "hip", "arch_list", "cudnn", "nccl")
@@ -126,13 +136,7 @@ def differences(reference: Snapshot, target: Snapshot) -> list[Difference]:
             before = None if change == "dictionary_item_added" else level.t1
             after = None if change == "dictionary_item_removed" else level.t2
             out.extend(_expand(path, before, after))
-    order = {
-        k: i
-        for i, k in enumerate(
-            ("python", "torch", "gpu", "missing", "version", "extra", "file", "system")
-        )
-    }
-    return sorted(out, key=lambda d: (order[d.kind], d.subject))
+    return sorted(out, key=lambda d: (KIND_RANK[d.kind], d.subject))
 
 
 def _expand(path: list[Any], before: Any, after: Any) -> list[Difference]:
@@ -156,37 +160,14 @@ def _to_differences(path: list[Any], before: Any, after: Any) -> list[Difference
     section = path[0]
     if len(path) < 2:
         return []
+    values = {"reference": _text(before), "target": _text(after)}
+    kind: Kind
     if section == "distributions":
         kind = "missing" if after is None else "extra" if before is None else "version"
-        return [
-            Difference(kind=kind, subject=path[1], reference=_text(before), target=_text(after))
-        ]
+        return [Difference(kind=kind, section=section, key=path[1], **values)]
     if section == "files":
         if len(path) < 3:
             return []  # both sides hold the same distributions' tables (see differences())
-        return [
-            Difference(
-                kind="file",
-                subject=path[2],
-                dist=path[1],
-                reference=_text(before),
-                target=_text(after),
-            )
-        ]
-    if section == "env":
-        return [
-            Difference(
-                kind="system",
-                subject=f"env {path[1]}",
-                reference=_text(before),
-                target=_text(after),
-            )
-        ]
-    return [
-        Difference(
-            kind=section,
-            subject=f"{section} {path[1]}",
-            reference=_text(before),
-            target=_text(after),
-        )
-    ]
+        return [Difference(kind="file", section=section, key=path[2], dist=path[1], **values)]
+    kind = _FACT_KINDS[section]
+    return [Difference(kind=kind, section=section, key=str(path[1]), **values)]

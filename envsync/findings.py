@@ -7,24 +7,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SEVERITIES = ("fatal", "risky", "degraded", "benign")
-KINDS = ("version", "missing", "extra", "file", "torch", "gpu", "python", "system")
+from envsync.vocab import SEVERITIES, EvidenceSource, FixKind, Kind, Severity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Difference:
     """One raw difference between a reference and a target snapshot (from deepdiff)."""
 
-    kind: str  # one of KINDS
-    subject: str  # distribution name, file path (dist/path), or fact name
+    kind: Kind
+    section: str  # the snapshot view's table: distributions, files, python, torch, gpu, ...
+    key: str  # distribution name, file path inside its distribution, or fact name
     reference: str | None
     target: str | None
     dist: str | None = None  # for `file`: the distribution the file belongs to
 
+    @property
+    def subject(self) -> str:
+        """How a finding names it: the distribution, the file, or "section key"."""
+        if self.section in ("distributions", "files"):
+            return self.key
+        return f"{self.section} {self.key}"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Evidence:
-    source: str  # import-graph | name-check | rule-pack | import-probe | requirements | facts
+    source: EvidenceSource
     detail: str  # one sentence
     file: str | None = None
     line: int | None = None
@@ -34,7 +41,7 @@ class Evidence:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fix:
-    kind: str  # pin | sync-dist | sync-file | flag
+    kind: FixKind
     summary: str  # what to do, in words a human can act on
     requirement: str | None = None  # pin: NAME==VERSION
     dist: str | None = None  # sync-dist / sync-file: the distribution
@@ -48,12 +55,12 @@ class Fix:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Finding:
     subject: str
-    kind: str
+    kind: Kind
     reference: str | None
     target: str | None
-    severity: str  # one of SEVERITIES
+    severity: Severity
     reason: str
-    decided_by: str  # the evidence source that set the severity
+    decided_by: EvidenceSource  # the evidence source that set the severity
     evidence: tuple[Evidence, ...] = ()
     fixes: tuple[Fix, ...] = ()
 
@@ -72,7 +79,23 @@ class Report:
 
     @property
     def summary(self) -> dict[str, int]:
-        counts = {s: 0 for s in SEVERITIES}
+        counts: dict[str, int] = {s: 0 for s in SEVERITIES}
         for finding in self.findings:
             counts[finding.severity] += 1
         return counts
+
+    @property
+    def counts_text(self) -> str:
+        """ "2 fatal, 1 benign", or "no drift"."""
+        return ", ".join(f"{n} {s}" for s, n in self.summary.items() if n) or "no drift"
+
+    def summary_line(self) -> str:
+        """ "ct200 against ct129: 2 fatal, 1 benign": how every format and the CLI sum it up."""
+        return f"{self.target} against {self.reference}: {self.counts_text}"
+
+
+def short_hash(value: str | None) -> str | None:
+    """A sha256 hex digest shortened for people ("1a2b3c4d5e…"); other values as they are."""
+    if value is not None and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return f"{value[:10]}…"
+    return value

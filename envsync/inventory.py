@@ -10,12 +10,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from envsync.documents import read_toml
 from envsync.errors import InventoryError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 DEFAULT_INVENTORY = "envsync.toml"
 INVENTORY_ENV = "ENVSYNC_INVENTORY"
@@ -56,7 +52,7 @@ class HostSpec:
     host_key_policy: str = "strict"
     watch: tuple[str, ...] = ()
     env: tuple[str, ...] = DEFAULT_ENV
-    service: ServiceSpec | None = None
+    service: ServiceSpec | None = None  # the inventory's [service] with this host's overrides
     pip_options: tuple[str, ...] = ()  # added to `pip install` on this host (index options)
 
     @property
@@ -77,7 +73,7 @@ class Inventory:
         if name in self.hosts:
             return self.hosts[name]
         if name == LOCAL:
-            return local_host()
+            return local_host(service=self.service)
         known = ", ".join(sorted({*self.hosts, LOCAL}))
         where = f" in {self.path}" if self.path else " (no inventory file: ./envsync.toml)"
         raise InventoryError(
@@ -86,14 +82,19 @@ class Inventory:
         )
 
 
-def local_host(watch: tuple[str, ...] = (), env: tuple[str, ...] = DEFAULT_ENV) -> HostSpec:
-    """`local`: the active virtualenv's interpreter, else python3 on PATH."""
+def local_host(
+    watch: tuple[str, ...] = (),
+    env: tuple[str, ...] = DEFAULT_ENV,
+    service: ServiceSpec | None = None,
+) -> HostSpec:
+    """`local`: the active virtualenv's interpreter, else python3 on PATH; it runs the
+    inventory's service like any other host."""
     venv = os.environ.get("VIRTUAL_ENV")
     python = None
     if venv and Path(venv, "bin", "python").exists():
         python = str(Path(venv, "bin", "python"))
     python = python or shutil.which("python3") or sys.executable
-    return HostSpec(name=LOCAL, python=python, watch=watch, env=env)
+    return HostSpec(name=LOCAL, python=python, watch=watch, env=env, service=service)
 
 
 # ---------------------------------------------------------------------------------------
@@ -144,13 +145,7 @@ def load_inventory(
                 tip="check --inventory / ENVSYNC_INVENTORY, or create envsync.toml",
             )
         return Inventory(path=None)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise InventoryError(f"{path}: invalid TOML: {e}") from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise InventoryError(f"{path}: cannot read inventory: {e}") from e
-    return parse_inventory(data, path)
+    return parse_inventory(read_toml(path, InventoryError, "inventory", "invalid TOML"), path)
 
 
 def _check(table: Mapping[str, Any], spec: Mapping[str, type], where: str, path: Path) -> None:
@@ -245,7 +240,7 @@ def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
             pip_options=_strings(table.get("pip_options", []), f"{where}.pip_options", path),
         )
     if LOCAL not in hosts:
-        hosts[LOCAL] = local_host(watch, env)
+        hosts[LOCAL] = local_host(watch, env, service)
     reference = defaults.get("reference")
     target = defaults.get("target")
     for key, name in (("reference", reference), ("target", target)):

@@ -8,26 +8,21 @@ was collected), so that locking an unchanged host twice gives byte-identical fil
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
+from envsync.documents import loads_toml, read_text
 from envsync.errors import LockError
-from envsync.model import DecodeError, Snapshot, from_data, to_data
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from envsync.model import TRANSPORT_FIELDS, DecodeError, Snapshot, from_data, to_data
 
 LOCK_VERSION = "1.0"
 SUPPORTED_MAJOR = 1
-# Not kept in a lock: when and how a snapshot was taken, and the startup import graph,
-# which diff and check read from the live target.
-_TRANSPORT = ("collected_at", "duration_s", "source", "distributions", "schema_version", "startup")
+# Not kept under [tool.envsync]: when and how a snapshot was taken, the startup import
+# graph (diff and check read it from the live target), and what the lock holds elsewhere.
+_NOT_IN_TOOL = (*TRANSPORT_FIELDS, "startup", "distributions", "schema_version")
 _PACKAGE_TOP = ("name", "version")
 
 
@@ -86,7 +81,7 @@ def dumps_lock(snapshot: Snapshot) -> str:
         rest = {k: v for k, v in dist.items() if k not in _PACKAGE_TOP}
         package["tool"] = {"envsync": rest}
         packages.append(_prune(package))
-    tool = {k: v for k, v in data.items() if k not in _TRANSPORT}
+    tool = {k: v for k, v in data.items() if k not in _NOT_IN_TOOL}
     doc: dict[str, Any] = {"lock-version": LOCK_VERSION, "created-by": "envsync"}
     interpreter = data.get("interpreter") or {}
     if "version" in interpreter:
@@ -97,10 +92,7 @@ def dumps_lock(snapshot: Snapshot) -> str:
 
 
 def loads_lock(text: str, origin: str) -> Snapshot:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise LockError(f"{origin}: corrupt lock file: {e}") from e
+    doc = loads_toml(text, origin, LockError, "corrupt lock file")
     version = doc.get("lock-version")
     if not isinstance(version, str):
         raise LockError(
@@ -136,8 +128,4 @@ def loads_lock(text: str, origin: str) -> Snapshot:
 
 
 def read_lock(path: Path) -> Snapshot:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise LockError(f"{path}: cannot read lock file: {e}") from e
-    return loads_lock(text, str(path))
+    return loads_lock(read_text(path, LockError, "lock file"), str(path))

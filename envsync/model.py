@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, Union
+from typing import Any, Literal, TypeVar, Union
+
+from envsync.vocab import Context
 
 SNAPSHOT_SCHEMA_VERSION = 1
 
@@ -56,6 +59,13 @@ class Distribution:
     def watched(self) -> bool:
         return self.files is not None
 
+    @property
+    def custom_build(self) -> bool:
+        """A local build (+label) or a VCS/directory install: no index serves this version,
+        so envsync never pins it, and never replaces it as a side effect."""
+        url = self.direct_url or {}
+        return "+" in self.version or "vcs_info" in url or "dir_info" in url
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokenDistribution:
@@ -102,13 +112,25 @@ class System:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ImportOutcome:
+    """What really importing one startup module in the target's interpreter did."""
+
+    module: str
+    ok: bool
+    exception: str | None = None  # e.g. "ImportError"
+    message: str | None = None
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ImportEdge:
     """One import statement in a module, as the probe's ast reading saw it."""
 
     module: str  # absolute name of the imported module (`from X import ...`: X)
     names: tuple[str, ...] = ()  # `from X import a, b`: a, b
     line: int
-    context: str  # module | if | try | typing | function
+    context: Context
     statement: str
     condition: str | None = None  # the enclosing `if` line, for context "if"
 
@@ -168,6 +190,29 @@ class Snapshot:
 
 # Fields that describe one act of collection, not the environment itself.
 TRANSPORT_FIELDS = ("collected_at", "duration_s", "source")
+
+
+def why_no_files(reference: Snapshot) -> str | None:
+    """Why the reference cannot send installed files (None: it is a live host)."""
+    if reference.source != "probe":
+        return f"the reference is a {reference.source} file, not a live host with installed files"
+    return None
+
+
+def why_files_cannot_serve(reference: Snapshot, target: Snapshot) -> str | None:
+    """Why the reference's installed (compiled) files cannot serve the target, or None when
+    they can: a live reference with the same interpreter version, ABI and platform."""
+    why = why_no_files(reference)
+    if why is not None:
+        return why
+    a, b = reference.interpreter, target.interpreter
+    if isinstance(a, Unavailable) or isinstance(b, Unavailable):
+        return "the interpreter of one host is unknown"
+    ours = (a.version.rsplit(".", 1)[0], a.abi_tag, a.platform)
+    theirs = (b.version.rsplit(".", 1)[0], b.abi_tag, b.platform)
+    if ours != theirs:
+        return f"the reference runs Python {' '.join(ours)}, the target {' '.join(theirs)}"
+    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -251,6 +296,8 @@ def _build(tp: Any) -> Decoder:
         return _build_tuple(typing.get_args(tp)[0])
     if origin in (Mapping, dict):
         return _build_mapping(typing.get_args(tp)[1])
+    if origin is Literal:
+        return _build_literal(typing.get_args(tp))
     if tp is Any:
         return lambda data: data
     if tp is float:
@@ -258,6 +305,16 @@ def _build(tp: Any) -> Decoder:
     if tp in (str, int, bool):
         return _scalar(tp)
     raise TypeError(f"cannot decode type {tp!r}")  # pragma: no cover
+
+
+def _build_literal(allowed: tuple[Any, ...]) -> Decoder:
+    def decode(data: Any) -> Any:
+        if data not in allowed or type(data) is not type(allowed[0]):
+            shown = ", ".join(repr(a) for a in allowed)
+            raise _Fail(f"expected one of {shown}, got {data!r}")
+        return data
+
+    return decode
 
 
 def _build_union(options: tuple[Any, ...]) -> Decoder:
@@ -277,12 +334,9 @@ def _build_union(options: tuple[Any, ...]) -> Decoder:
             return Unavailable(reason=reason)
         if len(decoders) == 1:
             return decoders[0](data)
-        failures = []
         for decoder in decoders:
-            try:
+            with contextlib.suppress(_Fail):
                 return decoder(data)
-            except _Fail as e:
-                failures.append(e)
         raise _Fail(f"unexpected value {data!r}")
 
     return decode

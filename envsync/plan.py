@@ -10,16 +10,34 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from envsync.findings import SEVERITIES, Finding, Fix, Report
-from envsync.model import Distribution, Snapshot, Unavailable
+from envsync.command import with_flags
+from envsync.documents import read_json_object
+from envsync.errors import InputError
+from envsync.findings import Finding, Fix, Report
+from envsync.model import (
+    DecodeError,
+    Distribution,
+    Snapshot,
+    Unavailable,
+    from_data,
+    to_data,
+    why_files_cannot_serve,
+    why_no_files,
+)
+from envsync.vocab import SEVERITIES, FixKind
 
 PLAN_SCHEMA_VERSION = 1
-PREFER = ("fix", "workaround", "auto")
+# --prefer: pins and syncs; launch-flag workarounds wherever one exists; a flag only when
+# it gives up nothing the configured command uses. The first is the default of --prefer.
+PREFER = ("auto", "fix", "workaround")
+# --only: which findings start a step (default: fatal and risky).
+ONLY_DEFAULT = "risky"
 ONLY = {
     "fatal": ("fatal",),
     "risky": ("fatal", "risky"),
@@ -30,7 +48,7 @@ ONLY = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
-    kind: str  # pin | sync-dist | sync-file | flag
+    kind: FixKind
     summary: str
     findings: tuple[str, ...]  # subjects of the findings it addresses
     requirements: tuple[str, ...] = ()  # pin: NAME==VERSION, the finding's and its deps'
@@ -57,7 +75,7 @@ class Plan:
     only: str
     steps: tuple[Step, ...] = ()
     skipped: tuple[str, ...] = ()  # findings left alone, and why
-    command: tuple[str, ...] = ()  # the effective launch command after the plan
+    command: tuple[str, ...] = ()  # the command the service runs once the plan is applied
     flags: Mapping[str, str] = field(default_factory=dict)  # effective flags after the plan
 
 
@@ -75,11 +93,6 @@ def fingerprint(snapshot: Snapshot) -> str:
         "service_flags": dict(snapshot.service_flags or {}),
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-def _custom(dist: Distribution | None) -> bool:
-    """A local build (+label) or a direct-URL install: never replaced as a side effect."""
-    return dist is not None and ("+" in dist.version or dist.direct_url is not None)
 
 
 def _dependencies(
@@ -104,27 +117,12 @@ def _dependencies(
         have_tgt = target.distribution(dep)
         if have_ref is None or (have_tgt is not None and have_tgt.version == have_ref.version):
             continue
-        if _custom(have_tgt):
-            held.append(f"{dep}: {have_tgt.version} on the target is a custom build; not replaced")  # type: ignore[union-attr]
+        if have_tgt is not None and have_tgt.custom_build:
+            held.append(f"{dep}: {have_tgt.version} on the target is a custom build; not replaced")
             continue
         out.append(have_ref)
         out += _dependencies(dep, reference, target, seen, held)
     return out
-
-
-def _platform_mismatch(reference: Snapshot, target: Snapshot) -> str | None:
-    """Why the reference's installed files cannot serve the target, or None when they can."""
-    a, b = reference.interpreter, target.interpreter
-    if reference.partial or isinstance(a, Unavailable) or isinstance(b, Unavailable):
-        return "the reference is not a live host with installed files"
-    ours = (a.version.rsplit(".", 1)[0], a.abi_tag, a.platform)
-    theirs = (b.version.rsplit(".", 1)[0], b.abi_tag, b.platform)
-    if ours != theirs:
-        return (
-            f"the reference runs Python {ours[0]} {ours[1]} {ours[2]}, "
-            f"the target {theirs[0]} {theirs[1]} {theirs[2]}"
-        )
-    return None
 
 
 def _choose(finding: Finding, prefer: str, command: Sequence[str]) -> Fix | None:
@@ -144,11 +142,14 @@ def make_plan(
     reference: Snapshot,
     target: Snapshot,
     *,
-    prefer: str = "auto",
-    only: str = "risky",
-    command: Sequence[str] = (),
+    prefer: str = PREFER[0],
+    only: str = ONLY_DEFAULT,
 ) -> Plan:
+    """The steps that address the report's findings on the target (run with the command
+    the report was made for); nothing that needs what the hosts cannot give."""
     wanted = ONLY[only]
+    command = report.command
+    no_files = why_no_files(reference)
     steps: list[Step] = []
     skipped: list[str] = []
     pinned: set[str] = set()
@@ -175,13 +176,15 @@ def make_plan(
                 value=fix.value,
                 gives_up=fix.gives_up,
             )
+        elif fix.kind in ("sync-file", "sync-dist") and no_files is not None:
+            skipped.append(f"{finding.subject}: {fix.kind} needs the reference's files: {no_files}")
         elif fix.kind == "sync-file" and fix.dist and fix.path:
             files.setdefault(fix.dist, []).append((fix.path, finding))
         elif fix.kind in ("pin", "sync-dist") and fix.dist:
             if fix.dist in pinned:
                 continue
             tgt = target.distribution(fix.dist)
-            if fix.kind == "pin" and tgt is not None and "+" in tgt.version:
+            if fix.kind == "pin" and tgt is not None and tgt.custom_build:
                 # The finding's own subject may be replaced, but not a local build.
                 skipped.append(
                     f"{fix.dist}: {tgt.version} on the target is a custom build; "
@@ -202,7 +205,7 @@ def make_plan(
                 reqs = tuple(f"{d.display_name}=={d.version}" for d in group)
                 extra = f" (with {', '.join(reqs[1:])}, which it needs)" if len(reqs) > 1 else ""
                 summary = f"pin {reqs[0]}{extra}: pip install --no-deps, others held"
-                why_not = _platform_mismatch(reference, target)
+                why_not = why_files_cannot_serve(reference, target)
                 steps.append(
                     Step(
                         kind="pin",
@@ -246,6 +249,7 @@ def make_plan(
     for step in flags.values():
         if step.flag and step.value:
             effective[step.flag] = step.value
+    new_flags = {s.flag: s.value for s in flags.values() if s.flag and s.value}
     return Plan(
         reference=reference.host,
         target=target.host,
@@ -254,14 +258,12 @@ def make_plan(
         only=only,
         steps=tuple(steps),
         skipped=tuple(skipped),
-        command=tuple(command),
+        command=with_flags(command, new_flags),
         flags=effective,
     )
 
 
 def _merge(step: Step, subject: str) -> Step:
-    from dataclasses import replace
-
     return replace(step, findings=(*step.findings, subject))
 
 
@@ -295,12 +297,23 @@ def describe(plan: Plan) -> str:
         elif step.kind == "flag":
             lines.append(f"     gives up: {step.gives_up}")
     if plan.flags and plan.command:
-        from envsync.classify.rules import with_flag
-
-        command = tuple(plan.command)
-        for flag, value in plan.flags.items():
-            command = with_flag(command, flag, value)
-        lines.append(f"  the service will run: {' '.join(command)}")
+        lines.append(f"  the service will run: {' '.join(plan.command)}")
     for note in plan.skipped:
         lines.append(f"  left alone: {note}")
     return "\n".join(lines) + "\n"
+
+
+def dumps_plan(plan: Plan) -> str:
+    return json.dumps(to_data(plan), indent=2) + "\n"
+
+
+def load_plan(path: Path) -> Plan:
+    """A plan saved with `repair -o`; InputError when it is not one this envsync reads."""
+    data = read_json_object(path, InputError, "plan")
+    version = data.get("schema_version")
+    if version != PLAN_SCHEMA_VERSION:
+        raise InputError(f"{path}: plan schema_version {version!r} is not supported")
+    try:
+        return from_data(Plan, data, "plan")
+    except DecodeError as e:
+        raise InputError(f"{path}: not an envsync plan: {e}") from e

@@ -14,16 +14,15 @@ def read_requirements(path: Path) -> Snapshot:
     """Each `NAME==VERSION` line becomes a distribution; anything unpinned is an error."""
     import pip_api  # slow to import (it asks pip for its version): only when needed
     from packaging.utils import canonicalize_name
-    from pip_api._vendor.packaging.requirements import InvalidRequirement
     from pip_api.exceptions import PipError
 
     try:
         parsed = pip_api.parse_requirements(path)
-    except (PipError, InvalidRequirement) as e:
-        first = str(e).strip().splitlines()[0]
-        raise RequirementsError(f"{path}: invalid requirements file: {first}") from e
     except (OSError, UnicodeDecodeError) as e:
         raise RequirementsError(f"{path}: cannot read requirements file: {e}") from e
+    except (PipError, ValueError) as e:  # ValueError: pip-api's (vendored) InvalidRequirement
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise RequirementsError(f"{path}: invalid requirements file: {first}") from e
     distributions = []
     for name, req in sorted(parsed.items()):
         specifiers = list(getattr(req, "specifier", []))

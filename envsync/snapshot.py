@@ -10,12 +10,13 @@ import contextlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envsync.collect import ProbeOptions, collect
+from envsync.documents import read_json_object
 from envsync.errors import OutputError, SnapshotError
-from envsync.inventory import HostSpec, Inventory
+from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.lock import read_lock
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, DecodeError, Snapshot, from_data, to_data
 from envsync.requirements import read_requirements
@@ -75,14 +76,15 @@ def resolve(name: str, inventory: Inventory) -> Source:
     return HostSource(inventory.host(name))  # raises for unknown names
 
 
+def service_of(source: Source, inventory: Inventory) -> ServiceSpec | None:
+    """The service a HOST runs: a host's own (the inventory's, with its overrides); for a
+    file standing in for a host, the inventory's."""
+    return source.spec.service if isinstance(source, HostSource) else inventory.service
+
+
 def load_snapshot(path: Path) -> Snapshot:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise SnapshotError(f"{path}: cannot read snapshot: {e}") from e
-    except ValueError as e:
-        raise SnapshotError(f"{path}: not valid JSON: {e}") from e
-    if not isinstance(data, dict) or "schema_version" not in data:
+    data = read_json_object(path, SnapshotError, "snapshot")
+    if "schema_version" not in data:
         raise SnapshotError(f"{path}: not an envsync snapshot (no schema_version)")
     version = data["schema_version"]
     if version != SNAPSHOT_SCHEMA_VERSION:
@@ -106,7 +108,8 @@ def take(
     if isinstance(source, HostSource):
         return collect(source.spec, runner_for(source.spec), options)
     if source.kind == "snapshot":
-        return load_snapshot(source.path)
+        # Read from a file, it stands for a host but cannot act as one (send files).
+        return replace(load_snapshot(source.path), source="snapshot")
     if source.kind == "lock":
         return read_lock(source.path)
     return read_requirements(source.path)

@@ -361,3 +361,27 @@ def test_output_to_a_device_writes_through_it_and_keeps_the_node(
     assert code == 0
     assert b'name = "xgrammar"' in out
     assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stop", "local", "--deep"],
+        ["stop", "local", "-o", "x"],
+        ["rollback", "local", "--timeout", "3"],
+        ["deploy", "local", "-o", "x"],
+        ["lock", "--jobs", "2"],
+        ["diff", "--jobs", "2"],
+        ["snapshot", "local", "--probe"],
+        ["repair", "--format", "json"],
+    ],
+)
+def test_options_only_where_they_mean_something(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    from envsync.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert "unrecognized arguments" in capsys.readouterr().err

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from envsync.collect import ProbeOptions
 from envsync.errors import InventoryError
 from envsync.inventory import DEFAULT_ENV, LOCAL, load_inventory
 
@@ -79,6 +80,21 @@ def test_local_is_always_a_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert local.watch == ("sglang",)
     monkeypatch.delenv("VIRTUAL_ENV")
     assert load_inventory(None, {}).host(LOCAL).python.endswith("python3")
+
+
+def test_local_runs_the_inventory_service_like_any_host(tmp_path: Path) -> None:
+    from envsync.compare import prepare
+    from envsync.snapshot import resolve, service_of
+
+    text = '[service]\ncommand = ["{python}", "-m", "svc.main"]\nport = 8000\n'
+    inv = load_inventory(str(write(tmp_path, text)), {})
+    local = inv.host(LOCAL)
+    assert local.service == inv.service
+    assert service_of(resolve(LOCAL, inv), inv) == inv.service
+    # diffed with the entrypoint it is deployed with
+    target = prepare(LOCAL, inv, (), ProbeOptions())
+    assert target.entrypoint == "svc.main"
+    assert target.options.roots == ("svc.main",)
 
 
 def test_inventory_location_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,8 +52,8 @@ def finding(
     )
 
 
-def report(*findings: Finding) -> Report:
-    return Report(reference="ref", target="tgt", findings=findings)
+def report(*findings: Finding, command: tuple[str, ...] = ()) -> Report:
+    return Report(reference="ref", target="tgt", findings=findings, command=command)
 
 
 def test_a_pin_brings_the_dependencies_the_new_version_needs() -> None:
@@ -95,7 +95,7 @@ def test_prefer_chooses_between_the_fix_and_the_workaround(
 ) -> None:
     ref = snap("ref", ("app", "2.0", ()))
     tgt = snap("tgt", ("app", "1.0", ()))
-    plan = make_plan(report(finding()), ref, tgt, prefer=prefer, command=command)
+    plan = make_plan(report(finding(), command=command), ref, tgt, prefer=prefer)
     assert [s.kind for s in plan.steps] == [kind]
     if kind == "flag":
         assert plan.flags == {"--backend": "none"}
@@ -134,3 +134,51 @@ def test_the_reference_files_serve_only_the_same_interpreter_and_platform() -> N
         step.no_fallback
         == "the reference runs Python 3.11 cp311 linux_x86_64, the target 3.12 cp312 linux_x86_64"
     )
+
+
+def test_a_plan_that_needs_the_reference_files_says_so_before_anything_runs() -> None:
+    sync = Fix(kind="sync-file", summary="copy", dist="sglang", path="sglang/x.py")
+    copy = Fix(kind="sync-dist", summary="copy", dist="app")
+    patched = replace(finding("sglang/x.py", fixes=(sync,)), kind="file")
+    findings = (patched, finding(fixes=(copy,)))
+    for source in ("lock", "snapshot", "requirements"):
+        ref = replace(snap("ref", ("app", "2.0", ())), source=source)
+        plan = make_plan(report(*findings), ref, snap("tgt", ("app", "1.0", ())))
+        assert plan.steps == ()
+        assert plan.skipped == (
+            f"sglang/x.py: sync-file needs the reference's files: the reference is a {source} "
+            "file, not a live host with installed files",
+            f"app: sync-dist needs the reference's files: the reference is a {source} "
+            "file, not a live host with installed files",
+        )
+    # from a lock, a pin still runs; only its copy fallback is off, and the plan says why
+    ref = replace(snap("ref", ("app", "2.0", ())), source="lock")
+    step = make_plan(report(finding()), ref, snap("tgt", ("app", "1.0", ())), prefer="fix").steps[0]
+    assert (step.kind, step.fallback) == ("pin", False)
+    assert step.no_fallback and "lock file" in step.no_fallback
+
+
+def test_a_custom_build_on_the_target_is_never_pinned_over() -> None:
+    ref = snap("ref", ("app", "2.0", ()))
+    for custom in (
+        Distribution(name="app", display_name="app", version="1.0+cu130"),
+        Distribution(
+            name="app",
+            display_name="app",
+            version="1.0",
+            direct_url={"url": "file:///src/app", "dir_info": {"editable": True}},
+        ),
+    ):
+        tgt = replace(snap("tgt"), distributions=(custom,))
+        plan = make_plan(report(finding()), ref, tgt, prefer="fix")
+        assert plan.steps == ()
+        assert "custom build" in plan.skipped[0]
+    # a wheel file installed by path is an ordinary version: it may be pinned
+    archive = Distribution(
+        name="app",
+        display_name="app",
+        version="1.0",
+        direct_url={"url": "file:///w/app-1.0-py3-none-any.whl", "archive_info": {}},
+    )
+    tgt = replace(snap("tgt"), distributions=(archive,))
+    assert make_plan(report(finding()), ref, tgt, prefer="fix").steps[0].kind == "pin"

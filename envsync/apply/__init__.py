@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from envsync.apply.agent import ERROR_MARKER
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import HostSpec
@@ -30,6 +31,17 @@ PIP_TIMEOUT = 1800.0
 # The agent travels as the -c argument (stdin carries its archives); the first line drops
 # the current directory from sys.path, as the probe's bootstrap does.
 _PREFIX = "import sys;sys.path[:1]==['']and sys.path.pop(0)\n"
+
+
+class AgentError(EnvsyncError):
+    """The host agent failed: `kind` says how (its own word, or "crashed"); the caller
+    decides what that means for the user and which exit code it gets."""
+
+    exit_code = ExitCode.APPLY
+
+    def __init__(self, message: str, *, kind: str, tip: str | None = None) -> None:
+        super().__init__(message, tip=tip)
+        self.kind = kind
 
 
 class ApplyError(EnvsyncError):
@@ -67,9 +79,18 @@ class Agent:
             timeout=AGENT_TIMEOUT,
         )
         if result.returncode != 0:
-            raise ApplyError(
-                f"{self.spec.name}: {op['op']} failed: {result.stderr_tail(3) or 'no output'}"
+            text = result.stderr.decode("utf-8", "replace")
+            marked = next(
+                (ln for ln in reversed(text.splitlines()) if ln.startswith(ERROR_MARKER)), None
             )
+            kind, message = "crashed", result.stderr_tail(3) or "no output"
+            if marked is not None:
+                try:
+                    error = json.loads(marked[len(ERROR_MARKER) :])
+                    kind, message = str(error["kind"]), str(error["message"])
+                except (ValueError, KeyError, TypeError):
+                    pass
+            raise AgentError(f"{self.spec.name}: {op['op']}: {message}", kind=kind)
         return result
 
     def call(self, op: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
@@ -128,7 +149,11 @@ def apply_plan(
         if step.kind == "sync-file" and step.dist:
             root = _location(target, step.dist)
             files += [f"{root}/{p}" for p in (*step.files, *step.remove)] if root else []
-    backup = agent.call({"op": "backup", "id": ident, "dists": dists, "files": files})["backup"]
+    try:
+        made = agent.call({"op": "backup", "id": ident, "dists": dists, "files": files})
+    except AgentError as e:
+        raise ApplyError(f"{e.message}; the backup failed, nothing was changed") from e
+    backup = str(made["backup"])
     try:
         for i, step in enumerate(plan.steps, 1):
             if on_step is not None:
@@ -229,7 +254,7 @@ def rollback(spec: HostSpec, runner: Runner, ident: str = "latest") -> dict[str,
     """Restore the host's latest (or a named) backup; works after a killed apply too."""
     try:
         return Agent(spec, runner).call({"op": "restore", "id": ident})
-    except ApplyError as e:
-        if "no backup" in e.message:
+    except AgentError as e:
+        if e.kind == "no-backup":
             raise RollbackError(f"{spec.name}: no envsync backup on this host") from e
         raise RollbackError(e.message) from e

@@ -1,8 +1,11 @@
 """The envsync agent: the stdlib-only program that changes a host, run like the probe.
 
-Shipped on stdin to the host's own interpreter; argv[1] is one JSON operation; binary
-payloads (tar archives) travel after a marker line on stdin and stdout. Every change it
-makes is under a backup it made first. Operations:
+Run by the host's own interpreter as `python -c AGENT OP`: argv[1] is one JSON operation;
+binary payloads (tar archives) travel on stdin and stdout. Every change it makes is under a
+backup it made first. A failure it foresees ends with one line on stderr, ERROR_MARKER and
+a JSON object `{"kind", "message"}`, and exit code 2, so that its caller decides what the
+failure means for the user (apply: rolled back; deploy: the service did not start).
+Operations:
 
   backup   {id, dists: [names], files: [abs paths]}  save what a plan will change
   journal  {id, event}                                append to the backup's journal
@@ -12,6 +15,8 @@ makes is under a backup it made first. Operations:
   remove-dist {name}                                  uninstall a distribution's files
   set-service {flags}                                 keep the service's launch flags
   write    {path, text}                               write a text file atomically
+  start / stop / watch {name, ...}                    the service as a plain process
+  write-dropin {path, text}                           a systemd drop-in (previous one kept)
 """
 
 import hashlib
@@ -24,9 +29,25 @@ import sys
 import tarfile
 import time
 
-# Several environments may live on one host: each has its own backups and service flags,
-# keyed by its interpreter prefix (the probe computes the same key).
-ENV_KEY = hashlib.sha256(os.path.realpath(sys.prefix).encode()).hexdigest()[:12]
+ERROR_MARKER = "@@envsync-agent-error@@"
+
+
+class Failure(Exception):
+    """A failure the agent foresees: a kind its caller can act on, and a message."""
+
+    def __init__(self, kind, message):
+        Exception.__init__(self, message)
+        self.kind = kind
+        self.message = message
+
+
+def env_key(prefix):
+    """Several environments may live on one host: each has its own backups and service
+    flags, keyed by its interpreter prefix (probe and agent hold this alike; a test ties them)."""
+    return hashlib.sha256(os.path.realpath(prefix).encode()).hexdigest()[:12]
+
+
+ENV_KEY = env_key(sys.prefix)
 STATE = os.path.expanduser("~/.envsync")
 BACKUPS = os.path.join(STATE, "backups", ENV_KEY)
 SERVICE = os.path.join(STATE, "service", ENV_KEY + ".json")
@@ -103,10 +124,10 @@ def backup_dir(ident):
             if os.path.isfile(os.path.join(BACKUPS, n, "manifest.json"))
         )
         if not names:
-            raise SystemExit("envsync-agent: no backup on this host")
+            raise Failure("no-backup", "no envsync backup on this host")
         ident = names[-1]
     if not re.match(r"^[0-9A-Za-z._-]+$", ident):
-        raise SystemExit("envsync-agent: bad backup id %r" % ident)
+        raise Failure("bad-input", "bad backup id %r" % ident)
     return os.path.join(BACKUPS, ident)
 
 
@@ -236,7 +257,7 @@ def op_pack(op):
     if files is None:
         found = installed(op["dist"])
         if found is None:
-            raise SystemExit("envsync-agent: %s is not installed here" % op["dist"])
+            raise Failure("not-installed", "%s is not installed here" % op["dist"])
         location, entry, record = found
         root = location
         files = [os.path.relpath(p, location) for p in dist_paths(location, entry, record)]
@@ -276,7 +297,7 @@ def op_unpack(op, payload):
             if member.name == MANIFEST_MEMBER:
                 continue
             if not member.isfile() or os.path.isabs(member.name) or not inside(root, member.name):
-                raise SystemExit("envsync-agent: refusing %r outside %s" % (member.name, root))
+                raise Failure("unsafe-path", "refusing %r outside %s" % (member.name, root))
             target = os.path.join(root, member.name)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             tmp = target + ".envsync-tmp"
@@ -293,9 +314,7 @@ def op_unpack(op, payload):
             os.unlink(os.path.join(root, rel))
     bad = sorted(rel for rel, digest in expected.items() if written.get(rel) != digest)
     if bad:
-        raise SystemExit(
-            "envsync-agent: written files differ from the reference: " + ", ".join(bad)
-        )
+        raise Failure("hash-mismatch", "written files differ from the reference: " + ", ".join(bad))
     return {"written": sorted(written)}
 
 
@@ -372,16 +391,21 @@ def op_start(op):
     env = dict(os.environ)
     env.update(op.get("env") or {})
     with open(log_file, "wb") as log:
-        proc = subprocess.Popen(
-            op["argv"],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=op.get("cwd") or os.path.expanduser("~"),
-            start_new_session=True,
-            close_fds=True,
-        )
+        try:
+            proc = subprocess.Popen(
+                op["argv"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=op.get("cwd") or os.path.expanduser("~"),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as e:
+            raise Failure(
+                "cannot-start", "cannot start %s: %s" % (op["argv"][0], e.strerror or e)
+            ) from None
     with open(pid_file, "w") as f:
         f.write("%d\n" % proc.pid)
     return {"pid": proc.pid, "log": log_file, "started": time.time()}
@@ -427,7 +451,14 @@ def op_write_dropin(op):
 
 
 def main(argv):
-    op = json.loads(argv[1])
+    try:
+        return run(json.loads(argv[1]))
+    except Failure as e:
+        sys.stderr.write(ERROR_MARKER + json.dumps({"kind": e.kind, "message": e.message}) + "\n")
+        return 2
+
+
+def run(op):
     name = op.pop("op")
     if name == "pack":
         out = sys.stdout.buffer

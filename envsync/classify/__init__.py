@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -11,31 +11,32 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envsync.classify.graph import RANK, RUNS, Failure, GraphIndex, Reach, path_to, uses
-from envsync.classify.rules import RulePack, active_roots, parse_flags
+from envsync.classify.graph import Failure, GraphIndex, Reach, path_to, uses
+from envsync.classify.rules import RulePack, active_roots
+from envsync.command import parse_flags, with_flag
 from envsync.findings import Difference, Evidence, Finding, Fix, Report
-from envsync.model import Distribution, Snapshot, StartupGraph, Torch, Unavailable
+from envsync.model import (
+    ImportOutcome,
+    Snapshot,
+    StartupGraph,
+    Torch,
+    Unavailable,
+    why_files_cannot_serve,
+)
+from envsync.vocab import CONTEXT_RANK, PACKAGE_KINDS, RUNS, SEVERITY_RANK, Kind, Severity
 
-SEVERITY_OF_CONTEXT = {"module": "fatal", "if": "risky", "try": "degraded", "function": "degraded"}
-SEVERITY_RANK = {"fatal": 0, "risky": 1, "degraded": 2, "benign": 3}
+SEVERITY_OF_CONTEXT: dict[str, Severity] = {
+    "module": "fatal",
+    "if": "risky",
+    "try": "degraded",
+    "function": "degraded",
+}
 CONTEXT_WORDS = {
     "module": "at module level",
     "if": "at module level under a condition",
     "try": "inside try/except ImportError",
     "function": "inside a function (lazily)",
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProbeOutcome:
-    """What importing one startup module in the target's interpreter really did."""
-
-    module: str
-    ok: bool
-    exception: str | None = None  # e.g. "ImportError"
-    message: str | None = None
-    file: str | None = None
-    line: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,7 +78,7 @@ def classify(
     target: Snapshot,
     diffs: Sequence[Difference],
     startup: Startup,
-    probe: Sequence[ProbeOutcome] = (),
+    imports: Sequence[ImportOutcome] = (),
 ) -> Report:
     analysis = _Analysis(target.startup, startup, startup.command)
     notes: list[str] = []
@@ -94,7 +95,7 @@ def classify(
         notes.append(f"{startup.entrypoint} is not importable on {target.host}")
     findings = [_classify_one(d, reference, target, analysis, startup) for d in diffs]
     findings += _target_checks(reference, target)
-    findings = _apply_probe(findings, probe, reference, target, notes)
+    findings = _apply_import_check(findings, imports, reference, target, notes)
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.kind, f.subject))
     return Report(
         reference=reference.host,
@@ -122,7 +123,7 @@ def _import_names(name: str, *snaps: Snapshot) -> set[str]:
 def _classify_one(
     diff: Difference, reference: Snapshot, target: Snapshot, analysis: _Analysis, startup: Startup
 ) -> Finding:
-    if diff.kind in ("version", "missing", "extra"):
+    if diff.kind in PACKAGE_KINDS:
         return _classify_dist(diff, reference, target, analysis, startup)
     if diff.kind == "file":
         return _classify_file(diff, reference, target, analysis)
@@ -231,27 +232,12 @@ def _satisfies(req: Requirement, version: str) -> bool:
         return False
 
 
-def _custom_build(dist: Distribution | None) -> bool:
-    """A local build (+label) or a VCS/directory install: no index serves that version."""
-    if dist is None:
-        return False
-    url = dist.direct_url or {}
-    return "+" in dist.version or "vcs_info" in url or "dir_info" in url
-
-
-def _same_platform(reference: Snapshot, target: Snapshot) -> bool:
-    a, b = reference.interpreter, target.interpreter
-    if isinstance(a, Unavailable) or isinstance(b, Unavailable):
-        return False
-    return (a.interpreter_tag, a.abi_tag, a.platform) == (b.interpreter_tag, b.abi_tag, b.platform)
-
-
 def _dist_fixes(name: str, reference: Snapshot, target: Snapshot) -> list[Fix]:
     ref = reference.distribution(name)
     if ref is None:
         return []
     fixes = []
-    if not _custom_build(ref):
+    if not ref.custom_build:
         fixes.append(
             Fix(
                 kind="pin",
@@ -261,10 +247,10 @@ def _dist_fixes(name: str, reference: Snapshot, target: Snapshot) -> list[Fix]:
                 dist=name,
             )
         )
-    if _same_platform(reference, target):
+    if why_files_cannot_serve(reference, target) is None:
         why = (
             "a custom build: never replaced from an index"
-            if _custom_build(ref)
+            if ref.custom_build
             else "no index needed"
         )
         fixes.append(
@@ -299,7 +285,7 @@ def _flag_fixes(related: list[Failure], analysis: _Analysis, startup: Startup) -
                 alt = _Analysis(
                     analysis.graph,
                     startup,
-                    _set_flag(startup.command, rule.flag, value),
+                    with_flag(startup.command, rule.flag, value),
                     analysis.index,
                 )
                 alt_fatal = alt.fatal_keys()
@@ -319,12 +305,6 @@ def _flag_fixes(related: list[Failure], analysis: _Analysis, startup: Startup) -
     return offered
 
 
-def _set_flag(command: Sequence[str], flag: str, value: str) -> tuple[str, ...]:
-    from envsync.classify.rules import with_flag
-
-    return with_flag(command, flag, value)
-
-
 def _classify_dist(
     diff: Difference, reference: Snapshot, target: Snapshot, analysis: _Analysis, startup: Startup
 ) -> Finding:
@@ -337,7 +317,7 @@ def _classify_dist(
     fixes = _dist_fixes(name, reference, target) if diff.kind != "extra" else []
     related = [f for f in analysis.failures if f.top in names]
     if related:
-        worst = min(related, key=lambda f: RANK[f.context])
+        worst = min(related, key=lambda f: CONTEXT_RANK[f.context])
         severity = SEVERITY_OF_CONTEXT[worst.context]
         evidence = list(
             dict.fromkeys(e for f in related[:5] for e in _failure_evidence(f, analysis))
@@ -475,24 +455,20 @@ def _classify_file(
 
 
 def _classify_fact(diff: Difference, analysis: _Analysis) -> Finding:
-    severity = "benign"
+    severity: Severity = "benign"
     reason = f"{diff.subject}: {diff.reference} on the reference, {diff.target} on the target"
-    if diff.kind == "python" and diff.subject in (
-        "python version",
-        "python abi_tag",
-        "python interpreter_tag",
-    ):
+    if diff.section == "python" and diff.key in ("version", "abi_tag", "interpreter_tag"):
         ref_mm = ".".join((diff.reference or "").split(".")[:2])
         tgt_mm = ".".join((diff.target or "").split(".")[:2])
-        if diff.subject != "python version" or ref_mm != tgt_mm:
+        if diff.key != "version" or ref_mm != tgt_mm:
             severity = "risky"
             reason += "; compiled extension modules and copied packages may not load"
-    elif diff.kind == "torch" and analysis.graph is not None:
+    elif diff.section == "torch" and analysis.graph is not None:
         use = uses(analysis.graph, analysis.reached, {"torch"})
         if use is not None and use[2] in RUNS:
             severity = "risky"
             reason += "; startup imports torch"
-    elif diff.kind == "system" and diff.subject == "system glibc":
+    elif diff.section == "system" and diff.key == "glibc":
         try:
             if Version(diff.target or "0") < Version(diff.reference or "0"):
                 severity = "risky"
@@ -576,7 +552,7 @@ def _label_problem(snap: Snapshot) -> str | None:
 
 def _target_checks(reference: Snapshot, target: Snapshot) -> list[Finding]:
     out = []
-    checks = [
+    checks: list[tuple[str, Kind, Callable[[Torch, Snapshot], str | None]]] = [
         ("torch arch list", "gpu", _arch_problem),
         ("torch CUDA build", "torch", _driver_problem),
     ]
@@ -620,46 +596,38 @@ def _target_checks(reference: Snapshot, target: Snapshot) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------------------------
-# Ground truth from the import probe
+# Ground truth: the real import check, and crashes
 
 
-def _apply_probe(
+def _apply_import_check(
     findings: list[Finding],
-    probe: Sequence[ProbeOutcome],
+    outcomes: Sequence[ImportOutcome],
     reference: Snapshot,
     target: Snapshot,
     notes: list[str],
 ) -> list[Finding]:
-    if not probe:
-        return findings
-    owners: dict[str, int] = {}
-    for i, finding in enumerate(findings):
-        if finding.kind in ("version", "missing", "extra"):
-            for name in _import_names(finding.subject, reference, target):
-                owners[name] = i
     out = list(findings)
-    for outcome in probe:
+    for outcome in outcomes:
         if outcome.ok:
             continue
-        top = failing_module(outcome.message or "")
         detail = f"import {outcome.module}: {outcome.exception}: {outcome.message}"
         evidence = Evidence(
-            source="import-probe", detail=detail, file=outcome.file, line=outcome.line
+            source="import-check", detail=detail, file=outcome.file, line=outcome.line
         )
-        if top is not None and top in owners:
-            i = owners[top]
-            finding = out[i]
-            if finding.severity != "fatal":
-                finding = replace(
-                    finding,
-                    severity="fatal",
-                    decided_by="import-probe",
-                    reason=f"{finding.subject}: importing {outcome.module} on the target fails: "
-                    f"{outcome.exception}: {outcome.message}.",
-                )
-            out[i] = replace(finding, evidence=(evidence, *finding.evidence))
-        else:
-            notes.append(f"import probe: {detail} (not caused by a difference from the reference)")
+        i = finding_for_error(out, outcome.message or "", reference, target)
+        if i is None:
+            notes.append(f"import check: {detail} (not caused by a difference from the reference)")
+            continue
+        finding = out[i]
+        if finding.severity != "fatal":
+            finding = replace(
+                finding,
+                severity="fatal",
+                decided_by="import-check",
+                reason=f"{finding.subject}: importing {outcome.module} on the target fails: "
+                f"{outcome.exception}: {outcome.message}.",
+            )
+        out[i] = replace(finding, evidence=(evidence, *finding.evidence))
     return out
 
 
@@ -673,12 +641,18 @@ def failing_module(message: str) -> str | None:
     return match.group(1).partition(".")[0] if match else None
 
 
-def finding_for_module(
-    report: Report, module: str, reference: Snapshot, target: Snapshot
-) -> Finding | None:
-    """The finding whose distribution provides `module`, if any."""
-    for finding in report.findings:
+def finding_for_error(
+    findings: Sequence[Finding], message: str, reference: Snapshot, target: Snapshot
+) -> int | None:
+    """The index of the first package finding whose distribution provides the module an
+    import error names, or None (the import check and crash diagnosis both ask this)."""
+    module = failing_module(message)
+    if module is None:
+        return None
+    for i, finding in enumerate(findings):
+        if finding.kind not in PACKAGE_KINDS:
+            continue
         names = _import_names(finding.subject, reference, target)
         if module in names or module == finding.subject.replace("-", "_"):
-            return finding
+            return i
     return None

@@ -8,22 +8,15 @@ from dataclasses import dataclass
 
 from envsync.classify.rules import Root
 from envsync.model import ImportEdge, ModuleFacts, StartupGraph
-
-# How surely an import runs at startup, surest first. A path is as weak as its weakest
-# edge: a module reached through a `try` is guarded even if its own imports are not.
-RANK = {"module": 0, "if": 1, "try": 2, "function": 3, "typing": 4}
-RUNS = ("module", "if", "try")
-
-
-def weaker(a: str, b: str) -> str:
-    return a if RANK[a] >= RANK[b] else b
+from envsync.vocab import CONTEXT_RANK as RANK
+from envsync.vocab import RUNS, Context, weaker
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reach:
     """How a module is reached at startup: the surest path's context and last step."""
 
-    context: str
+    context: Context
     root: Root
     parent: str | None = None  # the module that imports it on that path
     edge: ImportEdge | None = None
@@ -39,7 +32,7 @@ class Failure:
     missing_module: str | None = None  # `import X` / `from X import` where X is absent
     missing_name: str | None = None  # `from X import Y` where X does not bind Y
     module: str  # the module the failure is about (X)
-    context: str  # effective context: module | if | try | function
+    context: Context  # effective context: module | if | try | function
     root: Root
 
     @property
@@ -61,11 +54,6 @@ def _targets(edge: ImportEdge, modules: Mapping[str, ModuleFacts]) -> list[str]:
         if sub in modules and modules[sub].kind != "missing":
             out.append(sub)
     return out
-
-
-def reach(graph: StartupGraph, roots: Sequence[Root]) -> dict[str, Reach]:
-    """Every module startup imports from `roots`, with its surest path."""
-    return GraphIndex(graph).reach(roots)
 
 
 def _reach_one(graph: StartupGraph, root: Root) -> dict[str, Reach]:
@@ -224,11 +212,6 @@ def _bound_names(graph: StartupGraph, module: str, seen: frozenset[str]) -> set[
         else:
             names.update(n for n in exported if not n.startswith("_"))
     return names
-
-
-def failures(graph: StartupGraph, reached: dict[str, Reach]) -> list[Failure]:
-    """Imports in reached modules (lazy ones inside functions too) that cannot succeed."""
-    return GraphIndex(graph).failures(reached)
 
 
 def uses(

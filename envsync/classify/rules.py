@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envsync.documents import read_toml
 from envsync.errors import InputError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "rules"
 
@@ -155,12 +150,7 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
 
 
 def read_pack(path: Path) -> RulePack:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise RulesError(f"{path}: invalid TOML in rule pack: {e}") from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise RulesError(f"{path}: cannot read rule pack: {e}") from e
+    data = read_toml(path, RulesError, "rule pack", "invalid TOML in rule pack")
     return parse_pack(data, str(path))
 
 
@@ -177,47 +167,7 @@ def packs_for(entrypoint: str | None, packs: Sequence[RulePack]) -> tuple[RulePa
 
 
 # ---------------------------------------------------------------------------------------
-# Launch commands
-
-
-def entrypoint_of(command: Sequence[str]) -> str | None:
-    """The module a command runs with `-m MODULE`, if any."""
-    for i, token in enumerate(command):
-        if token == "-m" and i + 1 < len(command):
-            return command[i + 1]
-        if token.startswith("-m") and len(token) > 2 and not token.startswith("--"):
-            return token[2:]
-    return None
-
-
-def parse_flags(command: Sequence[str]) -> dict[str, str]:
-    """`--flag value`, `--flag=value` and bare `--flag` (value "true"); the last one wins."""
-    flags: dict[str, str] = {}
-    tokens = list(command)
-    for i, token in enumerate(tokens):
-        if not token.startswith("--") or token == "--":
-            continue
-        name, eq, value = token.partition("=")
-        if eq:
-            flags[name] = value
-        elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
-            flags[name] = tokens[i + 1]
-        else:
-            flags[name] = "true"
-    return flags
-
-
-def with_flag(command: Sequence[str], flag: str, value: str) -> tuple[str, ...]:
-    """The command with `flag` set to `value` (replaced in place, else appended)."""
-    out = list(command)
-    for i, token in enumerate(out):
-        if token == flag and i + 1 < len(out) and not out[i + 1].startswith("--"):
-            out[i + 1] = value
-            return tuple(out)
-        if token.startswith(flag + "="):
-            out[i] = f"{flag}={value}"
-            return tuple(out)
-    return (*out, flag, value)
+# Startup roots
 
 
 def all_modules(entrypoint: str, packs: Sequence[RulePack]) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -30,6 +31,12 @@ def probe_source() -> bytes:
     return Path(__file__).with_name("probe.py").read_bytes()
 
 
+@cache
+def probe_id() -> str:
+    """The probe's digest: its host-side caches of parsed facts are keyed by it."""
+    return hashlib.sha256(probe_source()).hexdigest()[:12]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeOptions:
     deep: bool = False
@@ -50,6 +57,7 @@ def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
         "deep": options.deep,
     }
     payload["cache_dir"] = options.cache_dir
+    payload["probe_id"] = probe_id()
     if options.roots:
         payload["roots"] = list(options.roots)
         payload["internal"] = list(options.internal)

@@ -1,8 +1,10 @@
 """The envsync probe: a stdlib-only program run by a host's own interpreter (Python 3.8+).
 
 It is shipped on stdin (`python -c BOOTSTRAP` reads it) and prints one JSON document on
-stdout: the facts of an envsync snapshot. It installs nothing and writes nothing. Options
-come as one JSON object in argv[1]: {"watch": [...], "env": [...], "deep": false}.
+stdout: the facts of an envsync snapshot. It installs nothing; its only writes are its own
+caches of file hashes and parsed import facts (~/.cache/envsync on the host, keyed by file
+stat and hash; `cache_dir: ""` turns them off). Options come as one JSON object in
+argv[1]: {"watch": [...], "env": [...], "deep": false, "roots": [...], ...}.
 """
 
 from __future__ import annotations
@@ -659,9 +661,11 @@ def env_facts(patterns):
 # entrypoint's own, the watched ones) are followed through their module-level edges; other
 # modules are read once for the names they bind (and through `import *`), not followed.
 
-CONTEXT_RANK = {"module": 0, "if": 1, "try": 2, "typing": 3, "function": 4}
+# Where an import stands, surest to run first (envsync.vocab.CONTEXTS; a test ties them).
+CONTEXTS = ("module", "if", "try", "function", "typing")
+CONTEXT_RANK = dict((c, i) for i, c in enumerate(CONTEXTS))
 IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
-GRAPH_FACTS_VERSION = 1
+GRAPH_FACTS_VERSION = 2
 STATEMENT_CHARS = 160
 
 
@@ -896,9 +900,10 @@ def cache_path(options, kind="imports"):
         return None
     if kind == "hashes":
         return os.path.join(base, "hashes-v1.json")
-    return os.path.join(
-        base, "imports-v%d-py%d%d.json" % ((GRAPH_FACTS_VERSION, *sys.version_info[:2]))
-    )
+    # Parsed import facts are only as good as the code that parsed them: keyed by this
+    # probe's own digest, so that another envsync version on the host never reads them.
+    version = options.get("probe_id") or "v%d" % GRAPH_FACTS_VERSION
+    return os.path.join(base, "imports-%s-py%d%d.json" % ((version, *sys.version_info[:2])))
 
 
 def load_cache(path):
@@ -1039,10 +1044,15 @@ def startup_graph(options):
 STATE_DIR = "~/.envsync"
 
 
+def env_key(prefix):
+    """Several environments may live on one host: each has its own backups and service
+    flags, keyed by its interpreter prefix (probe and agent hold this alike; a test ties them)."""
+    return hashlib.sha256(os.path.realpath(prefix).encode()).hexdigest()[:12]
+
+
 def service_flags():
     """The launch flags `envsync repair` keeps for the service on this host, if any."""
-    key = hashlib.sha256(os.path.realpath(sys.prefix).encode()).hexdigest()[:12]
-    path = os.path.join(os.path.expanduser(STATE_DIR), "service", key + ".json")
+    path = os.path.join(os.path.expanduser(STATE_DIR), "service", env_key(sys.prefix) + ".json")
     try:
         with open(path, "rb") as f:
             data = json.loads(f.read().decode("utf-8"))

@@ -12,10 +12,20 @@ from envsync.findings import Report
 FORMATS = ("json", "junit", "markdown", "table")
 
 
-def render(fmt: str, reports: Sequence[Report], *, color: bool = False, width: int = 120) -> str:
+def render(
+    fmt: str,
+    reports: Sequence[Report],
+    *,
+    color: bool = False,
+    width: int = 120,
+    fail_on: str = "risky",
+) -> str:
+    """`fail_on`: the JUnit format fails the cases at or above this severity."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}")
     module = importlib.import_module(f"envsync.report.{fmt}")
     if fmt == "table":
         return str(module.render(reports, color=color, width=width))
+    if fmt == "junit":
+        return str(module.render(reports, fail_on=fail_on))
     return str(module.render(reports))

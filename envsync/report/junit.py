@@ -1,4 +1,4 @@
-"""JUnit XML report: one test case per finding; fatal and risky ones are failures."""
+"""JUnit XML report: one test case per finding; those at or above `fail_on` are failures."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ from collections.abc import Sequence
 from xml.etree import ElementTree as ET
 
 from envsync.findings import Report
+from envsync.vocab import SEVERITY_RANK
 
-FAILING = ("fatal", "risky")
 
-
-def render(reports: Sequence[Report]) -> str:
+def render(reports: Sequence[Report], *, fail_on: str = "risky") -> str:
+    threshold = SEVERITY_RANK[fail_on]
     suites = ET.Element("testsuites", name="envsync")
     total = failed = 0
     for report in reports:
-        bad = sum(1 for f in report.findings if f.severity in FAILING)
+        bad = sum(1 for f in report.findings if SEVERITY_RANK[f.severity] <= threshold)
         suite = ET.SubElement(
             suites,
             "testsuite",
@@ -43,7 +43,7 @@ def render(reports: Sequence[Report]) -> str:
                 for e in f.evidence
             ]
             body += [f"fix ({x.kind}): {x.summary}" for x in f.fixes]
-            if f.severity in FAILING:
+            if SEVERITY_RANK[f.severity] <= threshold:
                 failure = ET.SubElement(case, "failure", message=f.reason, type=f.severity)
                 failure.text = "\n".join(body)
             else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envsync.findings import SEVERITIES, Report
+from envsync.findings import Report, short_hash
 
 MARK = {"fatal": "🔴 fatal", "risky": "🟠 risky", "degraded": "🟡 degraded", "benign": "⚪ benign"}
 
@@ -16,11 +16,9 @@ def _cell(text: str | None) -> str:
 def render(reports: Sequence[Report]) -> str:
     out = []
     for report in reports:
-        counts = report.summary
         out.append(f"## envsync: {report.target} against {report.reference}\n")
-        summary = ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s])
         out.append(
-            f"**{summary or 'no drift'}**"
+            f"**{report.counts_text}**"
             + (f" · entrypoint `{report.entrypoint}`" if report.entrypoint else "")
             + "\n"
         )
@@ -31,7 +29,7 @@ def render(reports: Sequence[Report]) -> str:
                 fix = "; ".join(x.summary for x in f.fixes)
                 out.append(
                     f"| {MARK[f.severity]} | {f.kind} | `{_cell(f.subject)}` | "
-                    f"{_cell(_short(f.reference))} | {_cell(_short(f.target))} | "
+                    f"{_cell(short_hash(f.reference))} | {_cell(short_hash(f.target))} | "
                     f"{_cell(f.reason)} | {_cell(fix)} |"
                 )
             out.append("")
@@ -51,9 +49,3 @@ def render(reports: Sequence[Report]) -> str:
         for note in report.notes:
             out.append(f"> note: {note}\n")
     return "\n".join(out).rstrip() + "\n"
-
-
-def _short(value: str | None) -> str | None:
-    if value is not None and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
-        return f"sha256 {value[:12]}…"
-    return value

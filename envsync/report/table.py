@@ -9,17 +9,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from envsync.findings import SEVERITIES, Report
+from envsync.findings import Report, short_hash
 
 STYLE = {"fatal": "bold red", "risky": "yellow", "degraded": "magenta", "benign": "dim"}
 
 
 def _value(value: str | None) -> str:
-    if value is None:
-        return "—"
-    if len(value) == 64 and all(c in "0123456789abcdef" for c in value):
-        return value[:10] + "…"
-    return value
+    return short_hash(value) or "—"
 
 
 def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) -> str:
@@ -34,9 +30,7 @@ def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) 
         soft_wrap=False,
     )
     for report in reports:
-        counts = report.summary
-        summary = ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s]) or "no drift"
-        title = f"{report.target} against {report.reference}: {summary}"
+        title = report.summary_line()
         if report.entrypoint:
             title += f" (startup of {report.entrypoint})"
         if not report.findings:

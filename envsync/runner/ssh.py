@@ -26,9 +26,8 @@ from paramiko.hostkeys import HostKeyEntry
 
 from envsync.errors import RunnerError
 from envsync.inventory import HostSpec
-from envsync.runner import CommandResult, CommandTimeout
+from envsync.runner import CONNECT_TIMEOUT, CommandResult, CommandTimeout
 
-DEFAULT_CONNECT_TIMEOUT = 10.0
 # paramiko logs transport errors itself; envsync reports each one as its own line.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
@@ -105,7 +104,7 @@ class SSHRunner:
         spec: HostSpec,
         *,
         accept_new: bool = False,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         if spec.ssh is None:
             raise RunnerError(f"{spec.name}: not an SSH host")

@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envsync.apply import Agent
-from envsync.classify.rules import with_flag
+from envsync.apply import Agent, AgentError
+from envsync.command import effective_command
 from envsync.errors import EnvsyncError
+from envsync.exitcodes import ExitCode
 from envsync.inventory import HostSpec, ServiceSpec
 from envsync.runner import Runner
 
@@ -32,7 +33,17 @@ EXCEPTION = re.compile(
 
 
 class DeployError(EnvsyncError):
-    """The service could not be (re)started."""
+    """The service could not be (re)started, stopped or watched."""
+
+    exit_code = ExitCode.SMOKE
+
+
+def _agent_call(spec: HostSpec, runner: Runner, op: dict[str, Any]) -> dict[str, Any]:
+    """The agent's answer; its failure is the service's (exit 5), not an apply's."""
+    try:
+        return Agent(spec, runner).call(op)
+    except AgentError as e:
+        raise DeployError(e.message) from e
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,23 +68,6 @@ class Verdict:
     tokens_per_s: float | None = None
     completion_tokens: int = 0
     detail: str = ""
-
-
-def effective_command(
-    spec: HostSpec, service: ServiceSpec, flags: Mapping[str, str] | None
-) -> tuple[str, ...]:
-    """The service's command on this host: placeholders filled, kept flags applied."""
-    values = {
-        "{python}": spec.python,
-        "{port}": str(service.port or ""),
-        "{inventory_dir}": service.base_dir or ".",
-    }
-    command = tuple(service.command)
-    for key, value in values.items():
-        command = tuple(t.replace(key, value) for t in command)
-    for flag, value in (flags or {}).items():
-        command = with_flag(command, flag, value)
-    return command
 
 
 def base_url(spec: HostSpec, service: ServiceSpec) -> str:
@@ -113,16 +107,17 @@ def deploy(
         raise DeployError(
             f"{spec.name}: no service port in the inventory", tip="set [service] port"
         )
-    command = effective_command(spec, service, flags)
-    agent = Agent(spec, runner)
+    command = effective_command(service, spec, flags)
     if service.unit:
         unit = service.unit
-        agent.call(
+        _agent_call(
+            spec,
+            runner,
             {
                 "op": "write-dropin",
                 "path": f"/etc/systemd/system/{unit}.d/envsync.conf",
                 "text": dropin_text(command, service.env),
-            }
+            },
         )
         since = time.strftime("%Y-%m-%d %H:%M:%S")
         for argv in (["systemctl", "daemon-reload"], ["systemctl", "restart", unit]):
@@ -132,8 +127,10 @@ def deploy(
                     f"{spec.name}: {shlex.join(argv)} failed: {result.stderr_tail(2)}"
                 )
         return _deployment(spec, service, command, since=since)
-    started = agent.call(
-        {"op": "start", "name": PROCESS_NAME, "argv": list(command), "env": dict(service.env)}
+    started = _agent_call(
+        spec,
+        runner,
+        {"op": "start", "name": PROCESS_NAME, "argv": list(command), "env": dict(service.env)},
     )
     return _deployment(spec, service, command, pid=started.get("pid"))
 
@@ -162,13 +159,13 @@ def stop(spec: HostSpec, runner: Runner, service: ServiceSpec) -> str:
                 f"{spec.name}: systemctl stop {service.unit} failed: {result.stderr_tail(2)}"
             )
         return f"unit {service.unit}"
-    stopped = Agent(spec, runner).call({"op": "stop", "name": PROCESS_NAME}).get("stopped")
+    stopped = _agent_call(spec, runner, {"op": "stop", "name": PROCESS_NAME}).get("stopped")
     return f"process {stopped}" if stopped else "nothing (not running)"
 
 
 def attach(spec: HostSpec, service: ServiceSpec, flags: Mapping[str, str] | None) -> Deployment:
     """The running service, for a smoke test without a (re)start."""
-    return _deployment(spec, service, effective_command(spec, service, flags))
+    return _deployment(spec, service, effective_command(service, spec, flags))
 
 
 def last_exception(log: str) -> str | None:
@@ -208,7 +205,6 @@ class _Watch:
 
     def __init__(self, spec: HostSpec, runner: Runner, deployment: Deployment) -> None:
         self.spec, self.runner, self.deployment = spec, runner, deployment
-        self.agent = Agent(spec, runner)
         self.offset = 0
         self.log = ""
 
@@ -216,7 +212,9 @@ class _Watch:
         """Read what is new; return whether the service is still alive."""
         d = self.deployment
         if d.mode == "process":
-            state = self.agent.call({"op": "watch", "name": d.name, "offset": self.offset})
+            state = _agent_call(
+                self.spec, self.runner, {"op": "watch", "name": d.name, "offset": self.offset}
+            )
             self.offset = state["offset"]
             self.log += state["log"]
             return bool(state["alive"])

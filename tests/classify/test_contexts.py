@@ -259,7 +259,7 @@ def test_graph_records_modules_and_edges(hosts: Path) -> None:
     assert "os" not in graph.modules and "typing" not in graph.modules  # stdlib left out
 
 
-def test_import_probe_is_ground_truth(
+def test_import_check_is_ground_truth(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     w = tmp_path / "wheels"
@@ -287,9 +287,9 @@ def test_import_probe_is_ground_truth(
     assert (static["subject"], static["severity"]) == ("gamma", "risky")
     assert main(["--inventory", str(inv), "-q", "diff", "--format", "json", "--probe"]) == 1
     probed = json.loads(capsys.readouterr().out)["findings"][0]
-    assert (probed["severity"], probed["decided_by"]) == ("fatal", "import-probe")
+    assert (probed["severity"], probed["decided_by"]) == ("fatal", "import-check")
     first = probed["evidence"][0]
-    assert first["source"] == "import-probe"
+    assert first["source"] == "import-check"
     assert first["detail"] == "import svc2.main: ModuleNotFoundError: No module named 'gamma'"
     assert first["file"].endswith("svc2/main.py") and first["line"] == 3
     monkeypatch.delenv("SVC_GAMMA")

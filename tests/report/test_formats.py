@@ -132,6 +132,17 @@ def test_junit_fails_fatal_and_risky_only() -> None:
     assert cases["ct129-clone matches ct129"].find("failure") is None
 
 
+@pytest.mark.parametrize(
+    ("fail_on", "failures"), [("fatal", "1"), ("risky", "2"), ("degraded", "2"), ("benign", "3")]
+)
+def test_junit_fails_what_fail_on_fails(fail_on: str, failures: str) -> None:
+    root = ET.fromstring(render("junit", [REPORT, CLEAN], fail_on=fail_on))
+    assert root.get("failures") == failures
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    risky = cases["sglang/srt/server_args.py [risky]"].find("failure")
+    assert (risky is not None) == (fail_on != "fatal")
+
+
 def test_table_groups_and_colors_only_on_request() -> None:
     plain = render("table", [REPORT])
     assert "\x1b[" not in plain

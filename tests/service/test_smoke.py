@@ -303,3 +303,36 @@ def test_systemd_quoting_is_systemds_own() -> None:
 )
 def test_last_exception_of_a_traceback(log: str, exception: str | None) -> None:
     assert last_exception(log) == exception
+
+
+def test_a_command_that_cannot_start_is_one_line_and_exit_5(
+    capsys: pytest.CaptureFixture[str], venvs: dict[str, Path], tmp_path: Path
+) -> None:
+    inv = tmp_path / "inv.toml"
+    inv.write_text(
+        '[service]\ncommand = ["/nonexistent/sglang-server", "--port", "{port}"]\n'
+        f'port = {free_port()}\n[hosts.good]\npython = "{venvs["good"]}"\n'
+    )
+    code, out, err = run(capsys, "--inventory", str(inv), "-q", "deploy", "good")
+    assert code == 5  # the service did not start: not "an apply failed and was rolled back"
+    assert err == (
+        "envsync: good: start: cannot start /nonexistent/sglang-server: No such file or directory\n"
+    )
+    assert "Traceback" not in out + err
+
+
+def test_agent_failures_are_decided_by_their_caller(venvs: dict[str, Path]) -> None:
+    from envsync.apply import AgentError, ApplyError, RollbackError, rollback
+    from envsync.runner.local import LocalRunner
+    from envsync.service import DeployError, stop
+
+    spec = HostSpec(name="good", python=str(venvs["good"]))
+    with pytest.raises(RollbackError) as rolled:
+        rollback(spec, LocalRunner("good"))
+    assert rolled.value.exit_code == 4 and isinstance(rolled.value.__cause__, AgentError)
+    assert rolled.value.__cause__.kind == "no-backup"
+    broken = HostSpec(name="good", python="/bin/false")  # the agent cannot run at all
+    with pytest.raises(DeployError) as failed:
+        stop(broken, LocalRunner("good"), ServiceSpec(command=("x",), port=1))
+    assert failed.value.exit_code == 5
+    assert not isinstance(failed.value, ApplyError)

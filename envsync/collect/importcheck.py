@@ -1,16 +1,20 @@
-"""The import probe: import the startup modules in the target's interpreter, for real."""
+"""The real-import check (`--probe`): import the startup modules in the target's interpreter.
+
+Ground truth where the host's stack is importable; runs on the host like the probe, through
+the host's runner.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
-from envsync.classify import ProbeOutcome
 from envsync.errors import CollectError
 from envsync.inventory import HostSpec
+from envsync.model import DecodeError, ImportOutcome, from_data
 from envsync.runner import CommandTimeout, Runner
 
-MARKER = "@@envsync-import-probe@@"
+MARKER = "@@envsync-import-check@@"
 # Each module in turn, in one process, stopping at the first failure as startup would;
 # the outcome line is marked because the modules may print to stdout themselves.
 SCRIPT = (
@@ -33,14 +37,14 @@ SCRIPT = (
 DEFAULT_TIMEOUT = 180.0
 
 
-def import_probe(
+def check_imports(
     host: HostSpec, runner: Runner, modules: Sequence[str], timeout: float = DEFAULT_TIMEOUT
-) -> list[ProbeOutcome]:
+) -> list[ImportOutcome]:
     try:
         result = runner.run([host.python, "-c", SCRIPT, json.dumps(list(modules))], timeout=timeout)
     except CommandTimeout:
         return [
-            ProbeOutcome(
+            ImportOutcome(
                 module=modules[0],
                 ok=False,
                 exception="Timeout",
@@ -51,7 +55,11 @@ def import_probe(
     line = next((ln for ln in reversed(text.splitlines()) if ln.startswith(MARKER)), None)
     if line is None:
         raise CollectError(
-            f"{host.name}: the import probe died (exit {result.returncode}): "
+            f"{host.name}: the import check died (exit {result.returncode}): "
             f"{result.stderr_tail() or 'no output'}"
         )
-    return [ProbeOutcome(**item) for item in json.loads(line[len(MARKER) :])]
+    try:
+        items = json.loads(line[len(MARKER) :])
+        return [from_data(ImportOutcome, item, "import check") for item in items]
+    except (ValueError, DecodeError, TypeError) as e:
+        raise CollectError(f"{host.name}: the import check printed no valid outcome: {e}") from e

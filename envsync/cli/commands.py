@@ -1,0 +1,355 @@
+"""The envsync commands: each takes its parsed arguments and the shared Context."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envsync.cli.context import Context, collect_all, collect_many, collect_one
+from envsync.cli.output import emit, err, indent, render
+from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
+from envsync.errors import CollectError, InputError
+from envsync.exitcodes import ExitCode
+from envsync.inventory import HostSpec, ServiceSpec
+from envsync.lock import dumps_lock, read_lock
+from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot, to_data
+from envsync.snapshot import HostSource, check_writable, dumps_snapshot, resolve, write_atomic
+from envsync.vocab import SEVERITY_RANK
+
+if TYPE_CHECKING:
+    from envsync.compare import Target
+    from envsync.findings import Report
+
+# Commands import what they need when they run: deepdiff, the classifier, rich and the
+# SSH stack cost more to import than a whole local snapshot takes.
+
+
+def _writable(*paths: str | None) -> None:
+    """Fail before a long collection when an output can never be written."""
+    for path in paths:
+        if path:
+            check_writable(Path(path))
+
+
+def _pair_names(args: argparse.Namespace, ctx: Context, command: str) -> tuple[str, str]:
+    ref = args.reference or ctx.inventory.reference
+    tgt = args.target or ctx.inventory.target
+    if not ref or not tgt:
+        raise InputError(
+            f"{command}: name REF and TGT, or set defaults.reference and defaults.target "
+            "in the inventory"
+        )
+    return ref, tgt
+
+
+def cmd_snapshot(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    _writable(args.output)
+    results = collect_many(ctx, [(name, None) for name in args.hosts])
+    errors = [
+        (name, r)
+        for name, r in zip(args.hosts, results, strict=True)
+        if isinstance(r, CollectError)
+    ]
+    snaps = [r for r in results if not isinstance(r, CollectError)]
+    for _, e in errors:
+        err(str(e))
+    if len(args.hosts) == 1:
+        if errors:
+            return ExitCode.COLLECT
+        text = dumps_snapshot(snaps[0])
+    else:
+        doc: dict[str, object] = {
+            "schema_version": SNAPSHOT_SCHEMA_VERSION,
+            "snapshots": [to_data(s) for s in snaps],
+        }
+        if errors:
+            doc["errors"] = [{"host": name, "error": str(e)} for name, e in errors]
+        text = json.dumps(doc, indent=2) + "\n"
+    emit(text, args.output)
+    return ExitCode.COLLECT if errors else ExitCode.OK
+
+
+def cmd_lock(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    host = args.host or ctx.inventory.reference
+    if host is None:
+        raise InputError(
+            "lock: no HOST given and the inventory names no defaults.reference",
+            tip="run `envsync lock HOST > env.lock`",
+        )
+    _writable(args.output)
+    emit(dumps_lock(collect_one(ctx, host)), args.output)
+    return ExitCode.OK
+
+
+# ---------------------------------------------------------------------------------------
+# diff, check, repair: compare targets with a reference
+
+
+def _targets(ctx: Context, names: list[str]) -> list[Target]:
+    from envsync.classify.rules import load_packs
+    from envsync.compare import prepare
+
+    packs = load_packs(ctx.inventory.rules)
+    return [prepare(n, ctx.inventory, packs, ctx.probe) for n in names]
+
+
+def _compare(
+    ctx: Context, args: argparse.Namespace, reference: Snapshot, target: Target, snap: Snapshot
+) -> Report:
+    from envsync.compare import compare
+
+    return compare(
+        reference,
+        target,
+        snap,
+        runners=ctx.runners,
+        import_check=getattr(args, "probe", False),
+        import_timeout=getattr(args, "probe_timeout", IMPORT_TIMEOUT),
+    )
+
+
+def _diff_pair(
+    ctx: Context, args: argparse.Namespace, ref_name: str, tgt_name: str
+) -> tuple[Target, Snapshot, Snapshot, Report]:
+    """Collect the reference and the target together and compare them."""
+    resolve(ref_name, ctx.inventory)  # both names are checked before anything is collected
+    (target,) = _targets(ctx, [tgt_name])
+    reference, snap = collect_all(ctx, [(ref_name, None), (tgt_name, target.options)])
+    return target, reference, snap, _compare(ctx, args, reference, target, snap)
+
+
+def cmd_diff(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    ref_name, tgt_name = _pair_names(args, ctx, "diff")
+    _writable(args.output)
+    _, _, _, report = _diff_pair(ctx, args, ref_name, tgt_name)
+    emit(render(args.format, [report], args.output), args.output)
+    ctx.note(report.summary_line())
+    return ExitCode.DRIFT if report.findings else ExitCode.OK
+
+
+def cmd_check(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    hosts = args.hosts or ([ctx.inventory.target] if ctx.inventory.target else [])
+    if not hosts:
+        raise InputError("check: name the HOSTs to check, or set defaults.target in the inventory")
+    _writable(args.output, args.junit, args.markdown)
+    if not Path(args.lock).is_file():
+        raise InputError(
+            f"{args.lock}: no such lock file", tip="create one with `envsync lock HOST > env.lock`"
+        )
+    reference = read_lock(Path(args.lock))
+    targets = _targets(ctx, hosts)
+    snaps = collect_many(ctx, [(t.name, t.options) for t in targets])
+    reports: list[Report] = []
+    failed = False
+    for target, snap in zip(targets, snaps, strict=True):
+        if isinstance(snap, CollectError):
+            err(str(snap))
+            failed = True
+            continue
+        reports.append(_compare(ctx, args, reference, target, snap))
+    from envsync.report import render as render_reports
+
+    emit(render(args.format, reports, args.output), args.output)
+    if args.junit:
+        write_atomic(Path(args.junit), render_reports("junit", reports, fail_on=args.fail_on))
+    if args.markdown:
+        write_atomic(Path(args.markdown), render_reports("markdown", reports))
+    for report in reports:
+        ctx.note(report.summary_line())
+    if failed:
+        return ExitCode.COLLECT
+    threshold = SEVERITY_RANK[args.fail_on]
+    blocking = [f for r in reports for f in r.findings if SEVERITY_RANK[f.severity] <= threshold]
+    if blocking:
+        ctx.note(f"check: {len(blocking)} finding(s) at or above {args.fail_on}: failing")
+        return ExitCode.DRIFT
+    return ExitCode.OK
+
+
+def cmd_repair(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    from envsync.apply import apply_plan
+    from envsync.plan import describe, dumps_plan, load_plan, make_plan
+
+    _writable(args.output)
+    plan = load_plan(Path(args.plan)) if args.plan else None
+    if plan is not None:
+        ref_name, tgt_name = plan.reference, plan.target
+    else:
+        ref_name, tgt_name = _pair_names(args, ctx, "repair")
+    ref_source = resolve(ref_name, ctx.inventory)
+    if not isinstance(resolve(tgt_name, ctx.inventory), HostSource):
+        raise InputError(f"repair: the target must be a host, not the file {tgt_name}")
+    _, reference, snap, report = _diff_pair(ctx, args, ref_name, tgt_name)
+    if plan is None:
+        plan = make_plan(report, reference, snap, prefer=args.prefer, only=args.only)
+        if args.output:
+            write_atomic(Path(args.output), dumps_plan(plan))
+    if not args.apply:
+        emit(describe(plan), None)
+        return ExitCode.DRIFT if plan.steps else ExitCode.OK
+    if not plan.steps:
+        ctx.note(f"{tgt_name}: nothing to do")
+        return ExitCode.OK
+    spec = ctx.host(tgt_name)
+    applied = apply_plan(
+        plan,
+        target_spec=spec,
+        target=snap,
+        runners=ctx.runners,
+        reference_spec=ref_source.spec if isinstance(ref_source, HostSource) else None,
+        reference=reference,
+        pip_options=spec.pip_options,
+        on_step=lambda i, step: ctx.note(f"{tgt_name}: step {i}/{len(plan.steps)}: {step.summary}"),
+    )
+    ctx.note(
+        f"{tgt_name}: applied {applied.steps} step(s) in {applied.duration_s:.1f}s; "
+        f"backup {applied.backup} (envsync rollback {tgt_name} restores it)",
+    )
+    service = spec.service
+    if args.no_deploy or service is None or not service.command:
+        return ExitCode.OK
+    if not service.port:
+        ctx.note(f"{tgt_name}: the service has no port in the inventory: not deployed")
+        return ExitCode.OK
+    return _run_smoke(ctx, args, spec, restart=True)
+
+
+# ---------------------------------------------------------------------------------------
+# deploy, smoke, stop, rollback: act on one host
+
+
+def _service_of(spec: HostSpec) -> ServiceSpec:
+    if spec.service is None or not spec.service.command:
+        raise InputError(
+            f"{spec.name}: no service configured", tip="add a [service] table to the inventory"
+        )
+    return spec.service
+
+
+def _kept_flags(ctx: Context, spec: HostSpec) -> dict[str, str] | None:
+    """The launch flags envsync keeps on the host (from `repair`), read by the probe."""
+    from envsync.collect import collect
+
+    # Only the flags are wanted: no watched files hashed, no variables recorded.
+    snap = collect(
+        replace(spec, watch=(), env=()),
+        ctx.runners(spec),
+        replace(ctx.probe, deep=False, roots=(), internal=()),
+    )
+    return dict(snap.service_flags) if snap.service_flags else None
+
+
+def _run_smoke(ctx: Context, args: argparse.Namespace, spec: HostSpec, restart: bool) -> ExitCode:
+    from envsync.service import attach, deploy, smoke
+
+    service = _service_of(spec)
+    runner = ctx.runners(spec)
+    flags = _kept_flags(ctx, spec)
+    started = time.monotonic()
+    if restart:
+        deployment = deploy(spec, runner, service, flags)
+        ctx.note(f"{spec.name}: started {' '.join(deployment.command)} ({deployment.mode})")
+    else:
+        deployment = attach(spec, service, flags)
+    verdict = smoke(spec, runner, deployment, deadline=args.deadline)
+    took = time.monotonic() - started
+    if verdict.kind == "ready":
+        line = f"{spec.name}: ready in {took:.1f}s; {verdict.detail}"
+        if verdict.tokens_per_s:
+            line += f": {verdict.tokens_per_s:.0f} tokens/s"
+            line += _compare_throughput(spec.name, ctx.inventory.reference, verdict.tokens_per_s)
+        print(line)
+        return ExitCode.OK
+    if verdict.kind == "stalled":
+        print(f"{spec.name}: STALLED: {verdict.detail}; log tail:\n{indent(verdict.log_tail)}")
+        return ExitCode.SMOKE
+    print(f"{spec.name}: CRASHED {took:.1f}s after start: {verdict.exception or verdict.detail}")
+    if verdict.exception:
+        _print_cause(ctx, args, spec, verdict.exception)
+    if verdict.log_tail:
+        print(f"log tail:\n{indent(verdict.log_tail)}")
+    return ExitCode.SMOKE
+
+
+def _print_cause(ctx: Context, args: argparse.Namespace, spec: HostSpec, exception: str) -> None:
+    """The crash traced to a finding of `diff REF HOST`, with the commands that fix it."""
+    from envsync.classify import failing_module
+    from envsync.service.diagnose import crash_cause
+
+    ref = ctx.inventory.reference
+    if not ref or ref == spec.name:
+        return
+    if failing_module(exception) is None:
+        print("  (envsync knows no finding for this exception)")
+        return
+    _, reference, snap, report = _diff_pair(ctx, args, ref, spec.name)
+    cause = crash_cause(exception, report, reference, snap)
+    if cause.finding is None:
+        print(f"  (no difference from {ref} explains it: {ref} may fail the same way)")
+        return
+    print(f"  cause ({cause.finding.severity} finding of envsync diff {ref} {spec.name}):")
+    print(f"    {cause.finding.reason}")
+    for fix, command in cause.fixes:
+        print(f"  fix: {fix.summary}")
+        print(f"       next: {command}")
+
+
+def _throughput_store() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(base) / "envsync" / "throughput.json"
+
+
+def _compare_throughput(host: str, reference: str | None, rate: float) -> str:
+    store = _throughput_store()
+    try:
+        known = json.loads(store.read_text())
+    except (OSError, ValueError):
+        known = {}
+    known[host] = {"tokens_per_s": rate, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with contextlib.suppress(OSError):
+        store.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(store, json.dumps(known, indent=1) + "\n")
+    if reference and reference != host and reference in known:
+        theirs = known[reference]["tokens_per_s"]
+        return (
+            f" ({rate / theirs:.0%} of {reference}'s {theirs:.0f} tokens/s "
+            f"on {known[reference]['at']})"
+        )
+    return ""
+
+
+def cmd_deploy(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    return _run_smoke(ctx, args, ctx.host(args.host), restart=True)
+
+
+def cmd_smoke(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    return _run_smoke(ctx, args, ctx.host(args.host), restart=False)
+
+
+def cmd_stop(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    from envsync.service import stop
+
+    spec = ctx.host(args.host)
+    what = stop(spec, ctx.runners(spec), _service_of(spec))
+    ctx.note(f"{spec.name}: stopped {what}")
+    return ExitCode.OK
+
+
+def cmd_rollback(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    from envsync.apply import rollback
+
+    spec = ctx.host(args.host)
+    result = rollback(spec, ctx.runners(spec), args.backup or "latest")
+    ctx.note(
+        f"{args.host}: restored {result.get('backup')} "
+        f"({', '.join(result.get('dists') or []) or 'files only'})",
+    )
+    return ExitCode.OK

@@ -1,0 +1,44 @@
+"""What the commands print: data to stdout or -o (atomically), progress and errors to stderr."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envsync.snapshot import write_atomic
+
+if TYPE_CHECKING:
+    from envsync.findings import Report
+
+
+def err(message: str) -> None:
+    print(f"envsync: {message}", file=sys.stderr)
+
+
+def note(quiet: bool, message: str) -> None:
+    if not quiet:
+        print(message, file=sys.stderr)
+
+
+def emit(text: str, output: str | None) -> None:
+    if output:
+        write_atomic(Path(output), text)
+    else:
+        sys.stdout.write(text)
+
+
+def render(fmt: str, reports: Sequence[Report], output: str | None) -> str:
+    """Reports in `fmt`, coloured and as wide as the terminal when they go to one."""
+    from envsync.report import render as render_reports
+
+    color = output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    width = shutil.get_terminal_size((120, 40)).columns if color else 120
+    return render_reports(fmt, reports, color=color, width=width)
+
+
+def indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())

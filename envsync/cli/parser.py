@@ -1,0 +1,225 @@
+"""The argparse parser: each command with the options that mean something for it."""
+
+from __future__ import annotations
+
+import argparse
+
+from envsync import __version__
+from envsync.cli import commands
+from envsync.cli.context import JOBS
+from envsync.collect import DEFAULT_TIMEOUT
+from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
+from envsync.plan import ONLY, ONLY_DEFAULT, PREFER
+from envsync.report import FORMATS
+from envsync.runner import CONNECT_TIMEOUT
+from envsync.service import DEFAULT_DEADLINE
+from envsync.vocab import SEVERITIES
+
+
+def _seconds(p: argparse.ArgumentParser, flag: str, default: float, what: str) -> None:
+    """An option of SECONDS whose help says its default."""
+    p.add_argument(
+        flag, type=float, default=default, metavar="SECONDS", help=f"{what} (default {default:g})"
+    )
+
+
+def _ssh_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="accept and record unknown SSH host keys (like StrictHostKeyChecking=accept-new); "
+        "a changed key is always refused",
+    )
+    _seconds(
+        p, "--connect-timeout", CONNECT_TIMEOUT, "give up connecting to an SSH host after SECONDS"
+    )
+
+
+def _collect_options(p: argparse.ArgumentParser) -> None:
+    """How a host is collected (every command that takes a snapshot)."""
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the host's caches of file hashes and import graphs "
+        "(~/.cache/envsync there)",
+    )
+    p.add_argument(
+        "--deep",
+        action="store_true",
+        help="also import torch on the host for CUDA arch list, cuDNN, NCCL",
+    )
+    _seconds(p, "--timeout", DEFAULT_TIMEOUT, "give up on a host's probe after SECONDS")
+    p.add_argument(
+        "--allow-broken",
+        action="store_true",
+        help="record malformed .dist-info directories in the snapshot instead of failing",
+    )
+    _ssh_options(p)
+
+
+def _output_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"
+    )
+
+
+def _jobs_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=JOBS,
+        metavar="N",
+        help=f"collect from at most N hosts at once (default {JOBS})",
+    )
+
+
+def _report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--format", choices=sorted(FORMATS), default="table", help="report format (default: table)"
+    )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="also import the startup modules in the target's interpreter "
+        "and attach the exact exception",
+    )
+    _seconds(p, "--probe-timeout", IMPORT_TIMEOUT, "give up importing after SECONDS")
+
+
+def _deadline_option(p: argparse.ArgumentParser, what: str) -> None:
+    _seconds(p, "--deadline", DEFAULT_DEADLINE, f"{what}give up waiting for health after SECONDS")
+
+
+def _global_options(p: argparse.ArgumentParser) -> None:
+    # Accepted before or after the command; SUPPRESS keeps a later default from erasing
+    # an earlier value.
+    p.add_argument(
+        "--inventory",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="inventory file (default: $ENVSYNC_INVENTORY, else ./envsync.toml)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="no progress on stderr",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="envsync",
+        description="Find, explain and repair environment drift between GPU inference hosts.",
+        epilog="HOST is an inventory host name, `local`, or a snapshot (.json), lock (.lock, "
+        ".toml) or pinned requirements (.txt) file. Exit codes: 0 clean, 1 drift, 2 usage or "
+        "bad input, 3 collection failed, 4 apply failed, 5 smoke test failed.",
+    )
+    parser.add_argument("--version", action="version", version=f"envsync {__version__}")
+    _global_options(parser)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("snapshot", parents=[common], help="JSON snapshot of one or more hosts")
+    p.add_argument("hosts", nargs="+", metavar="HOST")
+    _output_option(p)
+    _collect_options(p)
+    _jobs_option(p)
+    p.set_defaults(func=commands.cmd_snapshot)
+
+    p = sub.add_parser(
+        "lock", parents=[common], help="TOML lock of a host (default: the inventory's reference)"
+    )
+    p.add_argument("host", nargs="?", metavar="HOST")
+    _output_option(p)
+    _collect_options(p)
+    p.set_defaults(func=commands.cmd_lock)
+
+    p = sub.add_parser(
+        "diff",
+        parents=[common],
+        help="findings between a reference and a target; exit 1 when they differ",
+    )
+    p.add_argument("reference", nargs="?", metavar="REF", help="default: defaults.reference")
+    p.add_argument("target", nargs="?", metavar="TGT", help="default: defaults.target")
+    _output_option(p)
+    _collect_options(p)
+    _report_options(p)
+    p.set_defaults(func=commands.cmd_diff)
+
+    p = sub.add_parser(
+        "check",
+        parents=[common],
+        help="CI gate: exit 1 when a host has findings at or above --fail-on against a lock",
+    )
+    p.add_argument("hosts", nargs="*", metavar="HOST", help="default: defaults.target")
+    p.add_argument("--lock", required=True, metavar="FILE", help="the known-good lock")
+    p.add_argument("--fail-on", choices=SEVERITIES, default="fatal", help="default: fatal")
+    p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    p.add_argument("--markdown", metavar="FILE", help="also write a Markdown report")
+    _output_option(p)
+    _collect_options(p)
+    _jobs_option(p)
+    _report_options(p)
+    p.set_defaults(func=commands.cmd_check)
+
+    p = sub.add_parser(
+        "repair",
+        parents=[common],
+        help="plan the fixes for a target (exit 1 when steps are pending); --apply runs them",
+    )
+    p.add_argument("reference", nargs="?", metavar="REF", help="default: defaults.reference")
+    p.add_argument("target", nargs="?", metavar="TGT", help="default: defaults.target")
+    p.add_argument(
+        "--prefer",
+        choices=PREFER,
+        default=PREFER[0],
+        help="fix: pins and syncs; workaround: launch flags where one exists; auto (default): "
+        "a flag only when it gives up nothing the configured command uses",
+    )
+    p.add_argument(
+        "--only",
+        choices=tuple(ONLY),
+        default=ONLY_DEFAULT,
+        help="address findings of this severity and worse (default: risky, i.e. fatal and risky)",
+    )
+    p.add_argument("--plan", metavar="FILE", help="apply this saved plan (with --apply)")
+    p.add_argument(
+        "--apply", action="store_true", help="run the plan: backup, steps, rollback on failure"
+    )
+    p.add_argument(
+        "--no-deploy", action="store_true", help="do not deploy and smoke-test after --apply"
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="save the plan as JSON to FILE")
+    _collect_options(p)
+    _deadline_option(p, "smoke test after --apply: ")
+    p.set_defaults(func=commands.cmd_repair)
+
+    for name, func, text in (
+        (
+            "deploy",
+            commands.cmd_deploy,
+            "(re)start the service with its effective flags, then smoke-test it",
+        ),
+        ("smoke", commands.cmd_smoke, "smoke-test the running service: crashed, ready or stalled"),
+    ):
+        p = sub.add_parser(name, parents=[common], help=text + "; exit 5 unless ready")
+        p.add_argument("host", metavar="HOST")
+        _deadline_option(p, "")
+        _collect_options(p)  # a crash is traced to `diff REF HOST`, collected like diff
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("stop", parents=[common], help="stop the service envsync deployed")
+    p.add_argument("host", metavar="HOST")
+    _ssh_options(p)
+    p.set_defaults(func=commands.cmd_stop)
+
+    p = sub.add_parser("rollback", parents=[common], help="restore a host's latest envsync backup")
+    p.add_argument("host", metavar="HOST")
+    p.add_argument("--backup", metavar="ID", help="a backup other than the latest")
+    _ssh_options(p)
+    p.set_defaults(func=commands.cmd_rollback)
+    return parser

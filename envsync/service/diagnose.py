@@ -1,0 +1,40 @@
+"""What a crash the smoke test saw means: the finding of `diff` it matches, and the next
+command that fixes it (pure: the CLI collects, compares and prints)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from envsync.classify import failing_module, finding_for_error
+from envsync.findings import Finding, Fix, Report
+from envsync.model import Snapshot
+
+# The repair that carries out a fix of this kind.
+_PREFER_FOR = {"pin": "fix", "sync-dist": "fix", "sync-file": "fix", "flag": "workaround"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cause:
+    """The crash's exception traced to a finding, and what to run next."""
+
+    module: str | None  # the top-level module the exception is about, if it names one
+    finding: Finding | None
+    fixes: tuple[tuple[Fix, str], ...] = ()  # each fix with the command that applies it
+
+
+def crash_cause(exception: str, report: Report, reference: Snapshot, target: Snapshot) -> Cause:
+    module = failing_module(exception)
+    i = finding_for_error(report.findings, exception, reference, target)
+    if i is None:
+        return Cause(module=module, finding=None)
+    finding = report.findings[i]
+    fixes = tuple(
+        (
+            fix,
+            f"envsync repair {report.reference} {report.target} "
+            f"--prefer {_PREFER_FOR[fix.kind]} --apply",
+        )
+        for fix in finding.fixes
+        if fix.kind in ("pin", "flag")
+    )
+    return Cause(module=module, finding=finding, fixes=fixes)

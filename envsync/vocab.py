@@ -1,0 +1,41 @@
+"""The vocabularies of envsync, each defined once, in its one order (surest or worst first).
+
+Every rank, sort order and CLI choice is derived from these tuples; a copy elsewhere (the
+probe, which runs on hosts without envsync) is tied to them by a test.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+# How much a difference matters to the service's startup, worst first.
+Severity = Literal["fatal", "risky", "degraded", "benign"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
+
+# What differs, in the order a report lists raw differences.
+Kind = Literal["python", "torch", "gpu", "missing", "version", "extra", "file", "system"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
+KIND_RANK: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
+PACKAGE_KINDS: tuple[Kind, ...] = ("missing", "version", "extra")
+
+# How a fix repairs a finding.
+FixKind = Literal["pin", "sync-dist", "sync-file", "flag"]
+FIX_KINDS: tuple[FixKind, ...] = get_args(FixKind)
+
+# Where an import statement stands, surest to run first. A path is as weak as its weakest
+# edge: a module reached through a `try` is guarded even if its own imports are not.
+Context = Literal["module", "if", "try", "function", "typing"]
+CONTEXTS: tuple[Context, ...] = get_args(Context)
+CONTEXT_RANK: dict[str, int] = {c: i for i, c in enumerate(CONTEXTS)}
+RUNS: tuple[Context, ...] = ("module", "if", "try")  # contexts that run when the module does
+
+# Which evidence decided a finding.
+EvidenceSource = Literal[
+    "import-graph", "name-check", "rule-pack", "import-check", "requirements", "facts", "crash"
+]
+
+
+def weaker(a: Context, b: Context) -> Context:
+    """The less sure of two contexts (an import is as sure as the weakest step to it)."""
+    return a if CONTEXT_RANK[a] >= CONTEXT_RANK[b] else b
