@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from envsync.classify import Startup, classify
-from envsync.classify.rules import RulePack, active_roots, all_modules, packs_for
+from envsync.classify.rules import RulePack, active_roots, all_modules, packs_for, script_rule
 from envsync.collect import ProbeOptions
 from envsync.collect.importcheck import check_imports
-from envsync.command import effective_command, entrypoint, parse_flags
+from envsync.command import effective_command, launch_of, parse_flags
 from envsync.diff import differences
 from envsync.errors import InputError
 from envsync.findings import Report
@@ -28,13 +28,51 @@ class Target:
     name: str
     source: Source
     service: ServiceSpec | None  # the service this target runs
-    entrypoint: str | None
+    entrypoint: str | None  # a module, or a launch root the probe resolves (console:, script:)
     packs: tuple[RulePack, ...]
     options: ProbeOptions  # what the probe collects on it (with the startup graph)
+    launcher: tuple[str, ...] = ()  # roots the launch command runs before the entrypoint
+    shown: str | None = None  # how the entrypoint reads in a report
+    unreadable: str | None = None  # why envsync cannot tell what the command starts
 
     @property
     def spec(self) -> HostSpec | None:
         return self.source.spec if isinstance(self.source, HostSource) else None
+
+
+def _entry(
+    service: ServiceSpec | None, packs: tuple[RulePack, ...]
+) -> tuple[str | None, tuple[str, ...], str | None, str | None, bool]:
+    """(entrypoint root, launcher roots, shown, why unreadable, isolated) of a service."""
+    if service is None or not service.command:
+        return (
+            None,
+            (),
+            None,
+            "no service entrypoint in the inventory (no [service] command)",
+            False,
+        )
+    if service.entrypoint:
+        return service.entrypoint, (), service.entrypoint, None, False
+    launch = launch_of(service.command)
+    if launch.shape == "module" and launch.target:
+        return launch.target, (), f"-m {launch.target}", None, launch.isolated
+    if launch.shape == "script" and launch.target:
+        shown = f"script {launch.target}"
+        return f"script:{launch.target}", (), shown, None, launch.isolated
+    if launch.shape == "console" and launch.target:
+        console = f"console:{launch.target}"
+        rule = script_rule(launch.target, launch.args, packs)
+        if rule is not None:
+            sub = f" {rule.subcommand}" if rule.subcommand else ""
+            shown = f"{launch.target}{sub}, which runs {rule.entrypoint}"
+            return rule.entrypoint, (console, *rule.modules), shown, None, False
+        return console, (), f"console script {launch.target}", None, False
+    why = (
+        f"envsync cannot read what the command starts ({launch.why}); "
+        'set entrypoint = "pkg.module" in [service]'
+    )
+    return None, (), None, why, False
 
 
 def prepare(
@@ -46,14 +84,17 @@ def prepare(
     """What to collect on a target: its startup graph from every module rules may run."""
     source = resolve(name, inventory)
     service = service_of(source, inventory)
-    entry = entrypoint(service)
+    entry, launcher, shown, unreadable, isolated = _entry(service, packs)
     target_packs = packs_for(entry, packs)
     if entry and isinstance(source, HostSource):
         watch = tuple(w.replace("-", "_") for w in source.spec.watch)
+        tops = [r.partition(".")[0] for r in (*launcher, entry) if ":" not in r]
         options = replace(
             options,
-            roots=all_modules(entry, target_packs),
-            internal=tuple(dict.fromkeys((entry.partition(".")[0], *watch))),
+            roots=all_modules(entry, target_packs, launcher),
+            internal=tuple(dict.fromkeys((*tops, *watch))),
+            workdir=service.workdir if service else None,
+            isolated=isolated,
         )
     return Target(
         name=name,
@@ -62,17 +103,36 @@ def prepare(
         entrypoint=entry,
         packs=target_packs,
         options=options,
+        launcher=launcher,
+        shown=shown,
+        unreadable=unreadable,
     )
 
 
 def startup(target: Target, snap: Snapshot) -> Startup:
-    """The target's startup: the effective command (with the flags kept on the host)."""
+    """The target's startup: the effective command (with the flags kept on the host), and
+    its launch roots as they resolved on the target."""
     command = (
         effective_command(target.service, target.spec, snap.service_flags)
         if target.service is not None
         else ()
     )
-    return Startup(entrypoint=target.entrypoint, command=command, packs=target.packs)
+    resolved = snap.startup.resolved if snap.startup is not None else {}
+    entry = target.entrypoint
+    if entry is not None and ":" in entry:
+        entry = resolved.get(entry, entry).partition(":")[0] if entry in resolved else entry
+    launcher = tuple(resolved[r].partition(":")[0] if r in resolved else r for r in target.launcher)
+    return Startup(
+        entrypoint=entry,
+        command=command,
+        packs=target.packs,
+        launcher=tuple(r for r in launcher if ":" not in r),
+        shown=target.shown,
+        unreadable=target.unreadable,
+        unresolved=tuple(
+            r for r in (target.entrypoint, *target.launcher) if r and ":" in r and r not in resolved
+        ),
+    )
 
 
 def compare(
@@ -91,12 +151,18 @@ def compare(
         if spec is None or not run.entrypoint:
             raise InputError("--probe needs a live target host with a service entrypoint")
         graph = snap.startup
-        roots = active_roots(run.entrypoint, run.packs, parse_flags(run.command))
+        roots = active_roots(
+            run.entrypoint, run.packs, parse_flags(run.command), run.launcher, run.shown
+        )
         modules = [
             r.module
             for r in roots
-            if graph is None
-            or (r.module in graph.modules and graph.modules[r.module].kind != "missing")
+            # running a script would start the service itself: its imports are read statically
+            if r.module != "__main__"
+            and (
+                graph is None
+                or (r.module in graph.modules and graph.modules[r.module].kind != "missing")
+            )
         ]
         if modules:
             outcomes = check_imports(spec, runners(spec), modules, import_timeout)

@@ -40,6 +40,7 @@ class ServiceSpec:
     entrypoint: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     base_dir: str | None = None  # the inventory's folder: `{inventory_dir}` in command
+    workdir: str | None = None  # the folder the service runs in on the host (default: home)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +110,7 @@ _SERVICE_KEYS = {
     "unit": str,
     "entrypoint": str,
     "env": dict,
+    "workdir": str,
 }
 _HOST_KEYS = {
     "python": str,
@@ -184,7 +186,7 @@ def _service(
             if not isinstance(value, str):
                 raise InventoryError(f"{path}: {where}.env.{key} must be a string, got {value!r}")
         changes["env"] = {**service.env, **env}
-    for key in ("port", "health", "unit", "entrypoint"):
+    for key in ("port", "health", "unit", "entrypoint", "workdir"):
         if key in table:
             changes[key] = table[key]
     if "port" in changes and not 0 < changes["port"] < 65536:

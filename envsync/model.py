@@ -112,6 +112,15 @@ class System:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Crash:
+    """A crash of the service that envsync's smoke test watched: ground truth."""
+
+    exception: str  # "ImportError: cannot import name 'X' from 'y' (...)"
+    line: str | None = None  # the traceback's last frame, as the log printed it
+    at: str | None = None  # when (UTC, ISO 8601)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ImportOutcome:
     """What really importing one startup module in the target's interpreter did."""
 
@@ -153,6 +162,9 @@ class StartupGraph:
     """The static import graph of the service's startup modules on one host."""
 
     roots: tuple[str, ...]
+    # How launch roots resolved on the host: "console:sglang" -> "sglang.cli.main:main",
+    # "script:serve.py" -> "__main__"; an unresolved one is absent.
+    resolved: Mapping[str, str] = field(default_factory=dict)
     internal: tuple[str, ...]  # top-level packages whose modules were followed
     modules: Mapping[str, ModuleFacts] = field(default_factory=dict)
     parsed: int = 0  # files read with ast on this run
@@ -180,6 +192,8 @@ class Snapshot:
     startup: StartupGraph | None = None  # only when a service entrypoint is known
     # Launch flags envsync keeps for the service on this host (`repair` workarounds).
     service_flags: Mapping[str, str] | None = None
+    # The crash envsync's smoke test last saw on this host, kept until it is next ready.
+    crash: Crash | None = None
 
     def distribution(self, name: str) -> Distribution | None:
         for dist in self.distributions:

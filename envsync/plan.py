@@ -38,10 +38,11 @@ PLAN_SCHEMA_VERSION = 1
 PREFER = ("auto", "fix", "workaround")
 # --only: which findings start a step (default: fatal and risky).
 ONLY_DEFAULT = "risky"
+# unknown (envsync could not read the startup) is addressed by default, like risky.
 ONLY = {
     "fatal": ("fatal",),
-    "risky": ("fatal", "risky"),
-    "degraded": ("fatal", "risky", "degraded"),
+    "risky": ("fatal", "risky", "unknown"),
+    "degraded": ("fatal", "risky", "unknown", "degraded"),
     "all": SEVERITIES,
 }
 

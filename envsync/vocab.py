@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 # How much a difference matters to the service's startup, worst first.
-Severity = Literal["fatal", "risky", "degraded", "benign"]
+# unknown: envsync could not read the service's startup, so it cannot say; never benign.
+Severity = Literal["fatal", "risky", "unknown", "degraded", "benign"]
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 

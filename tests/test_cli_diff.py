@@ -204,3 +204,35 @@ def test_check_gates_on_the_lock(
     assert code == 3
     assert "gone: python '/nonexistent/python' not found" in err
     assert json.loads(out)["target"] == "ct129"
+
+
+@pytest.mark.slow
+def test_sglang_serve_gets_the_verdicts_of_launch_server(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, example_hosts: Path
+) -> None:
+    """`sglang serve` (a console script whose main() reaches run_server only through calls
+    the subcommand selects, sglang/cli/serve.py:123) is read as `-m sglang.launch_server`."""
+    base = (
+        (REPO / "examples" / "envsync.toml").read_text().replace('".hosts/', f'"{example_hosts}/')
+    )
+    base = base.replace('entrypoint = "sglang.launch_server"\n', "")
+    reports = {}
+    for name, command in (
+        ("module", '["{python}", "-m", "sglang.launch_server", "--port", "{port}"]'),
+        ("console", '["sglang", "serve", "--model-path", "/m", "--port", "{port}"]'),
+    ):
+        inv = tmp_path / f"{name}.toml"
+        start = base.index("command = [")
+        end = base.index("]", base.index('"DFLASH"')) + 1
+        inv.write_text(base[:start] + f"command = {command}" + base[end:])
+        code, out, err = run(capsys, "--inventory", str(inv), "-q", "diff", "--format", "json")
+        assert code == 1, err
+        reports[name] = json.loads(out)
+    verdicts = {
+        name: {(f["subject"], f["severity"], f["reason"]) for f in r["findings"]}
+        for name, r in reports.items()
+    }
+    assert verdicts["console"] == verdicts["module"]
+    assert ("xgrammar", "fatal") in {(s, v) for s, v, _ in verdicts["console"]}
+    assert reports["console"]["entrypoint"] == "sglang serve, which runs sglang.launch_server"
+    assert reports["console"]["notes"] == []

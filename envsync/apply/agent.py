@@ -214,6 +214,8 @@ def remove_installed(name):
 
 
 def op_restore(op):
+    # The last crash is an observation, not something a plan changed: it stays as it is.
+    crash = read_service().get("crash")
     where = backup_dir(op.get("id", "latest"))
     with open(os.path.join(where, "manifest.json")) as f:
         manifest = json.load(f)
@@ -239,6 +241,8 @@ def op_restore(op):
             os.chmod(tmp, member.mode & 0o7777)
             os.utime(tmp, (member.mtime, member.mtime))
             os.replace(tmp, target)
+    if crash is not None or os.path.isfile(SERVICE):
+        op_set_service({"crash": crash})
     manifest["state"] = "rolled-back"
     write_json(os.path.join(where, "manifest.json"), manifest)
     with open(os.path.join(where, "journal.jsonl"), "a") as f:
@@ -318,9 +322,25 @@ def op_unpack(op, payload):
     return {"written": sorted(written)}
 
 
+def read_service():
+    """What envsync keeps for the service in this environment ({} when nothing)."""
+    try:
+        with open(SERVICE) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
 def op_set_service(op):
+    """Keep the service's launch flags and/or its last crash (null: forget it)."""
     os.makedirs(os.path.dirname(SERVICE), mode=0o700, exist_ok=True)
-    write_json(SERVICE, {"flags": op["flags"]})
+    state = read_service()
+    for key in ("flags", "crash"):
+        if key in op:
+            state[key] = op[key]
+    state = dict((k, v) for k, v in state.items() if v is not None)
+    write_json(SERVICE, state)
     return {}
 
 
@@ -382,11 +402,33 @@ def op_stop(op):
     return {"stopped": pid}
 
 
+def port_free(port):
+    """Refuse to start a service whose port another process already holds."""
+    import errno
+    import socket
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # As servers do: a port whose old connections linger (TIME_WAIT) is free; one that a
+    # process listens on is not.
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind(("0.0.0.0", port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise Failure(
+                "port-in-use", "port %d is already in use on this host (another service?)" % port
+            ) from None
+    finally:
+        probe.close()
+
+
 def op_start(op):
     """Stop the previous instance, start the service in its own session, log to a file."""
     import subprocess
 
     op_stop({"name": op["name"]})
+    if op.get("port"):
+        port_free(int(op["port"]))
     pid_file, log_file = run_files(op["name"])
     env = dict(os.environ)
     env.update(op.get("env") or {})
@@ -398,7 +440,7 @@ def op_start(op):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                cwd=op.get("cwd") or os.path.expanduser("~"),
+                cwd=os.path.expanduser(op.get("cwd") or "~"),
                 start_new_session=True,
                 close_fds=True,
             )

@@ -43,9 +43,13 @@ CONTEXT_WORDS = {
 class Startup:
     """The service's startup as envsync understands it for one target."""
 
-    entrypoint: str | None
+    entrypoint: str | None  # the module startup runs (a script: __main__)
     command: tuple[str, ...]
     packs: tuple[RulePack, ...]
+    launcher: tuple[str, ...] = ()  # modules the launch command runs first (console scripts)
+    shown: str | None = None  # the entrypoint as a report names it ("script /srv/serve.py")
+    unreadable: str | None = None  # why envsync cannot tell what the command starts
+    unresolved: tuple[str, ...] = ()  # launch roots the target does not have ("console:x")
 
 
 class _Analysis:
@@ -62,7 +66,9 @@ class _Analysis:
         self.index = index or (GraphIndex(graph) if graph else None)
         self.flags = parse_flags(command)
         self.roots = (
-            active_roots(startup.entrypoint, startup.packs, self.flags)
+            active_roots(
+                startup.entrypoint, startup.packs, self.flags, startup.launcher, startup.shown
+            )
             if startup.entrypoint
             else ()
         )
@@ -80,31 +86,51 @@ def classify(
     startup: Startup,
     imports: Sequence[ImportOutcome] = (),
 ) -> Report:
-    analysis = _Analysis(target.startup, startup, startup.command)
-    notes: list[str] = []
-    if startup.entrypoint is None:
-        notes.append("no service entrypoint in the inventory: severities come from metadata only")
-    elif target.startup is None:
-        notes.append(
-            f"{target.host} has no startup import graph (a lock or snapshot file): "
-            "severities come from metadata only"
-        )
-    elif target.startup.modules.get(startup.entrypoint, None) is None or (
-        target.startup.modules[startup.entrypoint].kind == "missing"
-    ):
-        notes.append(f"{startup.entrypoint} is not importable on {target.host}")
+    blind = _no_startup(target, startup)
+    graph = None if blind else target.startup
+    analysis = _Analysis(graph, startup, startup.command)
+    notes = [blind] if blind else []
     findings = [_classify_one(d, reference, target, analysis, startup) for d in diffs]
+    if blind:
+        # Without the startup graph envsync cannot show that startup does not use it.
+        findings = [
+            replace(f, severity="unknown", reason=f"{f.reason[:-1]}; {blind}.")
+            if f.severity == "benign"
+            else f
+            for f in findings
+        ]
     findings += _target_checks(reference, target)
     findings = _apply_import_check(findings, imports, reference, target, notes)
+    findings = _apply_crash(findings, target, reference, notes)
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.kind, f.subject))
     return Report(
         reference=reference.host,
         target=target.host,
-        entrypoint=startup.entrypoint,
+        entrypoint=startup.shown or startup.entrypoint,
         command=startup.command,
         findings=tuple(findings),
         notes=tuple(notes),
     )
+
+
+def _no_startup(target: Snapshot, startup: Startup) -> str | None:
+    """Why envsync has no startup graph to judge by on this target, or None."""
+    if startup.unreadable:
+        return startup.unreadable
+    if startup.entrypoint is None:
+        return "no service entrypoint: envsync cannot tell what startup uses"
+    if target.startup is None:
+        return (
+            f"{target.host} has no startup import graph (a lock or snapshot file): "
+            "envsync cannot tell what startup uses"
+        )
+    if startup.unresolved:
+        names = ", ".join(r.partition(":")[2] for r in startup.unresolved)
+        return f"{names} does not resolve on {target.host}: envsync cannot tell what startup uses"
+    facts = target.startup.modules.get(startup.entrypoint)
+    if facts is None or facts.kind == "missing":
+        return f"{startup.entrypoint} is not importable on {target.host}"
+    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -318,7 +344,7 @@ def _classify_dist(
     related = [f for f in analysis.failures if f.top in names]
     if related:
         worst = min(related, key=lambda f: CONTEXT_RANK[f.context])
-        severity = SEVERITY_OF_CONTEXT[worst.context]
+        severity: Severity = SEVERITY_OF_CONTEXT[worst.context]
         evidence = list(
             dict.fromkeys(e for f in related[:5] for e in _failure_evidence(f, analysis))
         )
@@ -333,9 +359,11 @@ def _classify_dist(
             fixes=tuple(fixes),
         )
     if analysis.graph is None:
-        severity = "risky" if requirements or diff.kind == "missing" else "benign"
+        severity = "risky" if requirements else "unknown"
         why = (
-            "a package another one requires" if requirements else "no startup import graph to tell"
+            "a package another one requires"
+            if requirements
+            else "no startup import graph to tell whether startup uses it"
         )
         return _finding(
             diff,
@@ -628,6 +656,40 @@ def _apply_import_check(
                 f"{outcome.exception}: {outcome.message}.",
             )
         out[i] = replace(finding, evidence=(evidence, *finding.evidence))
+    return out
+
+
+def _apply_crash(
+    findings: list[Finding], target: Snapshot, reference: Snapshot, notes: list[str]
+) -> list[Finding]:
+    """A crash envsync watched on the target raises the finding it matches to fatal."""
+    crash = target.crash
+    if crash is None:
+        return findings
+    when = f" at {crash.at}" if crash.at else ""
+    i = finding_for_error(findings, crash.exception, reference, target)
+    if i is None:
+        notes.append(
+            f"the service crashed on {target.host}{when} with {crash.exception}; "
+            "no difference from the reference explains it"
+        )
+        return findings
+    finding = findings[i]
+    evidence = Evidence(
+        source="crash",
+        detail=f"the service crashed on {target.host}{when}: {crash.exception}",
+        statement=crash.line,
+        context="watched by envsync's smoke test; kept until the service is next ready",
+    )
+    out = list(findings)
+    out[i] = replace(
+        finding,
+        severity="fatal",
+        decided_by="crash",
+        reason=f"the service crashed on {target.host}{when} with {crash.exception}; "
+        + finding.reason,
+        evidence=(evidence, *finding.evidence),
+    )
     return out
 
 

@@ -43,6 +43,18 @@ class FlagRule:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptRule:
+    """A console script's subcommand that starts the service: `sglang serve` runs what
+    `python -m sglang.launch_server` runs, through the modules named here."""
+
+    name: str  # the console script
+    subcommand: str | None = None  # its first argument, when it selects what runs
+    entrypoint: str  # the module whose startup it runs (and whose rule packs apply)
+    modules: tuple[str, ...] = ()  # modules it imports on the way (run at startup too)
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RulePack:
     name: str
     origin: str
@@ -50,6 +62,7 @@ class RulePack:
     entrypoints: tuple[str, ...] = ()
     startup: tuple[StartupModule, ...] = ()
     flags: tuple[FlagRule, ...] = ()
+    scripts: tuple[ScriptRule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +152,23 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
                 workaround=workaround,
             )
         )
+    scripts = []
+    for i, item in enumerate(data.get("scripts", [])):
+        where = f"scripts[{i}]"
+        if not isinstance(item, dict):
+            raise RulesError(f"{origin}: {where} must be a table")
+        sub = item.get("subcommand")
+        if sub is not None and not isinstance(sub, str):
+            raise RulesError(f"{origin}: {where}.subcommand must be a string")
+        scripts.append(
+            ScriptRule(
+                name=_str(item, "name", where, origin),
+                subcommand=sub,
+                entrypoint=_str(item, "entrypoint", where, origin),
+                modules=_str_list(item.get("modules", []), f"{where}.modules", origin),
+                reason=_str(item, "reason", where, origin, ""),
+            )
+        )
     return RulePack(
         name=_str(pack, "name", "pack", origin),
         origin=origin,
@@ -146,6 +176,7 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
         entrypoints=_str_list(pack.get("entrypoints", []), "pack.entrypoints", origin),
         startup=tuple(startup),
         flags=tuple(flags),
+        scripts=tuple(scripts),
     )
 
 
@@ -160,6 +191,16 @@ def load_packs(extra: Sequence[str] = ()) -> tuple[RulePack, ...]:
     return tuple(read_pack(p) for p in paths)
 
 
+def script_rule(name: str, args: Sequence[str], packs: Sequence[RulePack]) -> ScriptRule | None:
+    """The rule for a console script run with these arguments (its subcommand), if any."""
+    sub = next((a for a in args if not a.startswith("-")), None)
+    for pack in packs:
+        for rule in pack.scripts:
+            if rule.name == name and rule.subcommand in (None, sub):
+                return rule
+    return None
+
+
 def packs_for(entrypoint: str | None, packs: Sequence[RulePack]) -> tuple[RulePack, ...]:
     if not entrypoint:
         return ()
@@ -170,9 +211,11 @@ def packs_for(entrypoint: str | None, packs: Sequence[RulePack]) -> tuple[RulePa
 # Startup roots
 
 
-def all_modules(entrypoint: str, packs: Sequence[RulePack]) -> tuple[str, ...]:
+def all_modules(
+    entrypoint: str, packs: Sequence[RulePack], launcher: Sequence[str] = ()
+) -> tuple[str, ...]:
     """Every module any flag combination could run at startup: the probe's roots."""
-    names = [entrypoint]
+    names = [*launcher, entrypoint]
     for pack in packs:
         names += [s.module for s in pack.startup]
         for rule in pack.flags:
@@ -182,16 +225,24 @@ def all_modules(entrypoint: str, packs: Sequence[RulePack]) -> tuple[str, ...]:
 
 
 def active_roots(
-    entrypoint: str, packs: Sequence[RulePack], flags: Mapping[str, str]
+    entrypoint: str,
+    packs: Sequence[RulePack],
+    flags: Mapping[str, str],
+    launcher: Sequence[str] = (),
+    shown: str | None = None,
 ) -> tuple[Root, ...]:
-    """The modules startup imports under these flags."""
+    """The modules startup imports under these flags (the launcher's modules first)."""
     roots = [
+        Root(module=m, reason=f"the launch command runs it ({shown})", label="the launcher")
+        for m in launcher
+    ]
+    roots.append(
         Root(
             module=entrypoint,
-            reason=f"the service's entrypoint (-m {entrypoint})",
+            reason=f"the service's entrypoint ({shown or '-m ' + entrypoint})",
             label="the entrypoint",
         )
-    ]
+    )
     for pack in packs:
         for item in pack.startup:
             if any(flag in flags for flag in item.unless):

@@ -232,34 +232,43 @@ def _service_of(spec: HostSpec) -> ServiceSpec:
     return spec.service
 
 
-def _kept_flags(ctx: Context, spec: HostSpec) -> dict[str, str] | None:
-    """The launch flags envsync keeps on the host (from `repair`), read by the probe."""
+def _service_state(ctx: Context, spec: HostSpec) -> Snapshot:
+    """What envsync keeps on the host for the service (flags of `repair`, the last crash),
+    read by the probe."""
     from envsync.collect import collect
 
-    # Only the flags are wanted: no watched files hashed, no variables recorded.
-    snap = collect(
+    # Only that is wanted: no watched files hashed, no variables recorded, no graph.
+    return collect(
         replace(spec, watch=(), env=()),
         ctx.runners(spec),
         replace(ctx.probe, deep=False, roots=(), internal=()),
     )
-    return dict(snap.service_flags) if snap.service_flags else None
 
 
 def _run_smoke(ctx: Context, args: argparse.Namespace, spec: HostSpec, restart: bool) -> ExitCode:
-    from envsync.service import attach, deploy, smoke
+    from envsync.model import Crash
+    from envsync.service import attach, deploy, keep_crash, smoke
 
     service = _service_of(spec)
     runner = ctx.runners(spec)
-    flags = _kept_flags(ctx, spec)
+    state = _service_state(ctx, spec)
+    flags = dict(state.service_flags) if state.service_flags else None
     started = time.monotonic()
     if restart:
+        if state.crash is not None:
+            keep_crash(spec, runner, None)  # this start tells anew
         deployment = deploy(spec, runner, service, flags)
         ctx.note(f"{spec.name}: started {' '.join(deployment.command)} ({deployment.mode})")
     else:
         deployment = attach(spec, service, flags)
-    verdict = smoke(spec, runner, deployment, deadline=args.deadline)
+    verdict = smoke(spec, runner, deployment, deadline=args.deadline, attached=not restart)
     took = time.monotonic() - started
+    if verdict.kind == "not-running":
+        print(f"{spec.name}: not running (`envsync deploy {spec.name}` starts it)")
+        return ExitCode.SMOKE
     if verdict.kind == "ready":
+        if state.crash is not None and not restart:
+            keep_crash(spec, runner, None)  # ready again: the crash is no longer the truth
         line = f"{spec.name}: ready in {took:.1f}s; {verdict.detail}"
         if verdict.tokens_per_s:
             line += f": {verdict.tokens_per_s:.0f} tokens/s"
@@ -271,30 +280,42 @@ def _run_smoke(ctx: Context, args: argparse.Namespace, spec: HostSpec, restart: 
         return ExitCode.SMOKE
     print(f"{spec.name}: CRASHED {took:.1f}s after start: {verdict.exception or verdict.detail}")
     if verdict.exception:
-        _print_cause(ctx, args, spec, verdict.exception)
+        _print_cause(ctx, args, spec, verdict.exception, verdict.frame)
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        # Ground truth for diff, check and repair on this host until it is next ready.
+        keep_crash(spec, runner, Crash(exception=verdict.exception, line=verdict.frame, at=at))
     if verdict.log_tail:
         print(f"log tail:\n{indent(verdict.log_tail)}")
     return ExitCode.SMOKE
 
 
-def _print_cause(ctx: Context, args: argparse.Namespace, spec: HostSpec, exception: str) -> None:
+def _print_cause(
+    ctx: Context, args: argparse.Namespace, spec: HostSpec, exception: str, frame: str | None
+) -> None:
     """The crash traced to a finding of `diff REF HOST`, with the commands that fix it."""
     from envsync.classify import failing_module
     from envsync.service.diagnose import crash_cause
 
     ref = ctx.inventory.reference
+    where = f"; last frame: {frame}" if frame else ""
     if not ref or ref == spec.name:
         return
     if failing_module(exception) is None:
-        print("  (envsync knows no finding for this exception)")
+        print(f"  not an import error: envsync has no finding for it{where}")
         return
     _, reference, snap, report = _diff_pair(ctx, args, ref, spec.name)
     cause = crash_cause(exception, report, reference, snap)
     if cause.finding is None:
-        print(f"  (no difference from {ref} explains it: {ref} may fail the same way)")
+        print(f"  not drift: {cause.why_not}{where}")
         return
-    print(f"  cause ({cause.finding.severity} finding of envsync diff {ref} {spec.name}):")
+    # The crash makes the finding fatal on this host (kept there until it is next ready).
+    print(f"  cause (fatal finding of envsync diff {ref} {spec.name}):")
     print(f"    {cause.finding.reason}")
+    if cause.finding.severity != "fatal":
+        print(
+            f"    (read from the code it was {cause.finding.severity}; this crash makes it "
+            f"fatal on {spec.name} until the service is next ready)"
+        )
     for fix, command in cause.fixes:
         print(f"  fix: {fix.summary}")
         print(f"       next: {command}")

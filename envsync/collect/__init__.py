@@ -47,6 +47,10 @@ class ProbeOptions:
     roots: tuple[str, ...] = ()
     internal: tuple[str, ...] = ()
     cache_dir: str | None = None
+    # A script root ("script:PATH") is relative to the service's working folder on the
+    # host (default: home); isolated (-I, -P): its folder is not put first on sys.path.
+    workdir: str | None = None
+    isolated: bool = False
 
 
 def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
@@ -61,6 +65,8 @@ def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
     if options.roots:
         payload["roots"] = list(options.roots)
         payload["internal"] = list(options.internal)
+        payload["workdir"] = options.workdir
+        payload["isolated"] = options.isolated
     return [host.python, "-c", BOOTSTRAP, json.dumps(payload, separators=(",", ":"))]
 
 

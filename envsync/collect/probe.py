@@ -694,6 +694,70 @@ def is_type_checking(test):
     return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
+def is_main_guard(test):
+    """`if __name__ == "__main__":`"""
+    import ast
+
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
+def called_at_import(tree, functions, as_main):
+    """Module-level functions the module calls while it runs (`main()`, `sys.exit(main())`,
+    and under `if __name__ == "__main__":` when it runs as a script), with the context of
+    the surest call; followed through the calls those functions make in turn."""
+    import ast
+
+    called = {}  # type: dict[str, str]
+
+    def calls(node):
+        return [
+            c.func.id
+            for c in ast.walk(node)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in functions
+        ]
+
+    def note(name, context):
+        if name not in called or CONTEXT_RANK[context] < CONTEXT_RANK[called[name]]:
+            called[name] = context
+            for inner in calls(functions[name]):
+                note(inner, context)
+
+    def scan(body, context):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.If):
+                if is_type_checking(node.test):
+                    continue
+                if is_main_guard(node.test):
+                    if as_main:
+                        scan(node.body, context)
+                    else:
+                        scan(node.orelse, context)
+                    continue
+                scan(node.body, deeper(context, "if"))
+                scan(node.orelse, deeper(context, "if"))
+                continue
+            if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+                guarded = any(catches_import_error(h) for h in node.handlers)
+                scan(node.body, deeper(context, "try") if guarded else context)
+                for part in [h.body for h in node.handlers] + [node.orelse, node.finalbody]:
+                    scan(part, context)
+                continue
+            for name in calls(node):
+                note(name, context)
+
+    scan(tree.body, "module")
+    return called
+
+
 def bound_names(target, out):
     import ast
 
@@ -722,6 +786,8 @@ def analyze_source(text, modname, is_package):
 
     tree = ast.parse(text)
     lines = text.splitlines()
+    as_main = modname == "__main__"  # a script: its `if __name__ == "__main__":` runs
+    bodies = {}  # module-level function -> its imports, as if its body ran at module level
     package = modname if is_package else modname.rpartition(".")[0]
     facts = {
         "imports": [],
@@ -788,12 +854,20 @@ def analyze_source(text, modname, is_package):
                     if node.name == "__getattr__" and context != "typing":
                         facts["dynamic"] = True
                 visit(node.body, "function", condition)
+                if context == "module":
+                    saved = dict(facts)
+                    facts.update(imports=[], defines=set(), stars=[])
+                    visit(node.body, "module", None)
+                    bodies[node.name] = (node, facts["imports"])
+                    facts.update(saved)
             elif isinstance(node, ast.ClassDef):
                 if top:
                     facts["defines"].add(node.name)
                 visit(node.body, context if context != "module" else "module", condition)
             elif isinstance(node, ast.If):
-                if is_type_checking(node.test):
+                if as_main and is_main_guard(node.test):
+                    visit(node.body, context, condition)
+                elif is_type_checking(node.test):
                     visit(node.body, deeper(context, "typing"), condition)
                     visit(node.orelse, context, condition)
                 else:
@@ -827,6 +901,27 @@ def analyze_source(text, modname, is_package):
                         facts["all"] = facts["all"] + extra
 
     visit(tree.body, "module", None)
+    # A function the module calls while it runs imports what it imports then, as surely
+    # as the call runs: `main()` at the bottom of a script is startup, not a lazy import.
+    called = called_at_import(tree, dict((n, b[0]) for n, b in bodies.items()), as_main)
+    for name, context in called.items():
+        node, edges = bodies[name]
+        end = getattr(node, "end_lineno", None) or node.lineno
+        inside = set(
+            (e["line"], e["module"])
+            for e in edges
+            if node.lineno <= e["line"] <= end and e["context"] != "function"
+        )
+        facts["imports"] = [
+            e
+            for e in facts["imports"]
+            if not (e["context"] == "function" and (e["line"], e["module"]) in inside)
+        ]
+        for edge in edges:
+            if (edge["line"], edge["module"]) in inside:
+                ran = dict(edge, context=deeper(context, edge["context"]))
+                ran["condition"] = ran["condition"] or "%s() runs while the module runs" % name
+                facts["imports"].append(ran)
     facts["defines"] = sorted(facts["defines"])
     return facts
 
@@ -931,15 +1026,72 @@ def save_cache(path, data):
         pass
 
 
+def console_script(name):
+    """`module:function` of a console script of this environment, from entry_points.txt."""
+    for entry in [p for p in sys.path if p and os.path.isdir(p)]:
+        try:
+            names = sorted(os.listdir(entry))
+        except OSError:
+            continue
+        for meta in names:
+            if not meta.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                text = read_text(os.path.join(entry, meta, "entry_points.txt"))
+            except OSError:
+                continue
+            section = None
+            for line in (text or "").splitlines():
+                line = line.strip()
+                if line.startswith("["):
+                    section = line.strip("[]").strip()
+                elif section == "console_scripts" and "=" in line:
+                    key, _, value = line.partition("=")
+                    if key.strip() == name:
+                        return value.split("[")[0].strip()
+    return None
+
+
+def launch_roots(roots, options):
+    """Roots as envsync names them -> module names, with what each resolved to.
+
+    "console:NAME": the module of the console script NAME of this environment;
+    "script:PATH": the script, as __main__, its folder first on sys.path (as Python does).
+    """
+    out, resolved, main_file = [], {}, None
+    for root in roots:
+        if root.startswith("console:"):
+            target = console_script(root[len("console:") :])
+            if target:
+                resolved[root] = target
+                out.append(target.partition(":")[0])
+        elif root.startswith("script:"):
+            where = os.path.expanduser(options.get("workdir") or "~")
+            main_file = os.path.normpath(os.path.join(where, root[len("script:") :]))
+            if os.path.isfile(main_file):
+                resolved[root] = "__main__"
+                out.append("__main__")
+        else:
+            out.append(root)
+    return out, resolved, main_file
+
+
 def startup_graph(options):
     roots = options.get("roots") or []
     if not roots:
         return None
+    roots, resolved, main_file = launch_roots(roots, options)
     internal = tuple(options.get("internal") or [r.partition(".")[0] for r in roots])
+    internal += tuple(r.partition(".")[0] for r in roots if r.partition(".")[0] not in internal)
     path = cache_path(options)
     cache = load_cache(path)
     fresh = 0
-    finder = ModuleFinder([p for p in sys.path if p])
+    paths = [p for p in sys.path if p]
+    if main_file and not options.get("isolated"):
+        paths.insert(0, os.path.dirname(main_file))
+    finder = ModuleFinder(paths)
+    if main_file:
+        finder.cache["__main__"] = ("source", main_file, None)
     modules = {}  # type: dict[str, dict[str, Any]]
     stats = {"parsed": 0, "cached": 0}
     queue = []  # type: list[str]
@@ -1034,6 +1186,7 @@ def startup_graph(options):
             info["imports"] = [e for e in info["imports"] if e["module"] not in stdlib]
     return {
         "roots": list(roots),
+        "resolved": resolved,
         "internal": list(internal),
         "modules": modules,
         "parsed": stats["parsed"],
@@ -1050,18 +1203,25 @@ def env_key(prefix):
     return hashlib.sha256(os.path.realpath(prefix).encode()).hexdigest()[:12]
 
 
-def service_flags():
-    """The launch flags `envsync repair` keeps for the service on this host, if any."""
+def service_state():
+    """What envsync keeps for the service on this host: the launch flags of `repair`, and
+    the crash the smoke test last saw (until the service next comes up ready)."""
     path = os.path.join(os.path.expanduser(STATE_DIR), "service", env_key(sys.prefix) + ".json")
     try:
         with open(path, "rb") as f:
             data = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
-        return None
-    flags = data.get("flags") if isinstance(data, dict) else None
-    if not isinstance(flags, dict):
-        return None
-    return {str(k): str(v) for k, v in flags.items()}
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    flags = data.get("flags")
+    flags = {str(k): str(v) for k, v in flags.items()} if isinstance(flags, dict) else None
+    crash = data.get("crash")
+    if not isinstance(crash, dict) or not isinstance(crash.get("exception"), str):
+        crash = None
+    else:
+        crash = {k: str(crash[k]) for k in ("exception", "line", "at") if crash.get(k)}
+    return flags, crash
 
 
 def collect(options):
@@ -1087,8 +1247,8 @@ def collect(options):
         "system": system_facts(),
         "env": env_facts(options.get("env") or []),
         "startup": startup_graph(options),
-        "service_flags": service_flags(),
     }
+    facts["service_flags"], facts["crash"] = service_state()
     facts["duration_s"] = round(time.time() - started, 4)
     return facts
 

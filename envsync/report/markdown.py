@@ -6,7 +6,13 @@ from collections.abc import Sequence
 
 from envsync.findings import Report, short_hash
 
-MARK = {"fatal": "🔴 fatal", "risky": "🟠 risky", "degraded": "🟡 degraded", "benign": "⚪ benign"}
+MARK = {
+    "fatal": "🔴 fatal",
+    "risky": "🟠 risky",
+    "unknown": "🟣 unknown",
+    "degraded": "🟡 degraded",
+    "benign": "⚪ benign",
+}
 
 
 def _cell(text: str | None) -> str:

@@ -11,7 +11,13 @@ from rich.text import Text
 
 from envsync.findings import Report, short_hash
 
-STYLE = {"fatal": "bold red", "risky": "yellow", "degraded": "magenta", "benign": "dim"}
+STYLE = {
+    "fatal": "bold red",
+    "risky": "yellow",
+    "unknown": "bold magenta",
+    "degraded": "magenta",
+    "benign": "dim",
+}
 
 
 def _value(value: str | None) -> str:

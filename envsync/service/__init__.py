@@ -22,6 +22,7 @@ from envsync.command import effective_command
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import HostSpec, ServiceSpec
+from envsync.model import Crash, to_data
 from envsync.runner import Runner
 
 POLL_SECONDS = 0.2
@@ -61,9 +62,10 @@ class Deployment:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict:
-    kind: str  # ready | crashed | stalled
+    kind: str  # ready | crashed | stalled | not-running
     seconds: float  # from the start of the watch to the verdict
     exception: str | None = None  # "ImportError: cannot import name ..."
+    frame: str | None = None  # the traceback's last frame
     log_tail: str = ""
     tokens_per_s: float | None = None
     completion_tokens: int = 0
@@ -79,7 +81,7 @@ def base_url(spec: HostSpec, service: ServiceSpec) -> str:
     return f"http://{host}:{service.port}"
 
 
-def dropin_text(command: Sequence[str], env: Mapping[str, str]) -> str:
+def dropin_text(command: Sequence[str], env: Mapping[str, str], workdir: str | None = None) -> str:
     """A systemd drop-in that replaces the unit's ExecStart and adds its environment."""
 
     def quote(arg: str) -> str:
@@ -93,6 +95,8 @@ def dropin_text(command: Sequence[str], env: Mapping[str, str]) -> str:
         "ExecStart=" + " ".join(quote(a) for a in command),
     ]
     lines += [f"Environment={quote(f'{k}={v}')}" for k, v in sorted(env.items())]
+    if workdir:
+        lines.append(f"WorkingDirectory={quote(workdir)}")
     return "\n".join(lines) + "\n"
 
 
@@ -116,7 +120,7 @@ def deploy(
             {
                 "op": "write-dropin",
                 "path": f"/etc/systemd/system/{unit}.d/envsync.conf",
-                "text": dropin_text(command, service.env),
+                "text": dropin_text(command, service.env, service.workdir),
             },
         )
         since = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -130,7 +134,14 @@ def deploy(
     started = _agent_call(
         spec,
         runner,
-        {"op": "start", "name": PROCESS_NAME, "argv": list(command), "env": dict(service.env)},
+        {
+            "op": "start",
+            "name": PROCESS_NAME,
+            "argv": list(command),
+            "env": dict(service.env),
+            "cwd": service.workdir,
+            "port": service.port,
+        },
     )
     return _deployment(spec, service, command, pid=started.get("pid"))
 
@@ -148,6 +159,11 @@ def _deployment(
         started=time.time(),
         **extra,
     )
+
+
+def keep_crash(spec: HostSpec, runner: Runner, crash: Crash | None) -> None:
+    """Keep on the host the crash the smoke test saw (None: forget it, the service is up)."""
+    _agent_call(spec, runner, {"op": "set-service", "crash": to_data(crash) if crash else None})
 
 
 def stop(spec: HostSpec, runner: Runner, service: ServiceSpec) -> str:
@@ -168,22 +184,37 @@ def attach(spec: HostSpec, service: ServiceSpec, flags: Mapping[str, str] | None
     return _deployment(spec, service, effective_command(service, spec, flags))
 
 
-def last_exception(log: str) -> str | None:
-    """The exception a traceback in the log ended with ("ImportError: cannot import ...")."""
+def _last_traceback(log: str) -> list[str]:
+    """The lines of the log's last traceback (log prefixes removed), or none."""
     lines = log.splitlines()
     start = max(
         (i for i, line in enumerate(lines) if "Traceback (most recent call last):" in line),
         default=None,
     )
     if start is None:
-        return None
+        return []
+    return [re.sub(r"^\[[^\]]*\]\s*", "", line.rstrip()) for line in lines[start + 1 :]]
+
+
+def last_exception(log: str) -> str | None:
+    """The exception a traceback in the log ended with ("ImportError: cannot import ...")."""
     found = None
-    for line in lines[start + 1 :]:
-        text = re.sub(r"^\[[^\]]*\]\s*", "", line.strip())  # a journal/log prefix
-        match = EXCEPTION.match(text)
-        if match:
-            found = text
+    for line in _last_traceback(log):
+        if EXCEPTION.match(line.strip()):
+            found = line.strip()
     return found
+
+
+def last_frame(log: str) -> str | None:
+    """The traceback's last frame: `File "x.py", line 5, in <module>: import y`."""
+    lines = _last_traceback(log)
+    frames = [i for i, line in enumerate(lines) if line.strip().startswith('File "')]
+    if not frames:
+        return None
+    i = frames[-1]
+    code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+    shown = lines[i].strip()
+    return f"{shown}: {code}" if code and not EXCEPTION.match(code) else shown
 
 
 def _http(
@@ -245,19 +276,34 @@ def smoke(
     max_new_tokens: int = 64,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    attached: bool = False,
 ) -> Verdict:
-    """Watch until ready, crashed or the deadline; a ready service must generate."""
+    """Watch until ready, crashed or the deadline; a ready service must generate.
+
+    `attached`: the service was not (re)started for this test; one that is not running
+    then is "not-running", not a crash seen at its start.
+    """
     watch = _Watch(spec, runner, deployment)
     started = clock()
+    first = True
     while True:
         alive = watch.poll()
         elapsed = clock() - started
+        if not alive and first and attached:
+            return Verdict(
+                kind="not-running",
+                seconds=elapsed,
+                log_tail="\n".join(watch.log.splitlines()[-25:]),
+                detail="the service is not running",
+            )
+        first = False
         if not alive:
             tail = "\n".join(watch.log.splitlines()[-25:])
             return Verdict(
                 kind="crashed",
                 seconds=elapsed,
                 exception=last_exception(watch.log),
+                frame=last_frame(watch.log),
                 log_tail=tail,
                 detail="the service's process is gone",
             )

@@ -20,13 +20,28 @@ class Cause:
     module: str | None  # the top-level module the exception is about, if it names one
     finding: Finding | None
     fixes: tuple[tuple[Fix, str], ...] = ()  # each fix with the command that applies it
+    why_not: str = ""  # no finding: why the crash is not drift
+
+
+def _not_drift(module: str | None, reference: Snapshot, target: Snapshot) -> str:
+    owner = next((d for d in target.distributions if module and module in d.top_level), None)
+    if owner is not None:
+        theirs = reference.distribution(owner.name)
+        if theirs is not None and theirs.version == owner.version:
+            return (
+                f"{owner.display_name} {owner.version} on both hosts: no difference from "
+                f"{reference.host} explains it ({reference.host} may fail the same way)"
+            )
+    if module and owner is None and not any(module in d.top_level for d in reference.distributions):
+        return f"no distribution provides {module} on either host: not a difference"
+    return f"no difference from {reference.host} explains it"
 
 
 def crash_cause(exception: str, report: Report, reference: Snapshot, target: Snapshot) -> Cause:
     module = failing_module(exception)
     i = finding_for_error(report.findings, exception, reference, target)
     if i is None:
-        return Cause(module=module, finding=None)
+        return Cause(module=module, finding=None, why_not=_not_drift(module, reference, target))
     finding = report.findings[i]
     fixes = tuple(
         (

@@ -113,7 +113,7 @@ def test_format_matches_golden(fmt: str) -> None:
 def test_json_carries_schema_summary_and_findings() -> None:
     data = json.loads(render("json", [REPORT]))
     assert data["schema_version"] == 1
-    assert data["summary"] == {"fatal": 1, "risky": 1, "degraded": 0, "benign": 1}
+    assert data["summary"] == {"fatal": 1, "risky": 1, "unknown": 0, "degraded": 0, "benign": 1}
     assert [f["subject"] for f in data["findings"]] == [
         "xgrammar",
         "sglang/srt/server_args.py",
