@@ -10,6 +10,7 @@ world: /opt/venv, not the folder outside; its own /tmp and PIDs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -31,6 +32,23 @@ def available() -> str | None:
     if os.geteuid() != 0:
         return "entering another process's namespaces needs root"
     return None
+
+
+def sandbox(options: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """bwrap with `options` around a sleeping process; the PID of its namespaces' first."""
+    read, write = os.pipe()
+    proc = subprocess.Popen(
+        [BWRAP, *options, "--info-fd", str(write), "sleep", "infinity"],
+        pass_fds=(write,),
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    os.close(write)
+    with os.fdopen(read) as info:
+        text = info.read()
+    if not text:
+        raise RuntimeError(f"bwrap exited {proc.wait(timeout=10)} without starting")
+    return proc, int(json.loads(text)["child-pid"])
 
 
 class Container:
@@ -57,18 +75,7 @@ class Container:
         ]  # fmt: skip
         for inside, outside in self.mounts.items():
             argv += ["--ro-bind", str(outside), inside]
-        read, write = os.pipe()
-        argv += ["--info-fd", str(write), "sleep", "infinity"]
-        self.proc = subprocess.Popen(
-            argv, pass_fds=(write,), stdin=subprocess.DEVNULL, start_new_session=True
-        )
-        os.close(write)
-        with os.fdopen(read) as info:
-            text = info.read()
-        if not text:
-            self.proc.wait(timeout=10)
-            raise RuntimeError(f"bwrap exited {self.proc.returncode} without starting")
-        self.pid = int(json.loads(text)["child-pid"])
+        self.proc, self.pid = sandbox(argv[1:])
         return self
 
     @property
@@ -80,9 +87,7 @@ class Container:
         """Like `docker kill`: the first process dies, and with it everything inside."""
         if self.proc is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.proc.wait(timeout=10)
         self.proc = None
