@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
@@ -48,7 +49,25 @@ def sandbox(options: list[str]) -> tuple[subprocess.Popen[bytes], int]:
         text = info.read()
     if not text:
         raise RuntimeError(f"bwrap exited {proc.wait(timeout=10)} without starting")
-    return proc, int(json.loads(text)["child-pid"])
+    pid = int(json.loads(text)["child-pid"])
+    # bwrap tells the PID before the inside is mounted: ready once `sleep` runs there.
+    deadline = time.monotonic() + 10
+    while not _sleeping(pid):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"bwrap did not start its process (exit {proc.poll()})")
+        time.sleep(0.01)
+    return proc, pid
+
+
+def _sleeping(pid: int) -> bool:
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return any(
+            Path(f"/proc/{p}/cmdline").read_bytes() == b"sleep\0infinity\0"
+            for p in [str(pid), *children]
+        )
+    except OSError:
+        return False
 
 
 class Container:

@@ -137,15 +137,27 @@ class SSHRunner:
             return self._conn
 
     def _make(
-        self, hostname: str, user: str | None, port: int | None, gateway: Connection | bool
+        self,
+        hostname: str,
+        user: str | None,
+        port: int | None,
+        gateway: Connection | bool,
+        target: Connection | None = None,
     ) -> Connection:
-        """A connection (not yet open) whose host key is checked under the host's policy."""
+        """A connection (not yet open) whose host key is checked under the host's policy.
+
+        A jump host is given the `target`'s known hosts file and keys as well as its own,
+        as one login usually opens both.
+        """
         kwargs: dict[str, object] = {
             "banner_timeout": self.connect_timeout,
             "auth_timeout": self.connect_timeout,
         }
-        if self.spec.identity:
-            kwargs["key_filename"] = [self.spec.identity]
+        keys = [self.spec.identity] if self.spec.identity else []
+        if target is not None:
+            keys += [k for k in target.connect_kwargs.get("key_filename", []) if k not in keys]
+        if keys:
+            kwargs["key_filename"] = keys
         # gateway=False: no gateway from ~/.ssh/config behind envsync's back (Fabric's
         # own ProxyJump connections would accept any host key).
         conn = Connection(
@@ -157,7 +169,7 @@ class SSHRunner:
             config=Config(),
             gateway=gateway,
         )
-        known = self._known_hosts(conn)
+        known = self._known_hosts(target or conn)
         client = conn.client
         if os.path.exists(SYSTEM_KNOWN_HOSTS):
             with contextlib.suppress(OSError, paramiko.SSHException):
@@ -175,6 +187,7 @@ class SSHRunner:
             hop.close()
         self._hops.clear()
         target = self._make(self.hostname, self.user, self.port, False)
+        known = self._known_hosts(target)
         if self.spec.jump is not None:
             hops, key = jump_hops(self.spec.jump), "jump"
         else:
@@ -182,8 +195,8 @@ class SSHRunner:
         gateway: Connection | None = None
         for hop in hops:
             user, hostname, port = _target(self.host, key, hop)
-            conn = self._make(hostname, user, port, gateway or False)
-            self._connect(conn, "jump host ", via=gateway)
+            conn = self._make(hostname, user, port, gateway or False, target)
+            self._connect(conn, "jump host ", known, via=gateway)
             self._hops.append(conn)
             gateway = conn
         if gateway is not None:
@@ -194,12 +207,11 @@ class SSHRunner:
         else:
             command = str(target.ssh_config.get("proxycommand", "none"))
             target.gateway = command if command.lower() != "none" else False
-        self._connect(target, "", via=gateway)
+        self._connect(target, "", known, via=gateway)
         return target
 
-    def _connect(self, conn: Connection, what: str, via: Connection | None) -> None:
+    def _connect(self, conn: Connection, what: str, known: Path, via: Connection | None) -> None:
         """Open `conn`; each failure its own message (`what`: "" or "jump host ")."""
-        known = self._known_hosts(conn)
         where = what + self._where(conn)
         through = f" through {self._where(via)}" if via is not None else ""
         try:
