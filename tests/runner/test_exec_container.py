@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from envsync.classify.importcheck import import_probe
+from envsync.inventory import load_inventory
 from envsync.model import TRANSPORT_FIELDS
+from envsync.runner import make_runner
 from tests.container import VENV, Container
 from tests.helpers import REPO, make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run
@@ -33,7 +36,14 @@ def venv_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("exec-venv")
     python = make_venv(root / "venv")
     wheel = make_wheel(
-        root / "w", "svc", "1.0", {"svc/__init__.py": "V = 1\n", "svc/main.py": "import json\n"}
+        root / "w",
+        "svc",
+        "1.0",
+        {
+            "svc/__init__.py": "V = 1\n",
+            "svc/main.py": "import json\n",
+            "svc/broken.py": "raise ImportError('only a test')\n",
+        },
     )
     pip_install(python, wheel)
     return root / "venv"
@@ -74,6 +84,7 @@ def test_a_snapshot_through_exec_equals_the_one_taken_inside(
     )
     inv = write_inventory(
         tmp_path / "inv.toml",
+        '[service]\ncommand = ["{python}", "-m", "svc.main"]\n',
         host_table("pod", ct.exec_prefix),
         f'[hosts.here]\npython = "{venv_root}/bin/python"\nwatch = {json.dumps(WATCH)}\n'
         'env = ["ENVSYNC_TEST_NONE"]\n',
@@ -108,9 +119,14 @@ def test_a_snapshot_through_exec_equals_the_one_taken_inside(
     ]
     assert comparable(through) == comparable(seen)
     # the same venv seen from outside is the same environment at another path
-    code, out, err = run(capsys, "--inventory", str(inv), "diff", "here", "pod")
+    code, out, err = run(capsys, "--inventory", str(inv), "diff", "here", "pod", "--probe")
     assert code == 0, out + err
     assert "pod against here: no drift" in err
+    # the import check runs inside: a failing module is told at its path there
+    spec = load_inventory(str(inv)).host("pod")
+    ok, failed = import_probe(spec, make_runner(spec), ["svc.main", "svc.broken"], timeout=60)
+    assert ok.ok and not failed.ok and failed.message == "only a test"
+    assert failed.file is not None and failed.file.startswith(f"{VENV}/lib/")
 
 
 def test_exec_on_an_ssh_host_runs_the_prefix_there_quoted(
@@ -131,6 +147,7 @@ def test_exec_on_an_ssh_host_runs_the_prefix_there_quoted(
     )
     inv = write_inventory(
         tmp_path / "inv.toml",
+        '[service]\ncommand = ["{python}", "-m", "svc.main"]\n',
         host_table("pod", ct.exec_prefix),
         host_table("remote-pod", ct.exec_prefix, extra=ssh),
     )
