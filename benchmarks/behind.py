@@ -13,41 +13,23 @@ Medians of interleaved runs of fresh `envsync snapshot --no-cache` processes, sa
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.remote import parse_args, timed  # noqa: E402
 from tests.container import VENV, Container  # noqa: E402
 from tests.container import available as containers_available  # noqa: E402
 from tests.sshd import SSHD, JumpBed, available  # noqa: E402
 
 
-def timed(argv: list[str]) -> float:
-    started = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if proc.returncode:
-        raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.strip()}")
-    return time.perf_counter() - started
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument(
-        "--venv",
-        type=Path,
-        default=REPO / "examples" / ".hosts" / "ct129",
-        help="the venv to collect (default: the example's ct129; build it first)",
-    )
-    args = parser.parse_args()
+    args = parse_args(__doc__ or "")
     why = available() or containers_available()
     if why:
         print(f"benchmarks/behind.py: {why}", file=sys.stderr)

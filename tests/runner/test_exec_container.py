@@ -19,10 +19,9 @@ import pytest
 
 from envsync.classify.importcheck import import_probe
 from envsync.inventory import load_inventory
-from envsync.model import TRANSPORT_FIELDS
 from envsync.runner import make_runner
 from tests.container import VENV, Container
-from tests.helpers import REPO, make_venv, make_wheel, pip_install
+from tests.helpers import REPO, comparable, make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run
 from tests.sshd import SSHD
 
@@ -59,12 +58,6 @@ def host_table(name: str, prefix: list[str], *, python: str = INSIDE, extra: str
 def write_inventory(path: Path, *tables: str) -> Path:
     path.write_text("\n".join(tables))
     return path
-
-
-def comparable(snapshot: dict) -> dict:  # type: ignore[type-arg]
-    for key in (*TRANSPORT_FIELDS, "host"):
-        snapshot.pop(key, None)
-    return snapshot
 
 
 def test_a_snapshot_through_exec_equals_the_one_taken_inside(

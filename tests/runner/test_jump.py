@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from envsync.model import TRANSPORT_FIELDS
 from tests.container import VENV, Container
-from tests.helpers import make_venv, make_wheel, pip_install
+from tests.helpers import comparable, make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run
 from tests.sshd import JumpBed
 
@@ -45,12 +44,6 @@ def host(
         f'watch = {json.dumps(WATCH)}\nenv = ["ENVSYNC_TEST_NONE"]\n{extra}'
     )
     return text + (f'jump = "{bed.bastion.target}"\n' if jump else "")
-
-
-def comparable(snapshot: dict) -> dict:  # type: ignore[type-arg]
-    for key in (*TRANSPORT_FIELDS, "host"):
-        snapshot.pop(key, None)
-    return snapshot
 
 
 def test_the_target_is_reachable_only_through_the_bastion(
