@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from envsync.classify.importcheck import import_probe
+from envsync.collect.importcheck import check_imports
 from envsync.inventory import load_inventory
 from envsync.runner import make_runner
 from tests.container import VENV, Container
@@ -117,7 +117,7 @@ def test_a_snapshot_through_exec_equals_the_one_taken_inside(
     assert "pod against here: no drift" in err
     # the import check runs inside: a failing module is told at its path there
     spec = load_inventory(str(inv)).host("pod")
-    ok, failed = import_probe(spec, make_runner(spec), ["svc.main", "svc.broken"], timeout=60)
+    ok, failed = check_imports(spec, make_runner(spec), ["svc.main", "svc.broken"], timeout=60)
     assert ok.ok and not failed.ok and failed.message == "only a test"
     assert failed.file is not None and failed.file.startswith(f"{VENV}/lib/")
 
