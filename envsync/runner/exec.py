@@ -73,7 +73,15 @@ class ExecRunner:
         self, argv: Sequence[str], *, input: bytes | None = None, timeout: float
     ) -> CommandResult:
         self._check_ready(timeout)
-        return self._run(exec_argv(self.prefix, argv), input, timeout)
+        try:
+            return self._run(exec_argv(self.prefix, argv), input, timeout)
+        except CommandTimeout as e:
+            # Name the command that hung, not the prefix's program that ran it.
+            raise CommandTimeout(
+                f"{self.host}: {argv[0]} did not finish within {timeout:g}s "
+                f"inside `{shlex.join(self.prefix)}`",
+                stderr=e.stderr,
+            ) from e
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)

@@ -236,3 +236,19 @@ def test_the_service_is_asked_where_the_inventory_says(
     spec: HostSpec, service: ServiceSpec, expected: tuple[str, str]
 ) -> None:
     assert endpoints(spec, service) == expected
+
+
+def test_a_command_that_hangs_inside_is_named_with_its_prefix() -> None:
+    class Hanging(Inner):
+        def run(self, argv, *, input=None, timeout):  # type: ignore[no-untyped-def]
+            out = super().run(argv, input=input, timeout=timeout)
+            if len(self.calls) > 1:
+                raise CommandTimeout("pod: docker did not finish", stderr=b"loading\n")
+            return out
+
+    with pytest.raises(CommandTimeout) as info:
+        ExecRunner(host(DOCKER), Hanging()).run([PYTHON, "-c", "x"], timeout=5)
+    assert info.value.message == (
+        f"pod: {PYTHON} did not finish within 5s inside `docker exec -i sglang`"
+    )
+    assert info.value.stderr == b"loading\n"
