@@ -84,8 +84,9 @@ def ship_methods(spec: HostSpec, python: str, runs: int) -> dict[str, float]:
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(doc: str) -> argparse.Namespace:
+    """--runs and --venv (default: the example's ct129), described by the script's `doc`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument(
         "--venv",
@@ -93,7 +94,11 @@ def main() -> int:
         default=REPO / "examples" / ".hosts" / "ct129",
         help="the venv to collect (default: the example's ct129; build it first)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args(__doc__ or "")
     why = available()
     if why:
         print(f"benchmarks/remote.py: {why}", file=sys.stderr)

@@ -41,6 +41,9 @@ class ServiceSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     base_dir: str | None = None  # the inventory's folder: `{inventory_dir}` in command
     workdir: str | None = None  # the folder the service runs in on the host (default: home)
+    # Where envsync asks for health when the port is not reachable at the host's name (a
+    # container's published port, a Kubernetes service): http://HOST:PORT/PATH.
+    health_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +51,10 @@ class HostSpec:
     name: str
     python: str
     ssh: str | None = None  # None: this machine
+    jump: str | None = None  # SSH jump host(s), like ProxyJump: user@bastion[:port][,...]
+    # A command prefix that runs a program inside a container, pod or allocation
+    # (`docker exec -i NAME`, `kubectl exec -i POD --`, `srun -w NODE --`); on `ssh` if set.
+    exec: tuple[str, ...] = ()
     identity: str | None = None
     known_hosts: str | None = None
     host_key_policy: str = "strict"
@@ -58,7 +65,8 @@ class HostSpec:
 
     @property
     def is_local(self) -> bool:
-        return self.ssh is None
+        """This machine's own world: neither over SSH nor behind an exec prefix."""
+        return self.ssh is None and not self.exec
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,10 +119,13 @@ _SERVICE_KEYS = {
     "entrypoint": str,
     "env": dict,
     "workdir": str,
+    "health_url": str,
 }
 _HOST_KEYS = {
     "python": str,
     "ssh": str,
+    "jump": str,
+    "exec": list,
     "identity": str,
     "known_hosts": str,
     "host_key_policy": str,
@@ -186,12 +197,88 @@ def _service(
             if not isinstance(value, str):
                 raise InventoryError(f"{path}: {where}.env.{key} must be a string, got {value!r}")
         changes["env"] = {**service.env, **env}
-    for key in ("port", "health", "unit", "entrypoint", "workdir"):
+    for key in ("port", "health", "unit", "entrypoint", "workdir", "health_url"):
         if key in table:
             changes[key] = table[key]
     if "port" in changes and not 0 < changes["port"] < 65536:
         raise InventoryError(f"{path}: {where}.port must be between 1 and 65535")
+    if "health_url" in changes:
+        _check_url(changes["health_url"], f"{where}.health_url", path)
     return replace(service, **changes)
+
+
+def _check_url(url: str, where: str, path: Path) -> None:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a bad port)
+    except ValueError as e:
+        raise InventoryError(f"{path}: {where} is not a URL: {e}") from e
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InventoryError(
+            f"{path}: {where} must be an http:// or https:// URL with a host, got {url!r}",
+            tip='e.g. health_url = "http://sglang.inference.svc:30000/health"',
+        )
+
+
+def parse_target(target: str) -> tuple[str | None, str, int | None]:
+    """`user@host:port` (user and port optional; `[v6addr]:port` too); ValueError if not."""
+    user, at, rest = target.rpartition("@")
+    host, port = rest, None
+    if rest.startswith("["):
+        inner, _, tail = rest[1:].partition("]")
+        host = inner
+        if tail.startswith(":") and tail[1:].isdigit():
+            port = int(tail[1:])
+    elif rest.count(":") == 1:
+        name, _, number = rest.partition(":")
+        if number.isdigit():
+            host, port = name, int(number)
+    if not host or (at and not user) or any(c.isspace() for c in target):
+        raise ValueError(f"{target!r}: not an SSH target; expected user@host[:port]")
+    return (user if at else None), host, port
+
+
+def jump_hops(jump: str) -> tuple[str, ...]:
+    """The hops of a jump setting (`a,b` like ProxyJump: a first); () for none."""
+    if jump.strip().lower() == "none":
+        return ()
+    return tuple(hop.strip() for hop in jump.split(","))
+
+
+# Container and pod CLIs whose exec passes stdin only with -i and mangles output with -t.
+_STDIN_FLAGS = {"docker": "-i", "podman": "-i", "nerdctl": "-i", "kubectl": "-i", "oc": "-i"}
+
+
+def _exec_prefix(value: list[Any], where: str, path: Path) -> tuple[str, ...]:
+    example = (
+        'e.g. exec = ["docker", "exec", "-i", "sglang"] or '
+        '["kubectl", "exec", "-i", "-n", "inference", "pod/sglang-0", "--"]'
+    )
+    if not value or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InventoryError(
+            f"{path}: {where} must be a non-empty list of non-empty strings "
+            f"(the command that runs a program inside), got {value!r}",
+            tip=example,
+        )
+    prefix = tuple(value)
+    tool = os.path.basename(prefix[0])
+    if tool in _STDIN_FLAGS and "exec" in prefix:
+        given = set(prefix)
+        if given & {"-t", "--tty", "-it", "-ti", "--tty=true"}:
+            raise InventoryError(
+                f"{path}: {where} asks {tool} for a terminal (-t): it would alter envsync's "
+                "binary output and merge its error output",
+                tip="use -i alone",
+            )
+        if not given & {"-i", "--interactive", "--stdin", "-i=true", "--stdin=true"}:
+            raise InventoryError(
+                f"{path}: {where} runs `{tool} exec` without -i: envsync sends its probe and "
+                "archives on stdin, which would not reach the command",
+                tip=f"add -i after `{tool} exec`",
+            )
+    return prefix
 
 
 def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
@@ -219,8 +306,22 @@ def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
                 f"got {policy!r}"
             )
         ssh = table.get("ssh")
+        jump = table.get("jump")
+        targets = [("ssh", ssh)] if ssh else []
+        targets += [("jump", hop) for hop in jump_hops(jump or "none")]
+        for key, target in targets:
+            try:
+                parse_target(target)
+            except ValueError as e:
+                raise InventoryError(f"{path}: {where}.{key}: {e}") from e
+        if jump and ssh is None:
+            raise InventoryError(
+                f"{path}: {where}.jump needs ssh: the jump host leads to the SSH target",
+                tip=f'set ssh = "user@host" in {where}, or remove jump',
+            )
+        prefix = _exec_prefix(table["exec"], f"{where}.exec", path) if "exec" in table else ()
         python = table["python"]
-        if ssh is None:
+        if ssh is None and not prefix:
             # A path on this machine: relative paths are relative to the inventory file.
             python = (
                 str((path.parent / os.path.expanduser(python)).absolute())
@@ -231,6 +332,8 @@ def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
             name=name,
             python=python,
             ssh=ssh,
+            jump=jump,
+            exec=prefix,
             identity=_local_path(table.get("identity"), path),
             known_hosts=_local_path(table.get("known_hosts"), path),
             host_key_policy=policy,

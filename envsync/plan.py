@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -268,8 +269,21 @@ def _merge(step: Step, subject: str) -> Step:
     return replace(step, findings=(*step.findings, subject))
 
 
-def describe(plan: Plan) -> str:
-    """The plan in words: what each step runs and changes, and what it fixes."""
+def container_note(target: str, exec_prefix: Sequence[str]) -> str:
+    """What changing a host behind an exec prefix means: a restart discards it."""
+    return (
+        f"{target} is reached through `{shlex.join(exec_prefix)}`: these changes are made "
+        "inside the running container (or pod), and restarting it from its image discards "
+        f"them. The lasting fix is a new image: bake in `envsync lock "
+        f"{target}` of the repaired container and the pins above."
+    )
+
+
+def describe(plan: Plan, *, exec_prefix: Sequence[str] = ()) -> str:
+    """The plan in words: what each step runs and changes, and what it fixes.
+
+    `exec_prefix`: the target's, when it is behind one (a container, pod or allocation).
+    """
     lines = [f"plan for {plan.target} (reference {plan.reference}, --prefer {plan.prefer}):"]
     if not plan.steps:
         lines.append("  nothing to do")
@@ -301,6 +315,8 @@ def describe(plan: Plan) -> str:
         lines.append(f"  the service will run: {' '.join(plan.command)}")
     for note in plan.skipped:
         lines.append(f"  left alone: {note}")
+    if exec_prefix and plan.steps:
+        lines.append(f"  note: {container_note(plan.target, exec_prefix)}")
     return "\n".join(lines) + "\n"
 
 

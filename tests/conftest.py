@@ -41,11 +41,43 @@ def sshd_bed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
     """A real OpenSSH sshd on a free loopback port (tests/sshd.py)."""
     from tests.sshd import SSHD, available
 
-    why = available()
-    if why:
-        if os.environ.get("CI"):
-            pytest.fail(f"the SSH test bed must run in CI: {why}")
-        pytest.skip(why)
+    _bed_unavailable(available())
     server = SSHD(tmp_path_factory.mktemp("sshd")).start()
     yield server
     server.stop()
+
+
+def _bed_unavailable(why: str | None) -> None:
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"the test bed must run in CI: {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture
+def containers():  # type: ignore[no-untyped-def]
+    """Start containers (tests/container.py: real namespaces, bubblewrap); all stopped after."""
+    from tests.container import Container, available
+
+    _bed_unavailable(available())
+    started: list[Container] = []
+
+    def start(venv_root: Path, **kwargs: object) -> Container:
+        started.append(Container(venv_root, **kwargs).start())  # type: ignore[arg-type]
+        return started[-1]
+
+    yield start
+    for container in started:
+        container.stop()
+
+
+@pytest.fixture(scope="session")
+def jump_bed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A bastion sshd and a target sshd that only the bastion reaches (tests/sshd.py)."""
+    from tests.container import available as containers_available
+    from tests.sshd import JumpBed, available
+
+    _bed_unavailable(available() or containers_available())
+    bed = JumpBed(tmp_path_factory.mktemp("jump")).start()
+    yield bed
+    bed.stop()

@@ -111,3 +111,12 @@ def build_example(dest: Path, wheels: Path, runtime: Path | None = None) -> None
     if runtime is not None:
         argv += ["--runtime", str(runtime)]
     subprocess.run(argv, check=True, capture_output=True)
+
+
+def comparable(snapshot: dict) -> dict:  # type: ignore[type-arg]
+    """A snapshot's JSON without what describes one act of collection, nor the host name."""
+    from envsync.model import TRANSPORT_FIELDS
+
+    for key in (*TRANSPORT_FIELDS, "host"):
+        snapshot.pop(key, None)
+    return snapshot

@@ -1,7 +1,8 @@
 """A real OpenSSH sshd on loopback for envsync's tests: keys made in a temporary folder.
 
-As a module: `SSHD(folder).start()` (the pytest fixture in conftest uses it). As a script,
-for `.ci/run` or by hand:
+As a module: `SSHD(folder).start()` (the pytest fixture in conftest uses it);
+`JumpBed(folder).start()` for a bastion and a target that only the bastion can reach. As a
+script, for `.ci/run` or by hand:
 
     python tests/sshd.py start FOLDER [--count N]   # prints one `PORT` line per sshd
     python tests/sshd.py stop FOLDER
@@ -17,7 +18,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 SSHD_BIN = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -74,7 +77,37 @@ class SSHD:
         kind, key = Path(f"{self.host_key}.pub").read_text().split()[:2]
         return f"[127.0.0.1]:{self.port} {kind} {key}\n"
 
-    def start(self, port: int | None = None) -> SSHD:
+    @property
+    def log(self) -> Path:
+        return self.folder / f"{self.name}.log"
+
+    def start(self, port: int | None = None, *, netns: Sequence[str] = ()) -> SSHD:
+        """Listen on 127.0.0.1:port; `netns`: a prefix that runs sshd in another network
+        namespace (then its loopback is not this one's)."""
+        config = self.write_config(port)
+        self.proc = subprocess.Popen(
+            [*netns, SSHD_BIN, "-D", "-e", "-f", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "ab"),  # noqa: SIM115
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sshd exited {self.proc.returncode}: {self.log.read_text()}")
+            if netns:
+                if f"Server listening on 127.0.0.1 port {self.port}" in self.log.read_text():
+                    return self
+                time.sleep(0.05)
+                continue
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"sshd did not listen on {self.port} within 10s")
+
+    def write_config(self, port: int | None = None) -> Path:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation
         self.port = port or free_port()
         config = self.folder / f"{self.name}_config"
@@ -87,23 +120,7 @@ class SSHD:
             "PermitRootLogin prohibit-password\nLogLevel VERBOSE\nMaxStartups 64\n"
             "MaxSessions 64\nSubsystem sftp internal-sftp\nPrintMotd no\nPrintLastLog no\nUseDNS no\n"
         )
-        self.proc = subprocess.Popen(
-            [SSHD_BIN, "-D", "-e", "-f", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.folder / f"{self.name}.log", "ab"),  # noqa: SIM115
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                log = (self.folder / f"{self.name}.log").read_text()
-                raise RuntimeError(f"sshd exited {self.proc.returncode}: {log.strip()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"sshd did not listen on {self.port} within 10s")
+        return config
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -114,6 +131,73 @@ class SSHD:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+class JumpBed:
+    """A bastion and a target sshd; only the bastion can reach the target.
+
+    The target listens on 127.0.0.1 of a network namespace of its own (made by bubblewrap,
+    loopback only). The bastion is an OpenSSH sshd in inetd mode (`sshd -i`), started in
+    that namespace for each connection to its port on this machine's 127.0.0.1: its
+    forwarded channels connect from inside, so the target answers it, and nothing else.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.bastion = SSHD(folder, name="bastion")
+        self.target = SSHD(folder, name="target")
+        self.netns: subprocess.Popen[bytes] | None = None
+        self.netns_pid = 0
+        self.listener: socket.socket | None = None
+        self.sessions: list[subprocess.Popen[bytes]] = []
+
+    def enter(self) -> list[str]:
+        """The prefix that runs a program in the private network namespace."""
+        nsenter = shutil.which("nsenter") or "/usr/bin/nsenter"
+        return [nsenter, "--target", str(self.netns_pid), "--net", "--"]
+
+    def start(self) -> JumpBed:
+        from tests.container import sandbox
+
+        self.netns, self.netns_pid = sandbox(["--bind", "/", "/", "--dev", "/dev", "--unshare-net"])
+        self.target.start(netns=self.enter())
+        config = self.bastion.write_config()
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.bastion.port))
+        listener.listen(16)
+        self.listener = listener
+        argv = [*self.enter(), SSHD_BIN, "-i", "-e", "-f", str(config)]
+        threading.Thread(target=self._serve, args=(listener, argv), daemon=True).start()
+        return self
+
+    def _serve(self, listener: socket.socket, argv: list[str]) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # closed by stop()
+            with conn, open(self.bastion.log, "ab") as log:
+                self.sessions.append(
+                    subprocess.Popen(argv, stdin=conn.fileno(), stdout=conn.fileno(), stderr=log)
+                )
+
+    def stop(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        for session in self.sessions:
+            if session.poll() is None:
+                session.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                session.wait(timeout=5)
+        self.target.stop()
+        if self.netns is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.netns_pid, signal.SIGKILL)
+            self.netns.wait(timeout=10)
+            self.netns = None
 
 
 def main() -> int:

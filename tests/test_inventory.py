@@ -135,6 +135,39 @@ def test_inventory_location_precedence(tmp_path: Path, monkeypatch: pytest.Monke
             "[hosts.a]\npython='p'\nservice = { unit = 5 }\n",
             r"\[hosts.a\].service.unit must be a string",
         ),
+        ("[hosts.a]\npython='p'\nexec = 'docker'\n", r"\[hosts.a\].exec must be a list, got str"),
+        ("[hosts.a]\npython='p'\nexec = []\n", r"\[hosts.a\].exec must be a non-empty list"),
+        (
+            "[hosts.a]\npython='p'\nexec = ['docker', '']\n",
+            r"\[hosts.a\].exec must be a non-empty list of non-empty strings",
+        ),
+        ("[hosts.a]\npython='p'\nexec = ['srun', 3]\n", r"\[hosts.a\].exec must be a non-emp"),
+        (
+            "[hosts.a]\npython='p'\nexec = ['docker', 'exec', 'c1']\n",
+            r"\[hosts.a\].exec runs `docker exec` without -i: envsync sends its probe",
+        ),
+        (
+            "[hosts.a]\npython='p'\nexec = ['kubectl', 'exec', '-it', 'pod/p', '--']\n",
+            r"\[hosts.a\].exec asks kubectl for a terminal \(-t\)",
+        ),
+        (
+            "[hosts.a]\npython='p'\njump = 'root@bastion'\n",
+            r"\[hosts.a\].jump needs ssh: the jump host leads to the SSH target",
+        ),
+        (
+            "[hosts.a]\npython='p'\nssh = 'h'\njump = 'root@'\n",
+            r"\[hosts.a\].jump: 'root@': not an SSH target; expected user@host\[:port\]",
+        ),
+        (
+            "[hosts.a]\npython='p'\nssh = 'h'\njump = 'b1, @b2'\n",
+            r"\[hosts.a\].jump: '@b2': not an SSH target",
+        ),
+        ("[hosts.a]\npython='p'\nssh = 'a b'\n", r"\[hosts.a\].ssh: 'a b': not an SSH target"),
+        ("[service]\nhealth_url = 'pod:30000'\n", r"\[service\].health_url must be an http"),
+        (
+            "[hosts.a]\npython='p'\nservice = { health_url = 'http://h:x/health' }\n",
+            r"\[hosts.a\].service.health_url is not a URL",
+        ),
         ("hosts = 3\n", r"the top level.hosts must be a table"),
         ("[hosts]\na = 3\n", r"\[hosts.a\] must be a table"),
         ("[extra]\n", r"unknown key 'extra' in the top level"),
@@ -160,3 +193,42 @@ def test_unknown_host_lists_the_known_ones(tmp_path: Path) -> None:
         InventoryError, match=r"unknown host 'ct300' in .*known hosts: ct129, local"
     ):
         inv.host("ct300")
+
+
+def test_hosts_behind_a_command_and_a_jump_host(tmp_path: Path) -> None:
+    text = """
+[service]
+command = ["{python}", "-m", "svc"]
+port = 30000
+[hosts.pod]
+exec = ["kubectl", "exec", "-i", "-n", "inference", "pod/sglang-0", "-c", "server", "--"]
+python = "bin/python3"
+service = { health_url = "http://sglang.inference.svc:30000/health" }
+[hosts.node]
+ssh = "root@gpu7:2222"
+jump = "admin@login:22,bastion"
+exec = ["docker", "exec", "-i", "sglang"]
+python = "/opt/venv/bin/python"
+"""
+    inv = load_inventory(str(write(tmp_path, text)), {})
+    pod, node = inv.host("pod"), inv.host("node")
+    assert pod.exec == (
+        "kubectl",
+        "exec",
+        "-i",
+        "-n",
+        "inference",
+        "pod/sglang-0",
+        "-c",
+        "server",
+        "--",
+    )
+    assert pod.python == "bin/python3"  # inside: never made relative to the inventory
+    assert not pod.is_local and pod.ssh is None
+    assert pod.service is not None and pod.service.port == 30000
+    assert pod.service.health_url == "http://sglang.inference.svc:30000/health"
+    assert (node.ssh, node.jump, node.exec) == (
+        "root@gpu7:2222",
+        "admin@login:22,bastion",
+        ("docker", "exec", "-i", "sglang"),
+    )

@@ -10,7 +10,7 @@ import pytest
 
 from envsync.findings import Finding, Fix, Report
 from envsync.model import Distribution, Snapshot, from_data
-from envsync.plan import fingerprint, make_plan
+from envsync.plan import describe, fingerprint, make_plan
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
 
@@ -182,3 +182,19 @@ def test_a_custom_build_on_the_target_is_never_pinned_over() -> None:
     )
     tgt = replace(snap("tgt"), distributions=(archive,))
     assert make_plan(report(finding()), ref, tgt, prefer="fix").steps[0].kind == "pin"
+
+
+def test_a_plan_for_a_host_behind_exec_says_a_restart_discards_it() -> None:
+    ref = snap("ref", ("app", "2.0", ()))
+    tgt = snap("tgt", ("app", "1.0", ()))
+    plan = make_plan(report(finding()), ref, tgt, prefer="fix")
+    prefix = ("kubectl", "exec", "-i", "-n", "inference", "pod/sglang 0", "--")
+    text = describe(plan, exec_prefix=prefix)
+    assert text.endswith(
+        "  note: tgt is reached through `kubectl exec -i -n inference 'pod/sglang 0' --`: "
+        "these changes are made inside the running container (or pod), and restarting it "
+        "from its image discards them. The lasting fix is a new image: bake in `envsync lock "
+        "tgt` of the repaired container and the pins above.\n"
+    )
+    assert "note:" not in describe(plan)  # not for a host of its own
+    assert "note:" not in describe(replace(plan, steps=()), exec_prefix=prefix)  # nothing to do

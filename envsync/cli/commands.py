@@ -191,7 +191,7 @@ def cmd_repair(args: argparse.Namespace, ctx: Context) -> ExitCode:
         if args.output:
             write_atomic(Path(args.output), dumps_plan(plan))
     if not args.apply:
-        emit(describe(plan), None)
+        emit(describe(plan, exec_prefix=ctx.host(tgt_name).exec), None)
         return ExitCode.DRIFT if plan.steps else ExitCode.OK
     if not plan.steps:
         ctx.note(f"{tgt_name}: nothing to do")
@@ -211,6 +211,10 @@ def cmd_repair(args: argparse.Namespace, ctx: Context) -> ExitCode:
         f"{tgt_name}: applied {applied.steps} step(s) in {applied.duration_s:.1f}s; "
         f"backup {applied.backup} (envsync rollback {tgt_name} restores it)",
     )
+    if spec.exec:
+        from envsync.plan import container_note
+
+        ctx.note(f"{tgt_name}: {container_note(tgt_name, spec.exec)}")
     service = spec.service
     if args.no_deploy or service is None or not service.command:
         return ExitCode.OK

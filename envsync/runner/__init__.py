@@ -15,6 +15,12 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT = 10.0  # seconds to connect and finish the SSH handshake
 
 
+def tail(stderr: bytes, lines: int = 5) -> str:
+    """The last lines of a command's error output, on one line."""
+    text = stderr.decode("utf-8", "replace").strip().splitlines()
+    return " | ".join(line.strip() for line in text[-lines:] if line.strip())
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommandResult:
     argv: tuple[str, ...]
@@ -24,8 +30,7 @@ class CommandResult:
     duration_s: float
 
     def stderr_tail(self, lines: int = 5) -> str:
-        text = self.stderr.decode("utf-8", "replace").strip().splitlines()
-        return " | ".join(line.strip() for line in text[-lines:] if line.strip())
+        return tail(self.stderr, lines)
 
 
 class Runner(Protocol):
@@ -39,7 +44,11 @@ class Runner(Protocol):
 
 
 class CommandTimeout(RunnerError):
-    """The command did not finish in time."""
+    """The command did not finish in time (`stderr`: what it wrote before it was ended)."""
+
+    def __init__(self, message: str, *, tip: str | None = None, stderr: bytes = b"") -> None:
+        super().__init__(message, tip=tip)
+        self.stderr = stderr
 
 
 class CommandNotFound(RunnerError):
@@ -49,14 +58,22 @@ class CommandNotFound(RunnerError):
 def make_runner(
     spec: HostSpec, *, accept_new: bool = False, connect_timeout: float = CONNECT_TIMEOUT
 ) -> Runner:
-    """The runner for a host: this machine's processes, or SSH (the one place that chooses)."""
-    if spec.is_local:
+    """The runner for a host (the one place that chooses): this machine, SSH (through jump
+    hosts), and either of them behind the host's exec prefix (a container, pod or node)."""
+    runner: Runner
+    if spec.ssh is None:
         from envsync.runner.local import LocalRunner
 
-        return LocalRunner(spec.name)
-    from envsync.runner.ssh import SSHRunner  # paramiko: only for SSH hosts
+        runner = LocalRunner(spec.name)
+    else:
+        from envsync.runner.ssh import SSHRunner  # paramiko: only for SSH hosts
 
-    return SSHRunner(spec, accept_new=accept_new, connect_timeout=connect_timeout)
+        runner = SSHRunner(spec, accept_new=accept_new, connect_timeout=connect_timeout)
+    if spec.exec:
+        from envsync.runner.exec import ExecRunner
+
+        runner = ExecRunner(spec, runner)
+    return runner
 
 
 class Runners:
@@ -91,4 +108,5 @@ __all__ = [
     "Runner",
     "Runners",
     "make_runner",
+    "tail",
 ]

@@ -41,9 +41,9 @@ class LocalRunner:
         try:
             stdout, stderr = proc.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired as e:
-            _kill_group(proc)
+            _, stderr = _kill_group(proc)
             raise CommandTimeout(
-                f"{self.host}: {argv[0]} did not finish within {timeout:g}s"
+                f"{self.host}: {argv[0]} did not finish within {timeout:g}s", stderr=stderr
             ) from e
         except BaseException:
             _kill_group(proc)
@@ -57,8 +57,9 @@ class LocalRunner:
         )
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """End the command and its children; what they wrote until then."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.kill()
-    proc.communicate()
+    return proc.communicate()

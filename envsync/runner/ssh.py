@@ -5,6 +5,10 @@ known keys come from the inventory's `known_hosts`, else `UserKnownHostsFile` fr
 ~/.ssh/config, else ~/.ssh/known_hosts (plus /etc/ssh/ssh_known_hosts). An unknown key is
 refused unless the policy is `accept-new` (then it is appended, as OpenSSH's
 StrictHostKeyChecking=accept-new does); a changed key is always refused.
+
+Jump hosts (the inventory's `jump`, else `ProxyJump` in ~/.ssh/config) are connected in
+turn, each through the one before, each key verified under that same policy; the target is
+then reached through a forwarded channel of the last one, as `ssh -J` does.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from fabric import Config, Connection
 from paramiko.hostkeys import HostKeyEntry
 
 from envsync.errors import RunnerError
-from envsync.inventory import HostSpec
+from envsync.inventory import HostSpec, jump_hops, parse_target
 from envsync.runner import CONNECT_TIMEOUT, CommandResult, CommandTimeout
 
 # paramiko logs transport errors itself; envsync reports each one as its own line.
@@ -41,22 +45,9 @@ class SSHError(RunnerError):
     """The connection could not be made or was lost."""
 
 
-def parse_target(target: str) -> tuple[str | None, str, int | None]:
-    """`user@host:port` (user and port optional; `[v6addr]:port` too)."""
-    user, at, rest = target.rpartition("@")
-    host, port = rest, None
-    if rest.startswith("["):
-        inner, _, tail = rest[1:].partition("]")
-        host = inner
-        if tail.startswith(":") and tail[1:].isdigit():
-            port = int(tail[1:])
-    elif rest.count(":") == 1:
-        name, _, number = rest.partition(":")
-        if number.isdigit():
-            host, port = name, int(number)
-    if not host:
-        raise RunnerError(f"{target!r}: not an SSH target; expected user@host[:port]")
-    return (user if at else None), host, port
+def remote_command(argv: Sequence[str]) -> str:
+    """argv as one command line for the remote shell: every word quoted, data never code."""
+    return shlex.join(argv)
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -96,6 +87,13 @@ class _UnknownKey(paramiko.SSHException):
         self.key = key
 
 
+def _target(host: str, key: str, value: str) -> tuple[str | None, str, int | None]:
+    try:
+        return parse_target(value)
+    except ValueError as e:
+        raise RunnerError(f"{host}: {key}: {e}") from e
+
+
 class SSHRunner:
     """One host, one SSH connection (opened on first use, closed by close())."""
 
@@ -110,10 +108,11 @@ class SSHRunner:
             raise RunnerError(f"{spec.name}: not an SSH host")
         self.host = spec.name
         self.spec = spec
-        self.user, self.hostname, self.port = parse_target(spec.ssh)
+        self.user, self.hostname, self.port = _target(spec.name, "ssh", spec.ssh)
         self.accept_new = accept_new or spec.host_key_policy == "accept-new"
         self.connect_timeout = connect_timeout
         self._conn: Connection | None = None
+        self._hops: list[Connection] = []  # the jump hosts' connections, first hop first
         self._lock = threading.Lock()
 
     # -- connection ---------------------------------------------------------------------
@@ -137,22 +136,40 @@ class SSHRunner:
                 self._conn = self._open()
             return self._conn
 
-    def _open(self) -> Connection:
+    def _make(
+        self,
+        hostname: str,
+        user: str | None,
+        port: int | None,
+        gateway: Connection | bool,
+        target: Connection | None = None,
+    ) -> Connection:
+        """A connection (not yet open) whose host key is checked under the host's policy.
+
+        A jump host is given the `target`'s known hosts file and keys as well as its own,
+        as one login usually opens both.
+        """
         kwargs: dict[str, object] = {
             "banner_timeout": self.connect_timeout,
             "auth_timeout": self.connect_timeout,
         }
-        if self.spec.identity:
-            kwargs["key_filename"] = [self.spec.identity]
+        keys = [self.spec.identity] if self.spec.identity else []
+        if target is not None:
+            keys += [k for k in target.connect_kwargs.get("key_filename", []) if k not in keys]
+        if keys:
+            kwargs["key_filename"] = keys
+        # gateway=False: no gateway from ~/.ssh/config behind envsync's back (Fabric's
+        # own ProxyJump connections would accept any host key).
         conn = Connection(
-            host=self.hostname,
-            user=self.user,
-            port=self.port,
+            host=hostname,
+            user=user,
+            port=port,
             connect_timeout=int(max(1, self.connect_timeout)),
             connect_kwargs=kwargs,
             config=Config(),
+            gateway=gateway,
         )
-        known = self._known_hosts(conn)
+        known = self._known_hosts(target or conn)
         client = conn.client
         if os.path.exists(SYSTEM_KNOWN_HOSTS):
             with contextlib.suppress(OSError, paramiko.SSHException):
@@ -163,15 +180,53 @@ class SSHRunner:
             except (OSError, paramiko.SSHException) as e:
                 raise HostKeyError(f"{self.host}: cannot read known hosts {known}: {e}") from e
         client.set_missing_host_key_policy(_AcceptNew(known) if self.accept_new else _Refuse())
-        where = self._where(conn)
+        return conn
+
+    def _open(self) -> Connection:
+        for hop in self._hops:  # of an earlier attempt that failed
+            hop.close()
+        self._hops.clear()
+        target = self._make(self.hostname, self.user, self.port, False)
+        known = self._known_hosts(target)
+        if self.spec.jump is not None:
+            hops, key = jump_hops(self.spec.jump), "jump"
+        else:
+            hops, key = jump_hops(str(target.ssh_config.get("proxyjump", "none"))), "ProxyJump"
+        gateway: Connection | None = None
+        for hop in hops:
+            user, hostname, port = _target(self.host, key, hop)
+            conn = self._make(hostname, user, port, gateway or False, target)
+            self._connect(conn, "jump host ", known, via=gateway)
+            self._hops.append(conn)
+            gateway = conn
+        if gateway is not None:
+            target.gateway = gateway
+            # The forwarded channel to the target is asked for within the connect timeout.
+            if gateway.transport is not None:
+                gateway.transport.channel_timeout = self.connect_timeout
+        else:
+            command = str(target.ssh_config.get("proxycommand", "none"))
+            target.gateway = command if command.lower() != "none" else False
+        self._connect(target, "", known, via=gateway)
+        return target
+
+    def _connect(self, conn: Connection, what: str, known: Path, via: Connection | None) -> None:
+        """Open `conn`; each failure its own message (`what`: "" or "jump host ")."""
+        where = what + self._where(conn)
+        through = f" through {self._where(via)}" if via is not None else ""
         try:
             conn.open()
         except _UnknownKey as e:
+            scan = (
+                f"ssh -o UserKnownHostsFile={known} -J {self._where(via)} -p {conn.port} "
+                f"{conn.host} true"
+                if via is not None
+                else f"ssh-keyscan -p {conn.port} {conn.host} >> {known}"
+            )
             raise HostKeyError(
                 f"{self.host}: host key of {where} is not known ({e.key.get_name()} "
                 f"{fingerprint(e.key)}); refusing to connect",
-                tip=f"check the fingerprint, then add the key to {known} "
-                f"(ssh-keyscan -p {conn.port} {conn.host} >> {known}), or set "
+                tip=f"check the fingerprint, then add the key to {known} ({scan}), or set "
                 'host_key_policy = "accept-new" (or pass --accept-new-host-keys)',
             ) from e
         except paramiko.BadHostKeyException as e:
@@ -188,6 +243,12 @@ class SSHRunner:
                 tip="check the inventory's identity, your ssh-agent, "
                 "and the host's authorized_keys",
             ) from e
+        except paramiko.ChannelException as e:
+            raise SSHError(
+                f"{self.host}: the jump host{through} could not reach {where}: {e.text or e}",
+                tip="is sshd running there, and may the jump host forward to it "
+                "(AllowTcpForwarding)?",
+            ) from e
         except paramiko.ssh_exception.NoValidConnectionsError as e:
             raise SSHError(
                 f"{self.host}: connection refused by {where}", tip="is sshd running there?"
@@ -196,7 +257,8 @@ class SSHRunner:
             raise SSHError(f"{self.host}: cannot resolve {conn.host!r}: {e.strerror}") from e
         except TimeoutError as e:
             raise SSHError(
-                f"{self.host}: connecting to {where} timed out after {self.connect_timeout:g}s"
+                f"{self.host}: connecting to {where}{through} timed out after "
+                f"{self.connect_timeout:g}s"
             ) from e
         except paramiko.SSHException as e:
             if "banner" in str(e) or "No existing session" in str(e):
@@ -204,16 +266,18 @@ class SSHRunner:
                     f"{self.host}: {where} did not answer as an SSH server within "
                     f"{self.connect_timeout:g}s ({e})"
                 ) from e
-            raise SSHError(f"{self.host}: SSH failed with {where}: {e}") from e
+            raise SSHError(f"{self.host}: SSH failed with {where}{through}: {e}") from e
         except OSError as e:
             raise SSHError(f"{self.host}: cannot connect to {where}: {e.strerror or e}") from e
-        return conn
 
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            for hop in reversed(self._hops):
+                hop.close()
+            self._hops.clear()
 
     # -- commands -----------------------------------------------------------------------
 
@@ -222,7 +286,7 @@ class SSHRunner:
     ) -> CommandResult:
         """Run argv (quoted for the remote shell: data is never code) and collect it all."""
         argv = tuple(argv)
-        command = shlex.join(argv)
+        command = remote_command(argv)
         conn = self.connection()
         started = time.perf_counter()
         try:
@@ -251,7 +315,8 @@ class SSHRunner:
                 if left <= 0:
                     channel.close()
                     raise CommandTimeout(
-                        f"{self.host}: {argv[0]} did not finish within {timeout:g}s"
+                        f"{self.host}: {argv[0]} did not finish within {timeout:g}s",
+                        stderr=bytes(err),
                     )
                 if channel.closed and not channel.exit_status_ready():
                     raise SSHError(

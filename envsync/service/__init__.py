@@ -16,12 +16,13 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from envsync.apply import Agent, AgentError
 from envsync.command import effective_command
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
-from envsync.inventory import HostSpec, ServiceSpec
+from envsync.inventory import HostSpec, ServiceSpec, parse_target
 from envsync.model import Crash, to_data
 from envsync.runner import Runner
 
@@ -72,13 +73,19 @@ class Verdict:
     detail: str = ""
 
 
-def base_url(spec: HostSpec, service: ServiceSpec) -> str:
-    host = "127.0.0.1"
-    if spec.ssh:
-        from envsync.runner.ssh import parse_target
+def endpoints(spec: HostSpec, service: ServiceSpec) -> tuple[str, str]:
+    """The service's API base URL and health path, as reached from this machine.
 
-        host = parse_target(spec.ssh)[1]
-    return f"http://{host}:{service.port}"
+    The inventory's `health_url` when set (a container's published port, a Kubernetes
+    service); else the service's port at the SSH host's name, or on this machine.
+    """
+    if service.health_url:
+        parts = urlsplit(service.health_url)
+        return f"{parts.scheme}://{parts.netloc}", parts.path or service.health
+    host = parse_target(spec.ssh)[1] if spec.ssh else "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{service.port}", service.health
 
 
 def dropin_text(command: Sequence[str], env: Mapping[str, str], workdir: str | None = None) -> str:
@@ -149,13 +156,14 @@ def deploy(
 def _deployment(
     spec: HostSpec, service: ServiceSpec, command: tuple[str, ...], **extra: Any
 ) -> Deployment:
+    url, health = endpoints(spec, service)
     return Deployment(
         host=spec.name,
         mode="systemd" if service.unit else "process",
         command=command,
         name=service.unit or PROCESS_NAME,
-        url=base_url(spec, service),
-        health=service.health,
+        url=url,
+        health=health,
         started=time.time(),
         **extra,
     )
@@ -312,12 +320,13 @@ def smoke(
             return _generate(deployment, elapsed, requests, max_new_tokens)
         if elapsed >= deadline:
             tail = "\n".join(watch.log.splitlines()[-25:])
-            return Verdict(
-                kind="stalled",
-                seconds=elapsed,
-                log_tail=tail,
-                detail=f"no answer from {deployment.url}{deployment.health} in {deadline:g}s",
-            )
+            detail = f"no answer from {deployment.url}{deployment.health} in {deadline:g}s"
+            if (spec.exec or spec.jump) and not (spec.service and spec.service.health_url):
+                detail += (
+                    " (behind an exec prefix or a jump host the port may not be reachable "
+                    "at that address from here: set health_url in the service table)"
+                )
+            return Verdict(kind="stalled", seconds=elapsed, log_tail=tail, detail=detail)
         sleep(POLL_SECONDS)
 
 

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from envsync.collect import ProbeOptions, collect
 from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
 from tests.classify.test_sglang_wheels import fetch
+from tests.container import Container
 from tests.helpers import make_venv, make_wheel, pip_install, run_cli, site_packages
 from tests.sshd import SSHD
 
@@ -385,3 +387,42 @@ def test_without_an_index_the_pin_falls_back_to_the_reference_files(
     assert {p: tgt_files.get(p) for p in package} == package
     code, out, _ = run(capsys, "--inventory", str(inv), "-q", "diff", "--format", "json")
     assert not [f for f in json.loads(out)["findings"] if f["subject"] in ("xgrammar", "soundfile")]
+
+
+def test_repair_and_rollback_inside_a_container(
+    capsys: pytest.CaptureFixture[str],
+    bed: dict[str, Path],
+    target: Path,
+    tmp_path: Path,
+    containers: Callable[..., Container],
+) -> None:
+    """The target venv is /opt/venv inside; pip, the files and the backup stay inside."""
+    ct = containers(target.parent.parent, mounts={"/opt/wheels": bed["wheels"]})
+    inv = inventory(bed, target, tmp_path / "inv.toml")
+    inv.write_text(
+        inv.read_text()
+        .replace(
+            f'python = "{target}"',
+            f'python = "/opt/venv/bin/python"\nexec = {json.dumps(ct.exec_prefix)}',
+        )
+        .replace(str(bed["wheels"]), "/opt/wheels")
+    )
+    before = state(target)
+    code, out, _ = run(capsys, "--inventory", str(inv), "-q", "repair", "--prefer", "fix")
+    assert code == 1 and "pin xgrammar==0.1.32" in out
+    assert "note: tgt is reached through `" in out
+    assert "restarting it from its image discards them" in out and "envsync lock tgt" in out
+    code, _, err = run(capsys, "--inventory", str(inv), "repair", "--prefer", "fix", "--apply")
+    assert code == 0, err
+    assert "tgt: tgt is reached through `" in err  # said again once applied
+    assert versions(target)["xgrammar"] == "0.1.32"
+    assert state(target)[1]["svc"] == state(bed["ref"])[1]["svc"]  # a file streamed in
+    assert not (Path.home() / ".envsync").exists()  # the backup is inside, not here
+    code, out, _ = run(capsys, "--inventory", str(inv), "-q", "diff", "--format", "json")
+    assert {f["severity"] for f in json.loads(out)["findings"]} == {"benign"}
+    code, out, _ = run(capsys, "--inventory", str(inv), "-q", "lock", "tgt")
+    assert code == 0
+    assert 'name = "xgrammar"\nversion = "0.1.32"' in out  # what to bake into the image
+    assert 'location = "/opt/venv/lib/' in out
+    assert run(capsys, "--inventory", str(inv), "-q", "rollback", "tgt")[0] == 0
+    assert state(target) == before

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envsync.model import TRANSPORT_FIELDS
-from tests.helpers import make_venv, make_wheel, pip_install
+from tests.helpers import comparable, make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run
 from tests.sshd import SSHD, keygen
 
@@ -66,12 +65,6 @@ def known(tmp_path: Path, sshd: SSHD) -> Path:
     path = tmp_path / "known_hosts"
     path.write_text(sshd.host_key_line())
     return path
-
-
-def comparable(snapshot: dict) -> dict:  # type: ignore[type-arg]
-    for key in (*TRANSPORT_FIELDS, "host"):
-        snapshot.pop(key, None)
-    return snapshot
 
 
 def test_ssh_snapshot_equals_the_local_one(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from envsync.inventory import HostSpec, ServiceSpec
 from envsync.runner import CommandResult
 from envsync.service import Deployment, deploy, dropin_text, last_exception, smoke
+from tests.container import Container
 from tests.helpers import REPO, make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run
 from tests.sshd import SSHD
@@ -187,6 +189,67 @@ def test_repair_apply_ends_with_deploy_and_smoke(
         assert code == 0 and out == ""
     finally:
         stop(inv, "bad", target)
+
+
+def _inside(container: Container, needle: str) -> list[int]:
+    """PIDs (as seen from here) of processes running `needle` in the container's namespaces."""
+    ns = os.readlink(f"/proc/{container.pid}/ns/pid")
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if needle.encode() in (proc / "cmdline").read_bytes() and (
+                os.readlink(proc / "ns" / "pid") == ns
+            ):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_deploy_smoke_and_stop_of_a_process_inside_a_container(
+    capsys: pytest.CaptureFixture[str],
+    venvs: dict[str, Path],
+    tmp_path: Path,
+    containers: Callable[..., Container],
+) -> None:
+    good = containers(venvs["good"].parent.parent, mounts={"/opt/app": DEMO.parent})
+    bad = containers(venvs["bad"].parent.parent, mounts={"/opt/app": DEMO.parent})
+    port = free_port()
+    # The service answers on 127.0.0.2 only: not at this host's address, 127.0.0.1.
+    command = ["{python}", "/opt/app/demo_server.py", "--port", "{port}", "--host", "127.0.0.2"]
+    command += ["--grammar-backend", "none", "--load-seconds", "0.2"]
+    inv = tmp_path / "inv.toml"
+    text = (
+        f"[service]\ncommand = {json.dumps(command)}\nport = {port}\n"
+        f'[hosts.pod]\nexec = {json.dumps(good.exec_prefix)}\npython = "/opt/venv/bin/python"\n'
+        f'[hosts.bad-pod]\nexec = {json.dumps(bad.exec_prefix)}\npython = "/opt/venv/bin/python"\n'
+    )
+    inv.write_text(text)
+    code, out, _ = run(capsys, "--inventory", str(inv), "-q", "deploy", "pod", "--deadline", "3")
+    assert code == 5
+    assert out.startswith(f"pod: STALLED: no answer from http://127.0.0.1:{port}/health in 3s")
+    assert "set health_url in the service table" in out
+    assert "Uvicorn running on http://127.0.0.2" in out  # its log, read through the prefix
+    inv.write_text(
+        text.replace(
+            f"port = {port}\n", f'port = {port}\nhealth_url = "http://127.0.0.2:{port}/health"\n'
+        )
+    )
+    code, out, err = run(capsys, "--inventory", str(inv), "-q", "deploy", "pod", "--deadline", "60")
+    assert code == 0, out + err
+    assert out.startswith("pod: ready in ") and "3 generations of 64 tokens" in out
+    running = _inside(good, "/opt/app/demo_server.py")
+    assert len(running) == 1  # the second deploy stopped the first; it runs inside
+    assert run(capsys, "--inventory", str(inv), "-q", "smoke", "pod", "--deadline", "30")[0] == 0
+    code, _, err = run(capsys, "--inventory", str(inv), "stop", "pod")
+    assert code == 0 and err.startswith("pod: stopped process ")
+    assert _inside(good, "/opt/app/demo_server.py") == []
+    # a crash inside is told from its log, read through the prefix
+    code, out, _ = run(
+        capsys, "--inventory", str(inv), "-q", "deploy", "bad-pod", "--deadline", "60"
+    )
+    assert code == 5
+    assert out.splitlines()[0].endswith("ModuleNotFoundError: No module named 'soundfile'")
 
 
 # ---------------------------------------------------------------------------------------
