@@ -14,13 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from benchmarks.snapshot import interleaved_medians
 from tests.apply.test_source_repair import checkout_from_wheel
 from tests.classify.test_sglang_wheels import fetch
 from tests.source_trees import backend_wheels, editable_install, uv_install, uv_venv
@@ -47,12 +46,6 @@ def build() -> dict[str, Path]:
         )
         stamp.write_text("ok\n")
     return {"wheel": wheel_venv / "bin" / "python", "editable": editable_venv / "bin" / "python"}
-
-
-def timed(argv: list[str]) -> float:
-    started = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
 
 
 def main() -> int:
@@ -84,13 +77,7 @@ def main() -> int:
             snap = json.loads(subprocess.run([*base, host], check=True, capture_output=True).stdout)
             (sglang,) = [d for d in snap["distributions"] if d["name"] == "sglang"]
             counts[host] = (len(sglang["files"]), (sglang.get("source") or {}).get("mode", "wheel"))
-        for argv in commands.values():  # warm the page cache once
-            timed(argv)
-        samples: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(args.runs):
-            for name, argv in commands.items():
-                samples[name].append(timed(argv))
-    medians = {name: statistics.median(s) for name, s in samples.items()}
+        medians = interleaved_medians(commands, args.runs)
     for host, (files, mode) in counts.items():
         print(f"{host}: sglang 0.5.11 as {mode}, {files} files hashed")
     print(f"runs: {args.runs}, interleaved; median wall time per snapshot")
