@@ -72,6 +72,18 @@ def timed(argv: list[str]) -> float:
     return time.perf_counter() - started
 
 
+def interleaved_medians(commands: dict[str, list[str]], runs: int) -> dict[str, float]:
+    """Each command once (to warm the page cache), then `runs` interleaved rounds of all
+    of them, each a fresh process: the median wall time of each."""
+    for argv in commands.values():
+        timed(argv)
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, argv in commands.items():
+            samples[name].append(timed(argv))
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
@@ -98,13 +110,7 @@ def main() -> int:
         out = subprocess.run(commands["envsync snapshot"], check=True, capture_output=True).stdout
         snap = json.loads(out)
         files = sum(len(d["files"] or {}) for d in snap["distributions"])
-        for argv in commands.values():  # warm the page cache once
-            timed(argv)
-        samples: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(args.runs):
-            for name, argv in commands.items():
-                samples[name].append(timed(argv))
-    medians = {name: statistics.median(s) for name, s in samples.items()}
+        medians = interleaved_medians(commands, args.runs)
     print(f"venv: {count} distributions; envsync watches sglang ({files} files hashed)")
     print(f"runs: {args.runs}, interleaved; median wall time per command")
     for name, value in medians.items():

@@ -6,8 +6,9 @@ from typing import Any
 
 from deepdiff import DeepDiff
 
+from envsync.collect.probe import package_file
 from envsync.findings import Difference
-from envsync.model import GpuInfo, Snapshot, Unavailable
+from envsync.model import Distribution, GitState, GpuInfo, Snapshot, Unavailable
 from envsync.vocab import KIND_RANK, Kind
 
 # The kind of a difference in each section of facts (environment variables: system).
@@ -43,16 +44,72 @@ def _facts(obj: object, keys: tuple[str, ...]) -> dict[str, Any]:
 
 # Written by the installer, not shipped by the package: how it was installed (already a
 # fact of the distribution), not what it contains.
-_INSTALL_RECORDS = ("/direct_url.json", "/INSTALLER", "/REQUESTED")
+_INSTALL_RECORDS = (
+    "/direct_url.json",
+    "/INSTALLER",
+    "/REQUESTED",
+    "/uv_cache.json",
+    "/uv_build.json",
+)
+_METADATA_DIRS = (".dist-info", ".egg-info")
 
 
 def _package_file(path: str) -> bool:
     if path.startswith("../"):
         return False  # scripts in bin/ carry each venv's own interpreter path
-    return not (".dist-info/" in path and path.endswith(_INSTALL_RECORDS))
+    first, sep, _ = path.partition("/")
+    if not sep and (path.startswith("__editable__") or path.endswith(".pth")):
+        return False  # an editable install's hook into sys.path, not the package
+    if first.endswith(".dist-info"):
+        return not path.endswith(_INSTALL_RECORDS)
+    return package_file(path)
 
 
-def view(snapshot: Snapshot, *, partial_names: set[str] | None = None) -> dict[str, Any]:
+def _comparable(dist: Distribution, either_source: bool) -> dict[str, str]:
+    """The files of a watched distribution that belong to the package. When either host
+    runs it from a source tree, the metadata folders differ by how it was installed
+    (a wheel's against an editable build's), not by what the package holds."""
+    assert dist.files is not None
+    return {
+        path: digest
+        for path, digest in dist.files.items()
+        if _package_file(path)
+        and not (either_source and path.partition("/")[0].endswith(_METADATA_DIRS))
+    }
+
+
+def _commit(dist: Distribution | None) -> str | None:
+    if dist is None or dist.source is None or not isinstance(dist.source.git, GitState):
+        return None
+    return dist.source.git.commit
+
+
+def _commit_differences(reference: Snapshot, target: Snapshot) -> list[Difference]:
+    """A watched package checked out at another commit on each host."""
+    out = []
+    for ref in reference.distributions:
+        tgt = target.distribution(ref.name)
+        a, b = _commit(ref), _commit(tgt)
+        if a and b and a != b:
+            out.append(
+                Difference(
+                    kind="commit",
+                    section="commits",
+                    key=ref.name,
+                    dist=ref.name,
+                    reference=a,
+                    target=b,
+                )
+            )
+    return out
+
+
+def view(
+    snapshot: Snapshot,
+    *,
+    partial_names: set[str] | None = None,
+    other: Snapshot | None = None,
+) -> dict[str, Any]:
     """The comparable part of a snapshot: what may drift, keyed for stable deepdiff paths."""
     dists = {}
     files = {}
@@ -61,9 +118,9 @@ def view(snapshot: Snapshot, *, partial_names: set[str] | None = None) -> dict[s
             continue
         dists[dist.name] = dist.version
         if dist.files is not None:
-            files[dist.name] = {
-                path: digest for path, digest in dist.files.items() if _package_file(path)
-            }
+            peer = other.distribution(dist.name) if other is not None else None
+            either = dist.source is not None or (peer is not None and peer.source is not None)
+            files[dist.name] = _comparable(dist, either)
     gpu: dict[str, Any] = {}
     if isinstance(snapshot.gpu, GpuInfo):
         gpu = {
@@ -102,8 +159,8 @@ def differences(reference: Snapshot, target: Snapshot) -> list[Difference]:
     fact that either side could not collect is not a difference.
     """
     partial = {d.name for d in reference.distributions} if reference.partial else None
-    ref = view(reference)
-    tgt = view(target, partial_names=partial)
+    ref = view(reference, other=target)
+    tgt = view(target, partial_names=partial, other=reference)
     if reference.partial:
         for key in ("files", "python", "torch", "gpu", "system", "env"):
             ref[key] = tgt[key] = {}
@@ -136,6 +193,8 @@ def differences(reference: Snapshot, target: Snapshot) -> list[Difference]:
             before = None if change == "dictionary_item_added" else level.t1
             after = None if change == "dictionary_item_removed" else level.t2
             out.extend(_expand(path, before, after))
+    if not reference.partial:
+        out += _commit_differences(reference, target)
     return sorted(out, key=lambda d: (KIND_RANK[d.kind], d.subject))
 
 

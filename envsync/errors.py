@@ -51,3 +51,9 @@ class CollectError(EnvsyncError):
 
 class RunnerError(CollectError):
     """A command could not be run on a host (not found, timed out, transport failure)."""
+
+
+class PlanError(EnvsyncError):
+    """A plan that cannot run on the target: refused before anything changes."""
+
+    exit_code = ExitCode.APPLY

@@ -19,13 +19,15 @@ class Difference:
     key: str  # distribution name, file path inside its distribution, or fact name
     reference: str | None
     target: str | None
-    dist: str | None = None  # for `file`: the distribution the file belongs to
+    dist: str | None = None  # for `file` and `commit`: the distribution it belongs to
 
     @property
     def subject(self) -> str:
         """How a finding names it: the distribution, the file, or "section key"."""
         if self.section in ("distributions", "files"):
             return self.key
+        if self.section == "commits":
+            return f"{self.key} commit"
         return f"{self.section} {self.key}"
 
 
@@ -95,7 +97,8 @@ class Report:
 
 
 def short_hash(value: str | None) -> str | None:
-    """A sha256 hex digest shortened for people ("1a2b3c4d5e…"); other values as they are."""
-    if value is not None and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+    """A sha256 hex digest or a git commit id shortened for people ("1a2b3c4d5e…");
+    other values as they are."""
+    if value is not None and len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value):
         return f"{value[:10]}…"
     return value

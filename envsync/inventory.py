@@ -62,6 +62,7 @@ class HostSpec:
     env: tuple[str, ...] = DEFAULT_ENV
     service: ServiceSpec | None = None  # the inventory's [service] with this host's overrides
     pip_options: tuple[str, ...] = ()  # added to `pip install` on this host (index options)
+    installer: str | None = None  # pip | uv; None: the target's pip, else uv on its PATH
 
     @property
     def is_local(self) -> bool:
@@ -133,7 +134,9 @@ _HOST_KEYS = {
     "env": list,
     "service": dict,
     "pip_options": list,
+    "installer": str,
 }
+INSTALLERS = ("pip", "uv")
 _TOP_KEYS = {"defaults": dict, "service": dict, "hosts": dict}
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
 
@@ -343,6 +346,7 @@ def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
             if "service" in table
             else service,
             pip_options=_strings(table.get("pip_options", []), f"{where}.pip_options", path),
+            installer=_installer(table.get("installer"), where, path),
         )
     if LOCAL not in hosts:
         hosts[LOCAL] = local_host(watch, env, service)
@@ -361,6 +365,15 @@ def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
     return Inventory(
         path=path, hosts=hosts, reference=reference, target=target, service=service, rules=rules
     )
+
+
+def _installer(value: str | None, where: str, path: Path) -> str | None:
+    if value is not None and value not in INSTALLERS:
+        raise InventoryError(
+            f"{path}: {where}.installer must be one of {', '.join(INSTALLERS)}, not {value!r}",
+            tip="leave it out to use the target's own pip, else uv on the host's PATH",
+        )
+    return value
 
 
 def _local_path(value: str | None, inventory: Path) -> str | None:

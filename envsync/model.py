@@ -37,6 +37,40 @@ class Interpreter:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GitState:
+    """A source checkout's git state, read from .git by the probe (git is never run)."""
+
+    root: str  # the work tree's root folder
+    commit: str | None = None
+    branch: str | None = None  # None: a detached HEAD
+    remote: str | None = None  # origin's URL (else the first remote's), credentials removed
+    # The package's files (keys as in Distribution.files) that differ from HEAD.
+    modified: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()  # staged, not in HEAD
+    deleted: tuple[str, ...] = ()
+    untracked: tuple[str, ...] = ()
+    against_head: bool = False  # False: HEAD's tree is packed; compared with the index only
+    unavailable_changes: str | None = None  # why the changed files could not be read
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceTree:
+    """Where an editable or development install's packages live (not in RECORD)."""
+
+    mode: str  # editable-finder | editable-pth | develop | sys.path
+    packages: Mapping[str, str]  # top-level import name -> its folder (or module file)
+    git: GitState | Unavailable | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Installers:
+    """How packages can be installed in this environment."""
+
+    pip: str | None = None  # pip's package as the interpreter imports it; None: no pip
+    uv: str | None = None  # uv's path on the host (PATH, or beside the interpreter)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Distribution:
     name: str  # PEP 503 normalized
     display_name: str
@@ -49,11 +83,13 @@ class Distribution:
     direct_url: Mapping[str, Any] | None = None  # direct_url.json (PEP 610), redacted
     shadowed: tuple[str, ...] = ()  # later sys.path entries holding the same name
     # Only for watched distributions: sha256 (hex) of every installed file, keyed by
-    # its path relative to `location` as RECORD spells it, and how they differ from RECORD.
+    # its path relative to `location` as RECORD spells it (for a source tree: relative to
+    # the import root, the same key), and how they differ from RECORD (or from HEAD).
     files: Mapping[str, str] | None = None
-    patched: tuple[str, ...] = ()  # hash differs from RECORD: a local patch
-    missing: tuple[str, ...] = ()  # in RECORD, not on disk
-    added: tuple[str, ...] = ()  # in the package's directories, not in RECORD
+    patched: tuple[str, ...] = ()  # hash differs from RECORD (or HEAD): a local patch
+    missing: tuple[str, ...] = ()  # in RECORD (or HEAD), not on disk
+    added: tuple[str, ...] = ()  # in the package's directories, not in RECORD (or HEAD)
+    source: SourceTree | None = None  # an editable or development install
 
     @property
     def watched(self) -> bool:
@@ -65,6 +101,18 @@ class Distribution:
         so envsync never pins it, and never replaces it as a side effect."""
         url = self.direct_url or {}
         return "+" in self.version or "vcs_info" in url or "dir_info" in url
+
+    def file_path(self, key: str) -> str | None:
+        """The real path of a file key of `files` on this host, wherever it is installed."""
+        if self.source is None:
+            return f"{self.location}/{key}" if self.location else None
+        name, sep, rest = key.partition("/")
+        if not sep:
+            name = name.rpartition(".")[0] or name
+        where = self.source.packages.get(name)
+        if where is None:
+            return None
+        return f"{where}/{rest}" if sep else where
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,6 +242,7 @@ class Snapshot:
     service_flags: Mapping[str, str] | None = None
     # The crash envsync's smoke test last saw on this host, kept until it is next ready.
     crash: Crash | None = None
+    installers: Installers | None = None  # None: not known (a lock, an older snapshot)
 
     def distribution(self, name: str) -> Distribution | None:
         for dist in self.distributions:

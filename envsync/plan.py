@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from envsync.command import with_flags
 from envsync.documents import read_json_object
-from envsync.errors import InputError
+from envsync.errors import InputError, PlanError
 from envsync.findings import Finding, Fix, Report
 from envsync.model import (
     DecodeError,
@@ -65,6 +65,8 @@ class Step:
     # the reference instead (only when interpreter and platform match), or why not.
     fallback: bool = False
     no_fallback: str | None = None
+    installer: str = "pip"  # pin: pip (the target's own) | uv (`uv pip --python`)
+    uv: str | None = None  # pin with uv: the uv command on the target host
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +129,37 @@ def _dependencies(
     return out
 
 
+def choose_installer(target: Snapshot, named: str | None = None) -> tuple[str, str | None]:
+    """("pip", None) or ("uv", its command) for installing on the target, or ("", why not).
+
+    The inventory's `installer` wins; else the target's own pip, else uv on the host.
+    A target whose tools are not known (an older snapshot) is taken to have pip.
+    """
+    tools = target.installers
+    uv = tools.uv if tools is not None else None
+    if named == "pip":
+        return "pip", None
+    if named == "uv":
+        return "uv", uv or "uv"
+    if tools is None or tools.pip is not None:
+        return "pip", None
+    if uv:
+        return "uv", uv
+    return "", "the target's Python has no pip, and uv is not on the host's PATH"
+
+
+def _install_tip(target: Snapshot) -> str:
+    python = (
+        target.interpreter.executable
+        if not isinstance(target.interpreter, Unavailable)
+        else "<target python>"
+    )
+    return (
+        f"install pip into the target (`{python} -m ensurepip`), or put uv on the host's "
+        f'PATH and set installer = "uv" in hosts.{target.host}'
+    )
+
+
 def _choose(finding: Finding, prefer: str, command: Sequence[str]) -> Fix | None:
     flags = [f for f in finding.fixes if f.kind == "flag"]
     fixes = [f for f in finding.fixes if f.kind != "flag"]
@@ -136,7 +169,7 @@ def _choose(finding: Finding, prefer: str, command: Sequence[str]) -> Fix | None
         free = [f for f in flags if not any(u in command for u in f.used_when)]
         if free:
             return free[0]
-    return fixes[0] if fixes else (flags[0] if prefer != "fix" else None)
+    return fixes[0] if fixes else (flags[0] if flags and prefer != "fix" else None)
 
 
 def make_plan(
@@ -146,9 +179,11 @@ def make_plan(
     *,
     prefer: str = PREFER[0],
     only: str = ONLY_DEFAULT,
+    installer: str | None = None,
 ) -> Plan:
     """The steps that address the report's findings on the target (run with the command
-    the report was made for); nothing that needs what the hosts cannot give."""
+    the report was made for); nothing that needs what the hosts cannot give. PlanError
+    when a step cannot run on the target at all (then nothing has run)."""
     wanted = ONLY[only]
     command = report.command
     no_files = why_no_files(reference)
@@ -157,13 +192,26 @@ def make_plan(
     pinned: set[str] = set()
     files: dict[str, list[tuple[str, Finding]]] = {}
     flags: dict[str, Step] = {}
+    # A watched package's differing files are one patch set: they move together.
+    patch_sets: dict[str, list[tuple[str, Finding]]] = {}
+    for finding in report.findings:
+        for each in finding.fixes:
+            if each.kind == "sync-file" and each.dist and each.path:
+                patch_sets.setdefault(each.dist, []).append((each.path, finding))
+    below: list[Finding] = []
     for finding in report.findings:
         if finding.severity not in wanted:
-            skipped.append(f"{finding.subject}: {finding.severity} (--only {only})")
+            below.append(finding)
             continue
         fix = _choose(finding, prefer, command)
         if fix is None:
-            skipped.append(f"{finding.subject}: no fix envsync can apply")
+            if finding.kind == "commit":
+                skipped.append(
+                    f"{finding.subject}: envsync copies the files that differ; it never moves "
+                    "a checkout (git checkout, reset or stash)"
+                )
+            else:
+                skipped.append(f"{finding.subject}: no fix envsync can apply")
             continue
         if fix.kind == "flag" and fix.flag and fix.value:
             key = fix.flag
@@ -203,10 +251,13 @@ def make_plan(
             group = [ref, *(d for d in deps if d.name not in pinned)]
             pinned.update(d.name for d in group)
             names = tuple(d.name for d in group)
-            if fix.kind == "pin":
+            how, uv = choose_installer(target, installer) if fix.kind == "pin" else ("", None)
+            copying = f"copy {', '.join(f'{d.display_name} {d.version}' for d in group)} "
+            if fix.kind == "pin" and how:
                 reqs = tuple(f"{d.display_name}=={d.version}" for d in group)
                 extra = f" (with {', '.join(reqs[1:])}, which it needs)" if len(reqs) > 1 else ""
-                summary = f"pin {reqs[0]}{extra}: pip install --no-deps, others held"
+                tool = "pip install" if how == "pip" else "uv pip install"
+                summary = f"pin {reqs[0]}{extra}: {tool} --no-deps, others held"
                 why_not = why_files_cannot_serve(reference, target)
                 steps.append(
                     Step(
@@ -217,29 +268,62 @@ def make_plan(
                         dists=names,
                         fallback=why_not is None,
                         no_fallback=why_not,
+                        installer=how,
+                        uv=uv,
+                    )
+                )
+            elif fix.kind == "pin":
+                # Nothing on the target can install: the reference's files can, if they fit.
+                why_not = why_files_cannot_serve(reference, target)
+                if why_not is not None:
+                    wanted_req = f"{group[0].display_name}=={group[0].version}"
+                    raise PlanError(
+                        f"{target.host}: cannot install {wanted_req}: "
+                        f"{uv}, and the reference's installed files cannot serve it "
+                        f"({why_not}); nothing was changed",
+                        tip=_install_tip(target),
+                    )
+                steps.append(
+                    Step(
+                        kind="sync-dist",
+                        summary=copying + f"from the reference ({uv})",
+                        findings=(finding.subject,),
+                        dists=names,
                     )
                 )
             else:
                 steps.append(
                     Step(
                         kind="sync-dist",
-                        summary=f"copy {', '.join(f'{d.display_name} {d.version}' for d in group)} "
-                        "from the reference",
+                        summary=copying + "from the reference",
                         findings=(finding.subject,),
                         dists=names,
                     )
                 )
         else:
             skipped.append(f"{finding.subject}: {fix.kind} fix is incomplete")
+    for finding in below:
+        # A file of a patch set that another finding moves comes along (below).
+        if not any(x.kind == "sync-file" and x.dist in files for x in finding.fixes):
+            skipped.append(f"{finding.subject}: {finding.severity} (--only {only})")
     for dist, items in sorted(files.items()):
+        chosen = {id(f) for _, f in items}
+        along = [(p, f) for p, f in patch_sets.get(dist, []) if id(f) not in chosen]
+        items = sorted([*items, *along], key=lambda item: item[0])
         copy = tuple(sorted(p for p, f in items if f.reference is not None))
         remove = tuple(sorted(p for p, f in items if f.reference is None))
         what = [f"copy {len(copy)} file(s)"] if copy else []
         what += [f"remove {len(remove)} file(s)"] if remove else []
+        whole = (
+            f"; the whole patch set moves: {len(along)} of them below --only {only} come along"
+            if along
+            else ""
+        )
         steps.append(
             Step(
                 kind="sync-file",
-                summary=f"{' and '.join(what)} of {dist} from the reference (backed up first)",
+                summary=f"{' and '.join(what)} of {dist} from the reference "
+                f"(backed up first{whole})",
                 findings=tuple(f.subject for _, f in items),
                 files=copy,
                 remove=remove,
@@ -291,8 +375,13 @@ def describe(plan: Plan, *, exec_prefix: Sequence[str] = ()) -> str:
         lines.append(f"  {i}. {step.kind}: {step.summary}")
         lines.append(f"     fixes: {', '.join(step.findings)}")
         if step.kind == "pin":
+            tool = (
+                "python -m pip install"
+                if step.installer == "pip"
+                else f"{step.uv} pip install --python <target python>"
+            )
             lines.append(
-                "     runs: python -m pip install --no-deps --constraint <every other package "
+                f"     runs: {tool} --no-deps --constraint <every other package "
                 f"at its version> {' '.join(step.requirements)}"
             )
             if step.fallback:

@@ -15,7 +15,7 @@ SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 
 # What differs, in the order a report lists raw differences.
-Kind = Literal["python", "torch", "gpu", "missing", "version", "extra", "file", "system"]
+Kind = Literal["python", "torch", "gpu", "missing", "version", "extra", "commit", "file", "system"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 KIND_RANK: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
 PACKAGE_KINDS: tuple[Kind, ...] = ("missing", "version", "extra")

@@ -75,3 +75,79 @@ def test_environment_and_installer_records() -> None:
         ),
     )
     assert differences(ref, tgt) == []  # how it was installed is not what it contains
+
+
+def wheel_install(files: dict[str, str]) -> Distribution:
+    return Distribution(
+        name="app",
+        display_name="app",
+        version="1.0",
+        location="/venv/site-packages",
+        files={
+            **files,
+            "app-1.0.dist-info/METADATA": "m1",
+            "app-1.0.dist-info/WHEEL": "w1",
+            "app-1.0.dist-info/INSTALLER": "pip",
+            "../../../bin/app": "script",
+        },
+    )
+
+
+def source_install(files: dict[str, str], commit: str) -> Distribution:
+    from envsync.model import GitState, SourceTree
+
+    return Distribution(
+        name="app",
+        display_name="app",
+        version="1.0",
+        location="/venv/site-packages",
+        files=files,
+        source=SourceTree(
+            mode="editable-finder",
+            packages={"app": "/src/app/python/app"},
+            git=GitState(root="/src/app", commit=commit, branch="main"),
+        ),
+    )
+
+
+def test_files_compare_by_their_path_in_the_package_whichever_way_each_host_installed_it() -> None:
+    files = {"app/__init__.py": "i", "app/server.py": "s"}
+    wheel = replace(base(), distributions=(wheel_install(files),))
+    editable = replace(base(), distributions=(source_install(files, "c1"),))
+    assert differences(wheel, editable) == []
+    patched = replace(
+        base(),
+        distributions=(source_install({**files, "app/server.py": "S", "app/new.py": "n"}, "c1"),),
+    )
+    got = [(d.kind, d.subject, d.reference, d.target) for d in differences(wheel, patched)]
+    assert got == [("file", "app/new.py", None, "n"), ("file", "app/server.py", "s", "S")]
+    assert patched.distributions[0].file_path("app/new.py") == "/src/app/python/app/new.py"
+    assert wheel.distributions[0].file_path("app/new.py") == "/venv/site-packages/app/new.py"
+
+
+def test_two_checkouts_at_different_commits_are_a_commit_difference() -> None:
+    files = {"app/__init__.py": "i"}
+    a = replace(base(), distributions=(source_install(files, "c1"),))
+    b = replace(base(), distributions=(source_install(files, "c2"),))
+    got = [(d.kind, d.subject, d.dist, d.reference, d.target) for d in differences(a, b)]
+    assert got == [("commit", "app commit", "app", "c1", "c2")]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "app/__pycache__/server.cpython-311.pyc",
+        "app.egg-info/PKG-INFO",
+        "app/sub/app.egg-info/SOURCES.txt",
+        "__editable__.app-1.0.pth",
+        "__editable___app_1_0_finder.py",
+        "app-1.0.dist-info/uv_cache.json",
+        "app-1.0.dist-info/INSTALLER",
+        "app-1.0.dist-info/direct_url.json",
+    ],
+)
+def test_files_that_are_not_part_of_the_package_are_never_differences(path: str) -> None:
+    a = replace(base(), distributions=(wheel_install({"app/x.py": "1"}),))
+    extra = wheel_install({"app/x.py": "1", path: "junk"})
+    b = replace(base(), distributions=(extra,))
+    assert differences(a, b) == []

@@ -132,6 +132,10 @@ def test_inventory_location_precedence(tmp_path: Path, monkeypatch: pytest.Monke
             r"host_key_policy must be one of strict, accept-new",
         ),
         (
+            "[hosts.a]\npython='p'\ninstaller = 'conda'\n",
+            r"\[hosts.a\].installer must be one of pip, uv, not 'conda'",
+        ),
+        (
             "[hosts.a]\npython='p'\nservice = { unit = 5 }\n",
             r"\[hosts.a\].service.unit must be a string",
         ),
@@ -232,3 +236,13 @@ python = "/opt/venv/bin/python"
         "admin@login:22,bastion",
         ("docker", "exec", "-i", "sglang"),
     )
+
+
+def test_a_host_may_name_its_installer(tmp_path: Path) -> None:
+    path = tmp_path / "envsync.toml"
+    path.write_text(
+        "[hosts.a]\npython = 'p'\ninstaller = 'uv'\n[hosts.b]\npython = 'p'\n", encoding="utf-8"
+    )
+    inventory = load_inventory(str(path), {})
+    assert inventory.host("a").installer == "uv"
+    assert inventory.host("b").installer is None

@@ -198,3 +198,81 @@ def test_a_plan_for_a_host_behind_exec_says_a_restart_discards_it() -> None:
     )
     assert "note:" not in describe(plan)  # not for a host of its own
     assert "note:" not in describe(replace(plan, steps=()), exec_prefix=prefix)  # nothing to do
+
+
+def file_finding(path: str, severity: str, dist: str = "app", ref: str | None = "a") -> Finding:
+    return Finding(
+        subject=path,
+        kind="file",
+        reference=ref,
+        target="b",
+        severity=severity,
+        reason="r",
+        decided_by="import-graph",
+        fixes=(Fix(kind="sync-file", summary="copy", dist=dist, path=path),),
+    )
+
+
+def test_a_patch_set_moves_whole_and_only_narrows_what_starts_a_step() -> None:
+    ref = snap("ref", ("app", "1.0", ()), ("other", "1.0", ()))
+    tgt = snap("tgt", ("app", "1.0", ()), ("other", "1.0", ()))
+    findings = report(
+        file_finding("app/server.py", "risky"),
+        file_finding("app/worker.py", "benign"),
+        file_finding("app/gone.py", "benign", ref=None),
+        file_finding("other/x.py", "benign", dist="other"),
+    )
+    plan = make_plan(findings, ref, tgt, only="risky")
+    (step,) = plan.steps
+    assert step.dist == "app"
+    assert step.files == ("app/server.py", "app/worker.py")
+    assert step.remove == ("app/gone.py",)
+    assert "the whole patch set moves: 2 of them below --only risky come along" in step.summary
+    # The other package's patch set has nothing at or above --only: it stays.
+    assert plan.skipped == ("other/x.py: benign (--only risky)",)
+
+
+@pytest.mark.parametrize(
+    ("pip", "uv", "named", "expected"),
+    [
+        ("/t/pip/__init__.py", "/usr/bin/uv", None, ("pip", None)),
+        (None, "/usr/bin/uv", None, ("uv", "/usr/bin/uv")),
+        ("/t/pip/__init__.py", "/usr/bin/uv", "uv", ("uv", "/usr/bin/uv")),
+        (None, None, "uv", ("uv", "uv")),
+        (None, None, "pip", ("pip", None)),
+        (
+            None,
+            None,
+            None,
+            ("", "the target's Python has no pip, and uv is not on the host's PATH"),
+        ),
+    ],
+)
+def test_the_installer_is_what_the_target_has(
+    pip: str | None, uv: str | None, named: str | None, expected: tuple[str, str | None]
+) -> None:
+    from envsync.model import Installers
+    from envsync.plan import choose_installer
+
+    tgt = replace(snap("tgt"), installers=Installers(pip=pip, uv=uv))
+    assert choose_installer(tgt, named) == expected
+
+
+def test_with_no_installer_a_pin_copies_from_a_matching_reference_or_the_plan_refuses() -> None:
+    from envsync.errors import PlanError
+    from envsync.model import Installers
+
+    ref = snap("ref", ("app", "2.0", ()))
+    tgt = replace(snap("tgt", ("app", "1.0", ())), installers=Installers())
+    (step,) = make_plan(report(finding(fixes=(PIN,))), ref, tgt).steps
+    assert step.kind == "sync-dist"
+    assert step.dists == ("app",)
+    assert "no pip" in step.summary
+    other = replace(ref, interpreter=replace(ref.interpreter, version="3.12.1", abi_tag="cp312"))  # type: ignore[type-var]
+    with pytest.raises(PlanError) as caught:
+        make_plan(report(finding(fixes=(PIN,))), other, tgt)
+    assert "nothing was changed" in str(caught.value)
+    assert "-m ensurepip" in str(caught.value)
+    uv = replace(tgt, installers=Installers(uv="/opt/uv"))
+    (step,) = make_plan(report(finding(fixes=(PIN,))), other, uv).steps
+    assert (step.kind, step.installer, step.uv) == ("pin", "uv", "/opt/uv")

@@ -20,13 +20,19 @@ from envsync.apply.agent import ERROR_MARKER
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import HostSpec
-from envsync.model import Snapshot
+from envsync.model import Snapshot, Unavailable
 from envsync.plan import Plan, Step
-from envsync.runner import CommandResult, Runner
+from envsync.runner import CommandNotFound, CommandResult, Runner
 
 AGENT_TIMEOUT = 600.0
-# pip's words when an index cannot serve a requirement (pip 20 to 26).
-_NOT_ON_INDEX = (b"No matching distribution found", b"Could not find a version")
+# pip's words (pip 20 to 26), then uv's, when an index cannot serve a requirement.
+_NOT_ON_INDEX = (
+    b"No matching distribution found",
+    b"Could not find a version",
+    b"not found in the package registry",
+    b"not found in the provided package locations",
+    b"no versions of",
+)
 PIP_TIMEOUT = 1800.0
 # The agent travels as the -c argument (stdin carries its archives); the first line drops
 # the current directory from sys.path, as the probe's bootstrap does.
@@ -120,6 +126,38 @@ def _location(snapshot: Snapshot, dist: str) -> str | None:
     return found.location if found else None
 
 
+def _file_paths(snapshot: Snapshot, dist: str, keys: Sequence[str]) -> dict[str, str]:
+    """{file key: real path} on one host: in site-packages, or in the source tree of an
+    editable install."""
+    found = snapshot.distribution(dist)
+    if found is None:
+        raise ApplyError(f"{dist} is not installed on {snapshot.host}")
+    out = {}
+    for key in keys:
+        path = found.file_path(key)
+        if path is None:
+            raise ApplyError(f"{snapshot.host}: no place for {key} in {dist}'s install")
+        out[key] = path
+    return out
+
+
+def install_argv(
+    step: Step, target: Snapshot, python: str, constraints: str, options: Sequence[str]
+) -> list[str]:
+    """The target's own pip, or uv aimed at the target's interpreter: --no-deps, others held."""
+    if step.installer == "uv":
+        executable = (
+            target.interpreter.executable
+            if not isinstance(target.interpreter, Unavailable)
+            else python
+        )
+        head = [step.uv or "uv", "pip", "install", "--python", executable, "--no-deps"]
+    else:
+        head = [python, "-m", "pip", "install", "--no-deps", "--no-input"]
+        head.append("--disable-pip-version-check")
+    return [*head, "--constraint", constraints, *options, *step.requirements]
+
+
 def apply_plan(
     plan: Plan,
     *,
@@ -144,11 +182,10 @@ def apply_plan(
     agent = Agent(target_spec, runners(target_spec))
     ident = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
     dists = sorted({d for s in plan.steps if s.kind in ("pin", "sync-dist") for d in s.dists})
-    files = []
+    files: list[str] = []
     for step in plan.steps:
         if step.kind == "sync-file" and step.dist:
-            root = _location(target, step.dist)
-            files += [f"{root}/{p}" for p in (*step.files, *step.remove)] if root else []
+            files += _file_paths(target, step.dist, (*step.files, *step.remove)).values()
     try:
         made = agent.call({"op": "backup", "id": ident, "dists": dists, "files": files})
     except AgentError as e:
@@ -198,26 +235,19 @@ def _run_step(
     if step.kind == "pin":
         constraints = f"{backup}/constraints.txt"
         agent.call({"op": "write", "path": constraints, "text": _constraints(target, step.dists)})
-        argv = [
-            spec.python,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--no-input",
-            "--disable-pip-version-check",
-            "--constraint",
-            constraints,
-            *pip_options,
-            *step.requirements,
-        ]
-        result = agent.runner.run(argv, timeout=PIP_TIMEOUT)
+        argv = install_argv(step, target, spec.python, constraints, pip_options)
+        try:
+            result = agent.runner.run(argv, timeout=PIP_TIMEOUT)
+        except CommandNotFound as e:
+            raise ApplyError(f"{argv[0]} not found on {spec.name}") from e
         if result.returncode == 0:
             return
         unavailable = any(m in result.stderr for m in _NOT_ON_INDEX)
         if not (unavailable and step.fallback and reference_spec is not None):
             why = f"; {step.no_fallback}" if unavailable and step.no_fallback else ""
-            raise ApplyError(f"pip exited {result.returncode}: {result.stderr_tail(2)}{why}")
+            raise ApplyError(
+                f"{step.installer} exited {result.returncode}: {result.stderr_tail(2)}{why}"
+            )
         # The index cannot serve it: the reference's installed files can.
         _sync_dists(step.dists, agent, target, Agent(reference_spec, runners(reference_spec)))
         return
@@ -231,12 +261,15 @@ def _run_step(
         _sync_dists(step.dists, agent, target, source)
         return
     if step.kind == "sync-file" and step.dist:
-        ref_root = _location(reference, step.dist)
-        tgt_root = _location(target, step.dist)
-        if ref_root is None or tgt_root is None:
-            raise ApplyError(f"{step.dist} is not installed on both hosts")
-        archive = source.raw({"op": "pack", "root": ref_root, "files": list(step.files)}).stdout
-        agent.call({"op": "unpack", "root": tgt_root, "remove": list(step.remove)}, archive)
+        # Each host's own place for each file: site-packages, or an editable install's
+        # source tree (written in place, never through git).
+        ref_paths = _file_paths(reference, step.dist, step.files)
+        tgt_paths = _file_paths(target, step.dist, step.files)
+        removed = _file_paths(target, step.dist, step.remove)
+        archive = source.raw({"op": "pack", "paths": ref_paths}).stdout
+        agent.call(
+            {"op": "unpack", "paths": tgt_paths, "remove": sorted(removed.values())}, archive
+        )
         return
     raise ApplyError(f"unknown step kind {step.kind!r}")
 

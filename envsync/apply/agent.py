@@ -11,7 +11,9 @@ Operations:
   journal  {id, event}                                append to the backup's journal
   restore  {id | "latest"}                            put everything back as backed up
   pack     {root, files: [rel]} | {root, dist}        tar of files (with their sha256)
+           | {paths: {key: abs}}                      ... named by key (a source tree's files)
   unpack   {root, remove: [rel]}  + tar on stdin      write files under root, verify
+           | {paths: {key: abs}, remove: [abs]}       ... each key to its own path
   remove-dist {name}                                  uninstall a distribution's files
   set-service {flags}                                 keep the service's launch flags
   write    {path, text}                               write a text file atomically
@@ -256,6 +258,11 @@ def sha256(path):
 
 
 def op_pack(op):
+    if "paths" in op:
+        for full in op["paths"].values():
+            if os.path.islink(full) or not os.path.isfile(full):
+                raise Failure("not-installed", "%s is not a file here" % full)
+        return pack(op["paths"])
     root = op["root"]
     files = op.get("files")
     if files is None:
@@ -265,17 +272,23 @@ def op_pack(op):
         location, entry, record = found
         root = location
         files = [os.path.relpath(p, location) for p in dist_paths(location, entry, record)]
+    entries = {}
+    for rel in files:
+        full = os.path.join(root, rel)
+        # Scripts in bin/ carry this venv's own path: not copied.
+        if inside(root, rel) and os.path.isfile(full) and not os.path.islink(full):
+            entries[rel] = full
+    return pack(entries)
+
+
+def pack(entries):
+    """A tar of files {name in the archive: path here}, with a manifest of their sha256."""
     hashes = {}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for rel in sorted(files):
-            if not inside(root, rel):
-                continue  # scripts in bin/ carry this venv's own path: not copied
-            full = os.path.join(root, rel)
-            if os.path.islink(full) or not os.path.isfile(full):
-                continue
-            hashes[rel] = sha256(full)
-            tar.add(full, arcname=rel, recursive=False)
+        for name, full in sorted(entries.items()):
+            hashes[name] = sha256(full)
+            tar.add(full, arcname=name, recursive=False)
         data = json.dumps(hashes).encode()
         info = tarfile.TarInfo(MANIFEST_MEMBER)
         info.size = len(data)
@@ -283,12 +296,22 @@ def op_pack(op):
     return buffer.getvalue()
 
 
-def op_unpack(op, payload):
-    root = op["root"]
-    if root == "purelib":
-        import sysconfig
+def write_member(tar, member, target):
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = target + ".envsync-tmp"
+    source = tar.extractfile(member)
+    if source is None:
+        return None
+    with open(tmp, "wb") as f:
+        shutil.copyfileobj(source, f)
+    os.chmod(tmp, member.mode & 0o7777)
+    os.replace(tmp, target)
+    return sha256(target)
 
-        root = sysconfig.get_path("purelib")
+
+def unpack(payload, place, remove):
+    """Write each archived file where `place(name)` says, delete `remove` (absolute
+    paths), then check every written file's sha256 against the sender's manifest."""
     written = {}
     with tarfile.open(fileobj=io.BytesIO(payload)) as tar:
         members = tar.getmembers()
@@ -300,22 +323,15 @@ def op_unpack(op, payload):
         for member in members:
             if member.name == MANIFEST_MEMBER:
                 continue
-            if not member.isfile() or os.path.isabs(member.name) or not inside(root, member.name):
-                raise Failure("unsafe-path", "refusing %r outside %s" % (member.name, root))
-            target = os.path.join(root, member.name)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            tmp = target + ".envsync-tmp"
-            source = tar.extractfile(member)
-            if source is None:
-                continue
-            with open(tmp, "wb") as f:
-                shutil.copyfileobj(source, f)
-            os.chmod(tmp, member.mode & 0o7777)
-            os.replace(tmp, target)
-            written[member.name] = sha256(target)
-    for rel in op.get("remove", []):
-        if inside(root, rel) and os.path.isfile(os.path.join(root, rel)):
-            os.unlink(os.path.join(root, rel))
+            target = place(member) if member.isfile() else None
+            if target is None:
+                raise Failure("unsafe-path", "refusing %r: not a file of the plan" % member.name)
+            digest = write_member(tar, member, target)
+            if digest is not None:
+                written[member.name] = digest
+    for path in remove:
+        if os.path.isfile(path):
+            os.unlink(path)
     bad = sorted(rel for rel, digest in expected.items() if written.get(rel) != digest)
     if bad:
         raise Failure("hash-mismatch", "written files differ from the reference: " + ", ".join(bad))
@@ -330,6 +346,30 @@ def read_service():
     except (OSError, ValueError):
         return {}
     return state if isinstance(state, dict) else {}
+
+
+def op_unpack(op, payload):
+    """Files under `root` (by their relative names), or each key at its own path."""
+    if "paths" in op:
+        paths = op["paths"]
+        result = unpack(payload, lambda m: paths.get(m.name), op.get("remove", []))
+        missing = sorted(set(paths) - set(result["written"]))
+        if missing:
+            raise Failure("hash-mismatch", "the archive lacks " + ", ".join(missing))
+        return result
+    root = op["root"]
+    if root == "purelib":
+        import sysconfig
+
+        root = sysconfig.get_path("purelib")
+
+    def place(member):
+        if os.path.isabs(member.name) or not inside(root, member.name):
+            return None
+        return os.path.join(root, member.name)
+
+    remove = [os.path.join(root, r) for r in op.get("remove", []) if inside(root, r)]
+    return unpack(payload, place, remove)
 
 
 def op_set_service(op):

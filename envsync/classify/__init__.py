@@ -16,6 +16,7 @@ from envsync.classify.rules import RulePack, active_roots
 from envsync.command import parse_flags, with_flag
 from envsync.findings import Difference, Evidence, Finding, Fix, Report
 from envsync.model import (
+    GitState,
     ImportOutcome,
     Snapshot,
     StartupGraph,
@@ -90,7 +91,9 @@ def classify(
     graph = None if blind else target.startup
     analysis = _Analysis(graph, startup, startup.command)
     notes = [blind] if blind else []
-    findings = [_classify_one(d, reference, target, analysis, startup) for d in diffs]
+    findings = [
+        _classify_one(d, reference, target, analysis, startup) for d in diffs if d.kind != "commit"
+    ]
     if blind:
         # Without the startup graph envsync cannot show that startup does not use it.
         findings = [
@@ -102,6 +105,9 @@ def classify(
     findings += _target_checks(reference, target)
     findings = _apply_import_check(findings, imports, reference, target, notes)
     findings = _apply_crash(findings, target, reference, notes)
+    findings += [
+        _classify_commit(d, reference, target, findings) for d in diffs if d.kind == "commit"
+    ]
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.kind, f.subject))
     return Report(
         reference=reference.host,
@@ -405,6 +411,36 @@ def _classify_dist(
         evidence=tuple(requirements),
         fixes=tuple(fixes),
     )
+
+
+def _classify_commit(
+    diff: Difference, reference: Snapshot, target: Snapshot, findings: Sequence[Finding]
+) -> Finding:
+    """A checkout at another commit matters as much as the worst of its differing files."""
+    files = [
+        f
+        for f in findings
+        if f.kind == "file" and any(x.kind == "sync-file" and x.dist == diff.dist for x in f.fixes)
+    ]
+    severity = min((f.severity for f in files), key=SEVERITY_RANK.__getitem__, default="benign")
+
+    def where(snapshot: Snapshot, commit: str | None) -> str:
+        dist = snapshot.distribution(diff.dist or "")
+        git = dist.source.git if dist is not None and dist.source is not None else None
+        branch = f" ({git.branch})" if isinstance(git, GitState) and git.branch else ""
+        return f"{(commit or '?')[:12]}{branch} on {snapshot.host}"
+
+    reason = (
+        f"{diff.dist} at commit {where(reference, diff.reference)}, {where(target, diff.target)}"
+    )
+    if files:
+        reason += (
+            f"; {len(files)} of its files differ (each its own finding). envsync copies "
+            "files; it never runs git checkout, reset or stash on a checkout."
+        )
+    else:
+        reason += "; its files are the same on both hosts."
+    return _finding(diff, severity=severity, reason=reason, decided_by="facts")
 
 
 def _finding(diff: Difference, **rest: Any) -> Finding:

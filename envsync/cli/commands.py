@@ -187,7 +187,14 @@ def cmd_repair(args: argparse.Namespace, ctx: Context) -> ExitCode:
         raise InputError(f"repair: the target must be a host, not the file {tgt_name}")
     _, reference, snap, report = _diff_pair(ctx, args, ref_name, tgt_name)
     if plan is None:
-        plan = make_plan(report, reference, snap, prefer=args.prefer, only=args.only)
+        plan = make_plan(
+            report,
+            reference,
+            snap,
+            prefer=args.prefer,
+            only=args.only,
+            installer=ctx.host(tgt_name).installer,
+        )
         if args.output:
             write_atomic(Path(args.output), dumps_plan(plan))
     if not args.apply:

@@ -409,8 +409,521 @@ def watched_files(dist, records, cache=None):
     dist["added"] = sorted(added)
 
 
-def scan_distributions(paths, watch, cache=None):
+# ---------------------------------------------------------------------------------------
+# Editable and development installs: the package's files live in a source tree
+#
+# pip and uv install a project in editable mode through its build backend (PEP 660):
+# setuptools writes either a `.pth` file naming the source folder, or a `.pth` that
+# imports an `__editable___*_finder.py` whose MAPPING sends each top-level package to its
+# folder (a meta path finder appended after the path finder). Older installs
+# (`setup.py develop`, `.egg-link`) and hand-made `.pth` files put the source folder on
+# sys.path. In every shape the package's files are not in RECORD: they are found where
+# the interpreter would import them from, and keyed by their path inside the import root
+# (`sglang/srt/server_args.py`), as a wheel's RECORD keys them.
+
+# Never part of the package: bytecode, packaging metadata, version control, tool caches.
+# (Only package folders are walked: a checkout's build/ and dist/ are never reached, and
+# a package may ship dot-folders of its own, as SGLang ships .claude/.)
+NOT_PACKAGE_DIRS = {
+    "__pycache__",
+    ".git",
+    ".eggs",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+}
+NOT_PACKAGE_FILES = {"uv_cache.json", ".DS_Store"}
+
+
+def not_package_dir(name):
+    return name in NOT_PACKAGE_DIRS or name.endswith(".egg-info")
+
+
+def package_file(rel):
+    # type: (str) -> bool
+    """Whether a file (a path inside the import root) is part of the package."""
+    parts = rel.split("/")
+    if any(not_package_dir(part) for part in parts[:-1]):
+        return False
+    return package_file_name(parts[-1])
+
+
+def package_file_name(name):
+    # type: (str) -> bool
+    return not (name in NOT_PACKAGE_FILES or name.endswith((".pyc", ".pyo", ".envsync-tmp")))
+
+
+def editable_mapping(paths):
+    """{top-level import name: folder or file} from setuptools' editable finders on sys.path.
+
+    The finders are read with ast, not imported: the probe follows them as they would
+    answer, without running them a second time.
+    """
+    import ast
+
+    mapping = {}  # type: dict[str, str]
+    for location in paths:
+        try:
+            entries = sorted(os.listdir(location))
+        except OSError:
+            continue
+        for entry in entries:
+            if not (entry.startswith("__editable__") and entry.endswith("_finder.py")):
+                continue
+            try:
+                tree = ast.parse(read_text(os.path.join(location, entry)))
+            except (OSError, SyntaxError, ValueError):
+                continue
+            for target, value in assignments(tree):
+                if target != "MAPPING":
+                    continue
+                try:
+                    found = ast.literal_eval(value)
+                except ValueError:
+                    continue
+                if isinstance(found, dict):
+                    for key, path in found.items():
+                        if isinstance(key, str) and isinstance(path, str):
+                            mapping.setdefault(key, path)
+    return mapping
+
+
+def walk_package(name, path):
+    """{key: absolute path} of the package's files under `path`, keyed `name/...`."""
+    if not os.path.isdir(path):
+        return {name + os.path.splitext(path)[1]: path}
+    out = {}
+    prefix = len(path.rstrip("/")) + 1
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = sorted(d for d in dirnames if not not_package_dir(d))
+        rel = dirpath[prefix:]
+        base = name + "/" + (rel + "/" if rel else "")
+        for fname in filenames:
+            if package_file_name(fname):  # folders that are no part of it are pruned above
+                out[base + fname] = dirpath + "/" + fname
+    return out
+
+
+def install_mode(dist, via_finder):
+    if via_finder:
+        return "editable-finder"
+    if (dist.get("direct_url") or {}).get("dir_info", {}).get("editable"):
+        return "editable-pth"
+    if dist["metadata_dir"].endswith(".egg-info"):
+        return "develop"
+    return "sys.path"
+
+
+def source_tree(dist, records, finder):
+    """Where the interpreter imports a distribution's packages from, when RECORD does
+    not install them (an editable or development install); None otherwise."""
+    listed = {p.partition("/")[0] for p, _ in records}
+    names = list(dist["top_level"]) or [dist["name"].replace("-", "_")]
+    packages = {}
+    via_finder = False
+    for name in names:
+        if name in listed or name + ".py" in listed:
+            return None  # installed from a wheel: RECORD knows its files
+        found = finder.find(name)
+        if found is None or found[0] not in ("source", "namespace", "extension"):
+            continue
+        _, origin, locations = found
+        if locations:
+            packages[name] = locations[0]
+        elif origin:
+            packages[name] = origin
+        via_finder = via_finder or name in finder.mapped
+    if not packages:
+        return None
+    return {"mode": install_mode(dist, via_finder), "packages": packages}
+
+
+def source_files(dist, tree, cache=None):
+    """Hash the source tree's files and read its git state into the distribution."""
+    paths = {}
+    for name, path in sorted(tree["packages"].items()):
+        paths.update(walk_package(name, path))
+    hashes = hash_files(sorted(paths.values()), cache)
+    files = {}
+    for key, full in paths.items():
+        digest = hashes[full]
+        files[key] = digest if isinstance(digest, str) else "unreadable: %s" % digest.strerror
+    dist["files"] = dict(sorted(files.items()))
+    git = git_state(tree["packages"], set(files))
+    tree["git"] = git
+    dist["source"] = tree
+    changes = git if "commit" in git else {}
+    dist["patched"] = changes.get("modified", [])
+    dist["added"] = sorted(changes.get("added", []) + changes.get("untracked", []))
+    dist["missing"] = changes.get("deleted", [])
+
+
+# ---------------------------------------------------------------------------------------
+# Git state of a source checkout, read from .git without running git: a repository's own
+# configuration can make `git status` run programs (core.fsmonitor, clean filters, hooks).
+
+
+def git_dir(start):
+    """(work tree root, git dir, common dir) of the repository holding `start`, or None."""
+    path = os.path.abspath(start)
+    while True:
+        dot = os.path.join(path, ".git")
+        if os.path.isdir(dot):
+            gitdir = dot
+            break
+        if os.path.isfile(dot):
+            text = read_text(dot).strip()
+            if not text.startswith("gitdir:"):
+                return None
+            gitdir = os.path.normpath(os.path.join(path, text[7:].strip()))
+            break
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+    common = gitdir
+    if os.path.isfile(os.path.join(gitdir, "commondir")):
+        common = os.path.normpath(
+            os.path.join(gitdir, read_text(os.path.join(gitdir, "commondir")).strip())
+        )
+    return path, gitdir, common
+
+
+def resolve_ref(common, gitdir, ref):
+    for base in (gitdir, common):
+        path = os.path.join(base, ref)
+        if os.path.isfile(path):
+            value = read_text(path).strip()
+            if value.startswith("ref:"):
+                return resolve_ref(common, gitdir, value[4:].strip())
+            return value
+    try:
+        packed = read_text(os.path.join(common, "packed-refs"))
+    except OSError:
+        return None
+    for line in packed.splitlines():
+        if line and line[0] not in "#^":
+            sha, _, name = line.partition(" ")
+            if name.strip() == ref:
+                return sha
+    return None
+
+
+def strip_credentials(url):
+    """A remote URL without its user:password@ (scp-like `git@host:path` kept)."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1", url)
+
+
+def git_remote(common):
+    try:
+        text = read_text(os.path.join(common, "config"))
+    except OSError:
+        return None
+    remotes = {}  # type: dict[str, str]
+    section = None
+    for line in text.splitlines():
+        line = line.strip()
+        match = re.match(r'^\[remote\s+"([^"]+)"\]', line)
+        if match:
+            section = match.group(1)
+            continue
+        if line.startswith("["):
+            section = None
+            continue
+        key, sep, value = line.partition("=")
+        if section and sep and key.strip().lower() == "url":
+            remotes.setdefault(section, value.strip())
+    url = remotes.get("origin") or (remotes[sorted(remotes)[0]] if remotes else None)
+    return strip_credentials(url) if url else None
+
+
+def read_index(path, prefixes=("",)):
+    """The entries of a git index (versions 2 to 4) whose paths start with one of
+    `prefixes`, its object id width, and its cached trees ({folder: tree id})."""
+    import struct
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"DIRC":
+        raise ValueError("not a git index")
+    version, count = struct.unpack(">II", data[4:12])
+    if version not in (2, 3, 4):
+        raise ValueError("index version %d" % version)
+    # SHA-256 repositories: the index ends with a 32-byte checksum instead of 20.
+    width = 32 if len(data) > 44 and hashlib.sha256(data[:-32]).digest() == data[-32:] else 20
+    wanted = tuple(p.encode("utf-8", "surrogateescape") for p in prefixes)
+    entries = []
+    pos = 12
+    previous = b""
+    for _ in range(count):
+        start = pos
+        (flags,) = struct.unpack(">H", data[pos + 40 + width : pos + 42 + width])
+        pos += 42 + width
+        extended = 0
+        if flags & 0x4000 and version >= 3:
+            (extended,) = struct.unpack(">H", data[pos : pos + 2])
+            pos += 2
+        if version == 4:
+            strip, pos = varint(data, pos)
+            end = data.index(b"\0", pos)
+            name = previous[: len(previous) - strip] + data[pos:end]
+            pos = end + 1
+        else:
+            end = data.index(b"\0", pos)
+            name = data[pos:end]
+            pos = start + ((end - start) // 8 + 1) * 8
+        previous = name
+        if not name.startswith(wanted):
+            continue
+        fields = struct.unpack(">10I", data[start : start + 40])
+        entries.append(
+            {
+                "path": name.decode("utf-8", "surrogateescape"),
+                "sha": data[start + 40 : start + 40 + width].hex(),
+                "mode": fields[6],
+                "size": fields[9],
+                "mtime": (fields[2], fields[3]),
+                "ino": fields[5],
+                "stage": (flags >> 12) & 3,
+                "assume": bool(flags & 0x8000),
+                "skip": bool(extended & 0x4000),
+            }
+        )
+    trees = {}  # type: dict[str, str]
+    while pos + 8 <= len(data) - width:
+        signature = data[pos : pos + 4]
+        (size,) = struct.unpack(">I", data[pos + 4 : pos + 8])
+        if signature == b"TREE":
+            cached_trees(data[pos + 8 : pos + 8 + size], 0, "", width, trees)
+        pos += 8 + size
+    return entries, width, trees
+
+
+def cached_trees(data, pos, prefix, width, out):
+    """The index's cache-tree extension: tree ids of folders whose entries are unchanged
+    since git last wrote a tree (pre-order: each node, then its subtrees)."""
+    nul = data.index(b"\0", pos)
+    path = prefix + data[pos:nul].decode("utf-8", "surrogateescape")
+    newline = data.index(b"\n", nul)
+    count, subtrees = data[nul + 1 : newline].split(b" ")
+    pos = newline + 1
+    if int(count) >= 0:
+        out[path] = data[pos : pos + width].hex()
+        pos += width
+    for _ in range(int(subtrees)):
+        pos = cached_trees(data, pos, path + "/" if path else "", width, out)
+    return pos
+
+
+def varint(data, pos):
+    """git's offset varint (index v4 path compression)."""
+    byte = data[pos]
+    pos += 1
+    value = byte & 127
+    while byte & 128:
+        byte = data[pos]
+        pos += 1
+        value = ((value + 1) << 7) | (byte & 127)
+    return value, pos
+
+
+def blob_id(path, mode, width):
+    """The object id git gives a working-tree file: hash of `blob <len>\\0<content>`."""
+    if mode & 0o170000 == 0o120000:
+        data = os.readlink(path).encode("utf-8", "surrogateescape")
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
+    digest = hashlib.sha256() if width == 32 else hashlib.sha1()
+    digest.update(b"blob %d\0" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def loose_object(common, sha):
+    import zlib
+
+    path = os.path.join(common, "objects", sha[:2], sha[2:])
+    with open(path, "rb") as f:
+        data = zlib.decompress(f.read())
+    head, _, body = data.partition(b"\0")
+    return head.split(b" ")[0], body
+
+
+def tree_entries(common, oid, width):
+    """(mode, name, object id) of a loose tree object."""
+    kind, body = loose_object(common, oid)
+    if kind != b"tree":
+        raise ValueError("%s is not a tree" % oid)
+    pos = 0
+    while pos < len(body):
+        space = body.index(b" ", pos)
+        nul = body.index(b"\0", space)
+        yield (
+            body[pos:space],
+            body[space + 1 : nul].decode("utf-8", "surrogateescape"),
+            body[nul + 1 : nul + 1 + width].hex(),
+        )
+        pos = nul + 1 + width
+
+
+def head_files(common, commit, prefixes, width, cached):
+    """{path: object id} of HEAD's files under `prefixes`, read from loose objects; "same"
+    when the index's cached trees of the prefixes are HEAD's (nothing staged there); None
+    when an object is packed (reading packs is not worth it: the index answers the rest)."""
+    import zlib
+
+    try:
+        kind, body = loose_object(common, commit)
+        if kind != b"commit":
+            return None
+        root = body.split(b"\n", 1)[0].split(b" ")[1].decode()
+        folders = [p.rstrip("/") for p in prefixes if p.endswith("/")]
+        if folders and len(folders) == len(prefixes):
+            same = True
+            for folder in folders:
+                oid = root
+                for part in folder.split("/"):
+                    found = [o for m, n, o in tree_entries(common, oid, width) if n == part]
+                    oid = found[0] if found else None
+                    if oid is None:
+                        break
+                same = same and oid is not None and cached.get(folder) == oid
+            if same:
+                return "same"
+        out = {}
+        todo = [("", root)]
+        while todo:
+            base, sha = todo.pop()
+            for mode, entry, oid in tree_entries(common, sha, width):
+                name = base + entry
+                if mode == b"40000":
+                    if any(p.startswith(name + "/") or name.startswith(p) for p in prefixes):
+                        todo.append((name + "/", oid))
+                elif mode != b"160000" and any(name.startswith(p) for p in prefixes):
+                    out[name] = oid
+        return out
+    except (OSError, ValueError, IndexError, zlib.error):
+        return None
+
+
+def git_state(packages, present):
+    """Commit, branch, remote and the package's files that differ from HEAD.
+
+    `packages` maps import names to their folders; `present` holds the package's file
+    keys as hashed. Paths come back as package keys (`sglang/srt/server_args.py`).
+    """
+    first = sorted(packages.values())[0]
+    found = git_dir(first if os.path.isdir(first) else os.path.dirname(first))
+    if found is None:
+        return {"unavailable": "not in a git checkout"}
+    root, gitdir, common = found
+    try:
+        head = read_text(os.path.join(gitdir, "HEAD")).strip()
+    except OSError as e:
+        return {"unavailable": "cannot read %s/HEAD: %s" % (gitdir, e.strerror)}
+    branch = None
+    if head.startswith("ref:"):
+        ref = head[4:].strip()
+        branch = ref[len("refs/heads/") :] if ref.startswith("refs/heads/") else ref
+        commit = resolve_ref(common, gitdir, ref)
+    else:
+        commit = head
+    state = {
+        "root": root,
+        "commit": commit,
+        "branch": branch,
+        "remote": git_remote(common),
+        "modified": [],
+        "added": [],
+        "deleted": [],
+        "untracked": [],
+        "against_head": False,
+    }
+    # Repository-relative folder of each package -> its key prefix.
+    prefixes = {}
+    for name, path in packages.items():
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        if rel.startswith(".."):
+            continue
+        prefixes[rel + ("/" if os.path.isdir(path) else "")] = name + (
+            "/" if os.path.isdir(path) else os.path.splitext(path)[1]
+        )
+
+    def key_of(rel):
+        for prefix, key in prefixes.items():
+            if rel == prefix.rstrip("/") and not prefix.endswith("/"):
+                return key
+            if prefix.endswith("/") and rel.startswith(prefix):
+                return key + rel[len(prefix) :]
+        return None
+
+    try:
+        entries, width, cached = read_index(os.path.join(gitdir, "index"), tuple(prefixes))
+        index_mtime = os.stat(os.path.join(gitdir, "index")).st_mtime_ns
+    except FileNotFoundError:
+        entries, width, cached, index_mtime = [], 20, {}, 0
+    except (OSError, ValueError, IndexError) as e:
+        state["unavailable_changes"] = "cannot read the git index: %s" % e
+        return state
+    indexed = {}
+    for entry in entries:
+        key = key_of(entry["path"])
+        if key is None or entry["stage"] > 1 or entry["mode"] & 0o170000 == 0o040000:
+            continue
+        indexed[key] = entry
+        full = os.path.join(root, entry["path"])
+        try:
+            st = os.lstat(full)
+        except OSError:
+            if not entry["skip"]:
+                state["deleted"].append(key)
+            continue
+        if entry["assume"] or entry["skip"]:
+            continue
+        # Same size, times and inode as when git last hashed it: unchanged. Otherwise the
+        # content decides (a stat-only change, or an entry staged without stat data).
+        nsec = entry["mtime"][1]
+        same_stat = (
+            st.st_size == entry["size"]
+            and int(st.st_mtime) == entry["mtime"][0]
+            and (not nsec or st.st_mtime_ns % 10**9 == nsec)  # 0: a git built without nsec
+            and (st.st_ino & 0xFFFFFFFF) == entry["ino"]
+        )
+        # git's "racy" rule: a file modified no earlier than the index was written may
+        # have changed after git hashed it.
+        if same_stat and st.st_mtime_ns < index_mtime:
+            continue
+        try:
+            if blob_id(full, entry["mode"], width) != entry["sha"]:
+                state["modified"].append(key)
+        except OSError:
+            state["modified"].append(key)
+    state["untracked"] = sorted(k for k in present if k not in indexed)
+    head = head_files(common, commit, list(prefixes), width, cached) if commit else None
+    if head == "same":
+        state["against_head"] = True
+    elif head is not None:
+        state["against_head"] = True
+        in_head = {key_of(p): oid for p, oid in head.items()}
+        for key, entry in indexed.items():
+            if key not in in_head:
+                state["added"].append(key)
+            elif in_head[key] != entry["sha"] and key not in state["modified"]:
+                state["modified"].append(key)  # staged
+        state["deleted"] += [k for k in in_head if k and k not in indexed]
+    for field in ("modified", "added", "deleted"):
+        state[field] = sorted(set(state[field]))
+    # A file HEAD does not have is added, whatever its working copy holds.
+    state["modified"] = [k for k in state["modified"] if k not in state["added"]]
+    return state
+
+
+def scan_distributions(paths, watch, cache=None, finder=None):
     watch = {normalize(w) for w in watch}
+    finder = finder or ModuleFinder(paths)
     found = {}  # type: dict[str, dict[str, Any]]
     order = []
     broken = []
@@ -437,7 +950,11 @@ def scan_distributions(paths, watch, cache=None):
                 continue
             dist["shadowed"] = []
             if name in watch:
-                watched_files(dist, records, cache)
+                tree = source_tree(dist, records, finder)
+                if tree is None:
+                    watched_files(dist, records, cache)
+                else:
+                    source_files(dist, tree, cache)
             found[name] = dist
             order.append(name)
     return [found[n] for n in sorted(order)], broken
@@ -445,6 +962,22 @@ def scan_distributions(paths, watch, cache=None):
 
 # ---------------------------------------------------------------------------------------
 # torch, GPU, system, environment
+
+
+def assignments(tree):
+    """(name, value node) of each simple module-level assignment, annotated or not."""
+    import ast
+
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            yield target.id, value
+
 
 TORCH_KEYS = {"__version__": "version", "cuda": "cuda", "git_version": "git_version", "hip": "hip"}
 
@@ -463,20 +996,14 @@ def torch_facts(paths, deep):
     except (OSError, SyntaxError) as e:
         return {"unavailable": "cannot read %s: %s" % (version_py, e)}
     facts = {"location": location}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if isinstance(target, ast.Name) and target.id in TORCH_KEYS:
+    for target, value in assignments(tree):
+        if target in TORCH_KEYS:
             try:
                 literal = ast.literal_eval(value)
             except ValueError:
                 continue
             if literal is None or isinstance(literal, str):
-                facts[TORCH_KEYS[target.id]] = literal
+                facts[TORCH_KEYS[target]] = literal
     if "version" not in facts:
         return {"unavailable": "%s has no __version__" % version_py}
     if deep:
@@ -639,6 +1166,16 @@ def system_facts():
         "glibc": glibc.split()[-1] if glibc else None,
         "hostname": uname.nodename,
     }
+
+
+def installer_facts(finder):
+    """Whether the interpreter can run pip, and where uv is: how envsync may install here."""
+    found = finder.find("pip")
+    uv = which("uv")
+    if uv is None:  # `pip install uv` puts it beside the interpreter, maybe not on PATH
+        beside = os.path.join(os.path.dirname(sys.executable), "uv")
+        uv = beside if os.access(beside, os.X_OK) else None
+    return {"pip": found[1] if found and found[1] else None, "uv": uv}
 
 
 def env_facts(patterns):
@@ -927,14 +1464,18 @@ def analyze_source(text, modname, is_package):
 
 
 class ModuleFinder:
-    """Find modules by name without importing anything (importlib's PathFinder)."""
+    """Find modules by name without importing anything: importlib's PathFinder, then the
+    editable finders' MAPPING, in the order the interpreter asks them (setuptools appends
+    its finder to sys.meta_path, after the path finder)."""
 
-    def __init__(self, paths):
+    def __init__(self, paths, editable=None):
         import sysconfig
         from importlib.machinery import PathFinder
 
         self.finder = PathFinder
         self.paths = paths
+        self.editable = editable or {}
+        self.mapped = set()  # top-level names found through an editable finder
         self.cache = {}
         stdlib = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")}
         self.stdlib = tuple(p for p in stdlib if p)
@@ -967,6 +1508,8 @@ class ModuleFinder:
                     return result
                 except (ImportError, ValueError, OSError):
                     spec = None
+            if spec is None and not parent and name in self.editable:
+                result = self.find_mapped(name, self.editable[name])
             if spec is not None:
                 origin = spec.origin if spec.has_location else None
                 locations = spec.submodule_search_locations
@@ -981,6 +1524,19 @@ class ModuleFinder:
                 result = (kind, origin, list(locations) if locations is not None else None)
         self.cache[name] = result
         return result
+
+    def find_mapped(self, name, path):
+        """What an editable finder answers for a top-level name it maps to `path`."""
+        init = os.path.join(path, "__init__.py")
+        if os.path.isdir(path):
+            self.mapped.add(name)
+            if os.path.isfile(init):
+                return ("source", init, [path])
+            return ("namespace", None, [path])
+        if os.path.isfile(path):
+            self.mapped.add(name)
+            return ("source" if path.endswith(".py") else "extension", path, None)
+        return None
 
 
 def cache_path(options, kind="imports"):
@@ -1076,7 +1632,7 @@ def launch_roots(roots, options):
     return out, resolved, main_file
 
 
-def startup_graph(options):
+def startup_graph(options, finder):
     roots = options.get("roots") or []
     if not roots:
         return None
@@ -1086,11 +1642,12 @@ def startup_graph(options):
     path = cache_path(options)
     cache = load_cache(path)
     fresh = 0
-    paths = [p for p in sys.path if p]
-    if main_file and not options.get("isolated"):
-        paths.insert(0, os.path.dirname(main_file))
-    finder = ModuleFinder(paths)
     if main_file:
+        # A script: its folder first on sys.path, as Python puts it (not with -I or -P).
+        paths = list(finder.paths)
+        if not options.get("isolated"):
+            paths.insert(0, os.path.dirname(main_file))
+        finder = ModuleFinder(paths, finder.editable)
         finder.cache["__main__"] = ("source", main_file, None)
     modules = {}  # type: dict[str, dict[str, Any]]
     stats = {"parsed": 0, "cached": 0}
@@ -1230,7 +1787,8 @@ def collect(options):
     hashes_path = cache_path(options, "hashes")
     hashes = load_cache(hashes_path) if hashes_path else None
     before = dict(hashes) if hashes is not None else None
-    distributions, broken = scan_distributions(paths, options.get("watch") or [], hashes)
+    finder = ModuleFinder(paths, editable_mapping(paths))
+    distributions, broken = scan_distributions(paths, options.get("watch") or [], hashes, finder)
     if hashes_path and hashes != before:
         save_cache(hashes_path, hashes)
     facts = {
@@ -1246,7 +1804,8 @@ def collect(options):
         "gpu": gpu_facts(),
         "system": system_facts(),
         "env": env_facts(options.get("env") or []),
-        "startup": startup_graph(options),
+        "startup": startup_graph(options, finder),
+        "installers": installer_facts(finder),
     }
     facts["service_flags"], facts["crash"] = service_state()
     facts["duration_s"] = round(time.time() - started, 4)

@@ -141,3 +141,41 @@ def test_secret_environment_values_are_redacted(name: str, value: str, shown: st
 def test_direct_url_credentials_are_redacted() -> None:
     data = {"url": "git+https://tok:x-oauth@git.example/org/sglang.git", "vcs_info": {"vcs": "git"}}
     assert probe.redact_data(data)["url"] == "git+https://<redacted>@git.example/org/sglang.git"
+
+
+@pytest.mark.parametrize(
+    ("url", "clean"),
+    [
+        ("https://user:tok@git.example.invalid/org/x.git", "https://git.example.invalid/org/x.git"),
+        ("https://tok@git.example.invalid/x", "https://git.example.invalid/x"),
+        ("git@git.example.invalid:org/x.git", "git@git.example.invalid:org/x.git"),
+        ("/srv/git/x.git", "/srv/git/x.git"),
+    ],
+)
+def test_remote_urls_lose_their_credentials(url: str, clean: str) -> None:
+    assert probe.strip_credentials(url) == clean
+
+
+def test_git_state_of_a_linked_worktree_with_an_intent_to_add_entry(tmp_path: Path) -> None:
+    """A v3 index (extended flags) and a `.git` file pointing into the main repository."""
+    from tests.source_trees import git
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "a.py").write_text("A = 1\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "one")
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "side"))
+    side = tmp_path / "side"
+    (side / "pkg" / "b.py").write_text("B = 1\n")
+    git(side, "add", "-N", "pkg/b.py")
+    head = git(side, "rev-parse", "HEAD")
+    entries, width, _ = probe.read_index(
+        str(Path(git(side, "rev-parse", "--absolute-git-dir")) / "index"), ("pkg/",)
+    )
+    assert width == 20 and [e["path"] for e in entries] == ["pkg/a.py", "pkg/b.py"]
+    state = probe.git_state({"pkg": str(side / "pkg")}, {"pkg/a.py", "pkg/b.py"})
+    assert (state["root"], state["commit"], state["branch"]) == (str(side), head, "side")
+    assert state["added"] == ["pkg/b.py"] and state["modified"] == []
+    assert state["untracked"] == [] and state["deleted"] == []
