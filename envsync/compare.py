@@ -54,7 +54,8 @@ def _entry(
         )
     if service.entrypoint:
         return service.entrypoint, (), service.entrypoint, None, False
-    launch = launch_of(service.command)
+    # Read with {inventory_dir} and {port} filled: a script's path may hold them.
+    launch = launch_of(effective_command(service, None, None))
     if launch.shape == "module" and launch.target:
         return launch.target, (), f"-m {launch.target}", None, launch.isolated
     if launch.shape == "script" and launch.target:

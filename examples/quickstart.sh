@@ -42,7 +42,7 @@ echo
 echo "== envsync repair --apply      (backup, sync the patched files, --grammar-backend none; deploy; smoke test)"
 envsync repair --apply --deadline 120
 echo
-echo "== envsync diff ct129 ct200      (what is left: the DDTree file, and the xgrammar the flag avoids)"
+echo "== envsync diff ct129 ct200      (what is left: the xgrammar the flag avoids)"
 envsync diff ct129 ct200 -q || [ $? -eq 1 ]
 echo
 echo "== back to the story for the next run: rollback, stop, uninstall soundfile"

@@ -96,6 +96,7 @@ def rich_finding(report: dict) -> dict:  # type: ignore[type-arg]
         (["{python}", "SRV/serve.py", "--port", "{port}"], {}),
         (["{python}", "-u", "-X", "dev", "-W", "ignore", "-O", "SRV/serve.py"], {}),
         (["{python}", "serve.py", "--port", "{port}"], {"workdir": "SRV"}),
+        (["{python}", "{inventory_dir}/srv/serve.py", "--port", "{port}"], {}),
         (["env", "CUDA_VISIBLE_DEVICES=1", "{python}", "SRV/serve.py"], {}),
         (["bash", "-c", "exec {python} SRV/serve.py --port {port}"], {}),
         (["torchrun", "--nproc-per-node", "2", "--standalone", "SRV/serve.py"], {}),

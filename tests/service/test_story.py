@@ -12,6 +12,7 @@ import pytest
 from envsync.cli import main
 from tests.helpers import REPO, build_example
 from tests.helpers import run_cli as run
+from tests.service.test_smoke import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +25,9 @@ def story(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
     text = text.replace(
         '"{inventory_dir}/demo_server.py"', f'"{REPO / "examples" / "demo_server.py"}"'
     )
-    text = text.replace("port = 30001", "port = 30451").replace("port = 30002", "port = 30452")
+    # Free ports, not fixed ones: other runs of the suite may share this machine.
+    text = text.replace("port = 30001", f"port = {free_port()}")
+    text = text.replace("port = 30002", f"port = {free_port()}")
     inv = dest / "envsync.toml"
     inv.write_text(text)
     return inv
