@@ -20,6 +20,7 @@ import pytest
 from tests.classify.test_sglang_wheels import fetch
 from tests.helpers import make_venv, pip_install
 from tests.helpers import run_cli as run
+from tests.sshd import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -57,12 +58,6 @@ def serve():
 COMMANDS = {"serve": serve}
 COMMANDS[sys.argv[1]]()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -16,16 +15,10 @@ from envsync.service import Deployment, deploy, dropin_text, last_exception, smo
 from tests.container import Container
 from tests.helpers import REPO, make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run
-from tests.sshd import SSHD
+from tests.sshd import SSHD, free_port
 
 DEMO = REPO / "examples" / "demo_server.py"
 DATA = Path(__file__).resolve().parent.parent / "data" / "systemd"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from envsync.cli import main
 from tests.helpers import REPO, build_example
 from tests.helpers import run_cli as run
-from tests.service.test_smoke import free_port
+from tests.sshd import free_port
 
 pytestmark = pytest.mark.slow
 
