@@ -52,6 +52,33 @@ def make_wheel(
     return path
 
 
+def fetch(cache: Path, requirement: str) -> Path:
+    """The real wheel of `NAME==VERSION` from the package index, kept in `cache`."""
+    name, version = requirement.split("==")
+    name = name.replace("-", "_")
+    hits = sorted(cache.glob(f"{name}-{version}-*.whl"))
+    if not hits:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                str(cache),
+                requirement,
+            ],
+            check=True,
+            capture_output=True,
+        )
+        hits = sorted(cache.glob(f"{name}-{version}-*.whl"))
+    assert hits, f"no wheel for {requirement}"
+    return hits[0]
+
+
 def make_venv(root: Path, *, with_pip: bool = False) -> Path:
     """A real venv; returns its python."""
     venv.EnvBuilder(with_pip=with_pip, clear=True).create(root)
