@@ -54,29 +54,9 @@ def make_wheel(
 
 def fetch(cache: Path, requirement: str) -> Path:
     """The real wheel of `NAME==VERSION` from the package index, kept in `cache`."""
-    name, version = requirement.split("==")
-    name = name.replace("-", "_")
-    hits = sorted(cache.glob(f"{name}-{version}-*.whl"))
-    if not hits:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary=:all:",
-                "-d",
-                str(cache),
-                requirement,
-            ],
-            check=True,
-            capture_output=True,
-        )
-        hits = sorted(cache.glob(f"{name}-{version}-*.whl"))
-    assert hits, f"no wheel for {requirement}"
-    return hits[0]
+    from examples.build_hosts import wheel
+
+    return wheel(cache, requirement)
 
 
 def make_venv(root: Path, *, with_pip: bool = False) -> Path:
