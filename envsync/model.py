@@ -190,6 +190,18 @@ class ImportEdge:
     context: Context
     statement: str
     condition: str | None = None  # the enclosing `if` line, for context "if"
+    group: int | None = None  # the line of the enclosing `try` (contexts try and fallback)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LazyExports:
+    """What a lazy module (transformers' `_LazyModule`, lazy_loader...) exports on demand."""
+
+    names: Mapping[str, str] = field(default_factory=dict)  # name -> module that defines it
+    stars: tuple[str, ...] = ()  # submodules whose public names it exports too
+    exact: bool = False  # the table is complete: a name in none of them is absent
+    # name -> the star submodules whose files mention it (the probe read only those)
+    candidates: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,6 +215,7 @@ class ModuleFacts:
     stars: tuple[str, ...] = ()  # modules it does `from M import *` from
     imports: tuple[ImportEdge, ...] = ()
     error: str | None = None
+    lazy: LazyExports | None = None  # a module that exports names it does not bind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,10 +26,12 @@ FIX_KINDS: tuple[FixKind, ...] = get_args(FixKind)
 
 # Where an import statement stands, surest to run first. A path is as weak as its weakest
 # edge: a module reached through a `try` is guarded even if its own imports are not.
-Context = Literal["module", "if", "try", "function", "typing"]
+# "fallback": an except body, which runs only when its try failed (judged with that try).
+Context = Literal["module", "if", "try", "fallback", "function", "typing"]
 CONTEXTS: tuple[Context, ...] = get_args(Context)
 CONTEXT_RANK: dict[str, int] = {c: i for i, c in enumerate(CONTEXTS)}
-RUNS: tuple[Context, ...] = ("module", "if", "try")  # contexts that run when the module does
+# contexts that run when the module does
+RUNS: tuple[Context, ...] = ("module", "if", "try", "fallback")
 
 # Which evidence decided a finding.
 EvidenceSource = Literal[

@@ -52,6 +52,13 @@ def make_wheel(
     return path
 
 
+def fetch(cache: Path, requirement: str) -> Path:
+    """The real wheel of `NAME==VERSION` from the package index, kept in `cache`."""
+    from examples.build_hosts import wheel
+
+    return wheel(cache, requirement)
+
+
 def make_venv(root: Path, *, with_pip: bool = False) -> Path:
     """A real venv; returns its python."""
     venv.EnvBuilder(with_pip=with_pip, clear=True).create(root)

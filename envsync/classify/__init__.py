@@ -24,18 +24,20 @@ from envsync.model import (
     Unavailable,
     why_files_cannot_serve,
 )
-from envsync.vocab import CONTEXT_RANK, PACKAGE_KINDS, RUNS, SEVERITY_RANK, Kind, Severity
+from envsync.vocab import PACKAGE_KINDS, RUNS, SEVERITY_RANK, Kind, Severity
 
 SEVERITY_OF_CONTEXT: dict[str, Severity] = {
     "module": "fatal",
     "if": "risky",
     "try": "degraded",
+    "fallback": "degraded",
     "function": "degraded",
 }
 CONTEXT_WORDS = {
     "module": "at module level",
     "if": "at module level under a condition",
     "try": "inside try/except ImportError",
+    "fallback": "in an except body (a fallback that runs only when its try fails)",
     "function": "inside a function (lazily)",
 }
 
@@ -74,7 +76,9 @@ class _Analysis:
             else ()
         )
         self.reached: dict[str, Reach] = self.index.reach(self.roots) if self.index else {}
-        self.failures: list[Failure] = self.index.failures(self.reached) if self.index else []
+        self.failures: list[Failure] = (
+            self.index.failures(self.reached, self.roots) if self.index else []
+        )
 
     def fatal_keys(self) -> set[tuple[str, str | None]]:
         return {(f.module, f.missing_name) for f in self.failures if f.context == "module"}
@@ -349,11 +353,11 @@ def _classify_dist(
     fixes = _dist_fixes(name, reference, target) if diff.kind != "extra" else []
     related = [f for f in analysis.failures if f.top in names]
     if related:
-        worst = min(related, key=lambda f: CONTEXT_RANK[f.context])
+        # Failures come surest first, then in the order startup runs them: the first is
+        # the one that stops startup; every one of them is evidence.
+        worst = related[0]
         severity: Severity = SEVERITY_OF_CONTEXT[worst.context]
-        evidence = list(
-            dict.fromkeys(e for f in related[:5] for e in _failure_evidence(f, analysis))
-        )
+        evidence = list(dict.fromkeys(e for f in related for e in _failure_evidence(f, analysis)))
         if severity == "fatal":
             fixes += _flag_fixes(related, analysis, startup)
         return _finding(

@@ -32,8 +32,9 @@ class Failure:
     missing_module: str | None = None  # `import X` / `from X import` where X is absent
     missing_name: str | None = None  # `from X import Y` where X does not bind Y
     module: str  # the module the failure is about (X)
-    context: Context  # effective context: module | if | try | function
+    context: Context  # effective context: module | if | try | fallback | function
     root: Root
+    declared_in: str | None = None  # X is lazy: the submodule its table names for Y
 
     @property
     def top(self) -> str:
@@ -41,8 +42,22 @@ class Failure:
 
     def message(self) -> str:
         if self.missing_name:
-            return f"cannot import name {self.missing_name!r} from {self.module!r}"
+            text = f"cannot import name {self.missing_name!r} from {self.module!r}"
+            if self.declared_in and self.declared_in != self.module:
+                text += f" (its lazy table names {self.declared_in}, which does not define it)"
+            return text
         return f"No module named {self.missing_module!r}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Broken:
+    """One import statement of a module that cannot succeed on this host."""
+
+    edge: ImportEdge
+    module: str  # the module it is about
+    missing_module: str | None = None
+    missing_name: str | None = None
+    declared_in: str | None = None
 
 
 def _targets(edge: ImportEdge, modules: Mapping[str, ModuleFacts]) -> list[str]:
@@ -56,17 +71,31 @@ def _targets(edge: ImportEdge, modules: Mapping[str, ModuleFacts]) -> list[str]:
     return out
 
 
+def seeds(graph: StartupGraph, root: Root) -> list[str]:
+    """The modules a root names: itself, or for "pkg.*" every module of pkg the probe read."""
+    modules = graph.modules
+    if root.module.endswith(".*"):
+        prefix = root.module[:-1]
+        return sorted(
+            n
+            for n, m in modules.items()
+            if n.startswith(prefix) and "." not in n[len(prefix) :] and m.kind != "missing"
+        )
+    if root.module not in modules or modules[root.module].kind == "missing":
+        return []
+    return [root.module]
+
+
 def _reach_one(graph: StartupGraph, root: Root) -> dict[str, Reach]:
     """Modules reached from one root, with the surest path to each (0-1-2 Dijkstra)."""
     modules = graph.modules
     internal = set(graph.internal)
     best: dict[str, Reach] = {}
-    if root.module not in modules or modules[root.module].kind == "missing":
-        return best
+    start = Reach(context=root.context, root=root)
     heap: list[tuple[int, int, str, Reach]] = [
-        (0, 0, root.module, Reach(context="module", root=root))
+        (RANK[root.context], i, name, start) for i, name in enumerate(seeds(graph, root))
     ]
-    counter = 1
+    counter = len(heap)
     while heap:
         rank, _, name, how = heapq.heappop(heap)
         if name in best and RANK[best[name].context] <= rank:
@@ -100,8 +129,9 @@ class GraphIndex:
     def __init__(self, graph: StartupGraph) -> None:
         self.graph = graph
         self._by_root: dict[Root, dict[str, Reach]] = {}
-        self._broken: dict[str, list[tuple[ImportEdge, str | None, str | None, str]]] = {}
+        self._broken: dict[str, list[Broken]] = {}
         self._bound: dict[str, set[str] | None] = {}
+        self._lookups: dict[tuple[str, str], tuple[bool | None, str | None]] = {}
 
     def reach(self, roots: Sequence[Root]) -> dict[str, Reach]:
         merged: dict[str, Reach] = {}
@@ -114,13 +144,13 @@ class GraphIndex:
                     merged[name] = how
         return merged
 
-    def broken_imports(self, name: str) -> list[tuple[ImportEdge, str | None, str | None, str]]:
-        """(edge, missing module, missing name, module concerned) for a module's imports."""
+    def broken_imports(self, name: str) -> list[Broken]:
+        """The imports of module `name` that cannot succeed on this host."""
         if name in self._broken:
             return self._broken[name]
         modules = self.graph.modules
         facts = modules.get(name)
-        out: list[tuple[ImportEdge, str | None, str | None, str]] = []
+        out: list[Broken] = []
         for edge in facts.imports if facts is not None else ():
             if edge.context == "typing":
                 continue
@@ -132,51 +162,163 @@ class GraphIndex:
                     missing = prefix
                     break
             if missing is not None:
-                out.append((edge, missing, None, missing))
+                out.append(Broken(edge=edge, module=missing, missing_module=missing))
                 continue
-            if not edge.names:
-                continue
-            bound = bound_names(self.graph, edge.module, memo=self._bound)
-            if bound is None:
-                continue  # an extension module, a namespace, a __getattr__: cannot tell
             for item in edge.names:
-                if item == "*" or item in bound:
+                if item == "*":
                     continue
-                sub = f"{edge.module}.{item}"
-                if sub in modules and modules[sub].kind != "missing":
-                    continue  # a submodule: `from pkg import mod` imports it
-                out.append((edge, None, item, edge.module))
+                verdict, where = self.lookup(edge.module, item)
+                if verdict is False:
+                    out.append(
+                        Broken(edge=edge, module=edge.module, missing_name=item, declared_in=where)
+                    )
         self._broken[name] = out
         return out
 
-    def failures(self, reached: dict[str, Reach]) -> list[Failure]:
-        """Imports in reached modules (lazy ones inside functions too) that cannot succeed."""
+    def lookup(self, module: str, name: str) -> tuple[bool | None, str | None]:
+        """Whether `from module import name` finds the name (None: cannot tell).
+
+        The second item is the module that was found to lack it (a lazy module's table
+        sends the name to the submodule that defines it).
+        """
+        key = (module, name)
+        if key not in self._lookups:
+            self._lookups[key] = (None, None)  # a cycle of tables proves nothing
+            self._lookups[key] = self._lookup(module, name)
+        return self._lookups[key]
+
+    def _lookup(self, module: str, name: str) -> tuple[bool | None, str | None]:
+        modules = self.graph.modules
+        facts = modules.get(module)
+        if facts is None or facts.kind != "source" or facts.defines is None:
+            return None, None  # an extension module, a namespace, unread: cannot tell
+        sub = modules.get(f"{module}.{name}")
+        if sub is not None and sub.kind != "missing":
+            return True, None  # a submodule: `from pkg import mod` imports it
+        if name in facts.defines:
+            return True, None
+        lazy = facts.lazy
+        if lazy is None:
+            if facts.dynamic:
+                return None, None  # a module __getattr__ with no table envsync reads
+            bound = bound_names(self.graph, module, memo=self._bound)
+            if bound is None:
+                return None, None
+            return name in bound, module
+        owner = lazy.names.get(name)
+        if owner is not None:
+            if owner == module:
+                return True, None
+            if modules.get(owner) is None or modules[owner].kind == "missing":
+                return None, None  # never lacks without proof
+            verdict, _ = self.lookup(owner, name)
+            return verdict, owner
+        unknown = False
+        for star in lazy.candidates.get(name, lazy.stars):
+            verdict = self._exports(star, name)
+            if verdict:
+                return True, None
+            unknown = unknown or verdict is None
+        if unknown or not lazy.exact:
+            return None, None
+        return False, module
+
+    def _exports(self, module: str, name: str) -> bool | None:
+        """Whether `from module import *` binds `name` (None: cannot tell)."""
+        facts = self.graph.modules.get(module)
+        if facts is None or facts.kind != "source":
+            return None
+        if facts.all is not None:
+            return name in facts.all
+        if name.startswith("_"):
+            return False
+        return self.lookup(module, name)[0]
+
+    def execution_order(self, roots: Sequence[Root]) -> dict[tuple[str, int], int]:
+        """(importer, line) of each import statement startup runs, in the order it runs them.
+
+        Python runs an imported module to its end before the importer's next statement:
+        a depth-first walk in line order. The first broken import in this order is the
+        one that stops startup.
+        """
+        modules = self.graph.modules
+        internal = set(self.graph.internal)
+        order: dict[tuple[str, int], int] = {}
+        seen: set[str] = set()
+        for start in (name for root in roots for name in seeds(self.graph, root)):
+            if start in seen:
+                continue
+            seen.add(start)
+            stack = [iter(sorted(modules[start].imports, key=lambda e: e.line))]
+            names = [start]
+            while stack:
+                edge = next(stack[-1], None)
+                if edge is None:
+                    stack.pop()
+                    names.pop()
+                    continue
+                if edge.context not in RUNS:
+                    continue
+                order.setdefault((names[-1], edge.line), len(order))
+                for target in _targets(edge, modules):
+                    if target in seen or target.partition(".")[0] not in internal:
+                        continue
+                    seen.add(target)
+                    facts = modules.get(target)
+                    if facts is not None:
+                        stack.append(iter(sorted(facts.imports, key=lambda e: e.line)))
+                        names.append(target)
+        return order
+
+    def failures(self, reached: dict[str, Reach], roots: Sequence[Root] = ()) -> list[Failure]:
+        """Imports in reached modules (lazy ones inside functions too) that cannot succeed.
+
+        An import in an except body (a fallback) runs only when its try failed: when an
+        import of that try fails too, the fallback's failure is the one startup meets.
+        Sorted surest first, then in the order startup runs them.
+        """
         internal = set(self.graph.internal)
         found: dict[tuple[str, str | None, str, int], Failure] = {}
         for name, how in reached.items():
             if name.partition(".")[0] not in internal:
                 continue
             facts = self.graph.modules.get(name)
-            for edge, missing_module, missing_name, module in self.broken_imports(name):
-                context = (
-                    "function" if edge.context == "function" else weaker(how.context, edge.context)
-                )
-                key = (module, missing_name, name, edge.line)
+            broken = self.broken_imports(name)
+            failed_tries = {
+                b.edge.group for b in broken if b.edge.context != "fallback" and b.edge.group
+            }
+            for b in broken:
+                edge = b.edge
+                own = edge.context
+                if own == "fallback" and edge.group in failed_tries:
+                    own = "if" if edge.condition else "module"
+                context = "function" if own == "function" else weaker(how.context, own)
+                key = (b.module, b.missing_name, name, edge.line)
                 found.setdefault(
                     key,
                     Failure(
                         importer=name,
                         file=facts.file if facts else None,
                         edge=edge,
-                        missing_module=missing_module,
-                        missing_name=missing_name,
-                        module=module,
+                        missing_module=b.missing_module,
+                        missing_name=b.missing_name,
+                        module=b.module,
                         context=context,
                         root=how.root,
+                        declared_in=b.declared_in,
                     ),
                 )
+        order = self.execution_order(roots) if roots else {}
+        last = len(order)
         return sorted(
-            found.values(), key=lambda f: (RANK[f.context], f.module, f.importer, f.edge.line)
+            found.values(),
+            key=lambda f: (
+                RANK[f.context],
+                order.get((f.importer, f.edge.line), last),
+                f.module,
+                f.importer,
+                f.edge.line,
+            ),
         )
 
 
@@ -197,7 +339,13 @@ def bound_names(
 
 def _bound_names(graph: StartupGraph, module: str, seen: frozenset[str]) -> set[str] | None:
     facts = graph.modules.get(module)
-    if facts is None or facts.kind != "source" or facts.defines is None or facts.dynamic:
+    if (
+        facts is None
+        or facts.kind != "source"
+        or facts.defines is None
+        or facts.dynamic
+        or facts.lazy is not None
+    ):
         return None
     names = set(facts.defines)
     for star in facts.stars:

@@ -9,6 +9,7 @@ from typing import Any
 
 from envsync.documents import read_toml
 from envsync.errors import InputError
+from envsync.vocab import Context
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "rules"
 
@@ -19,9 +20,10 @@ class RulesError(InputError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartupModule:
-    module: str
+    module: str  # "pkg.sub.*": every module of that package
     reason: str
     unless: tuple[str, ...] = ()  # flags whose presence means it does not run
+    guarded: bool = False  # imported inside a try/except that skips it when it fails
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +76,7 @@ class Root:
     label: str  # why it runs, in a few words: "--grammar-backend xgrammar (the default)"
     flag: str | None = None  # set when a flag value chose it
     value: str | None = None
+    context: Context = "module"  # "try": startup imports it inside a try/except that goes on
 
 
 def _str_list(value: Any, where: str, origin: str) -> tuple[str, ...]:
@@ -91,6 +94,13 @@ def _str(
     return value
 
 
+def _bool(table: Mapping[str, Any], key: str, where: str, origin: str) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise RulesError(f"{origin}: {where}.{key} must be true or false")
+    return value
+
+
 def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
     pack = data.get("pack")
     if not isinstance(pack, dict):
@@ -105,6 +115,7 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
                 module=_str(item, "module", where, origin),
                 reason=_str(item, "reason", where, origin, ""),
                 unless=_str_list(item.get("unless", []), f"{where}.unless", origin),
+                guarded=_bool(item, "guarded", where, origin),
             )
         )
     flags = []
@@ -252,6 +263,7 @@ def active_roots(
                     module=item.module,
                     reason=f"{pack.name} rule: {item.reason}",
                     label=item.reason.split(" (")[0],
+                    context="try" if item.guarded else "module",
                 )
             )
         for rule in pack.flags:

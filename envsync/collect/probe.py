@@ -1192,16 +1192,25 @@ def env_facts(patterns):
 # Startup import graph: what the service's entrypoint imports, read with ast, never run.
 #
 # Each import edge records its context: "module" (runs when the module is imported),
-# "if" (module level, under a condition), "try" (module level, inside a try whose handlers
-# catch ImportError), "typing" (under `if TYPE_CHECKING:`, never runs) or "function"
+# "if" (module level, under a condition), "try" (module level, inside a try whose first
+# ImportError-catching handler swallows it), "fallback" (inside such a handler's body or
+# another except body: runs only when the try failed; `group` names the try, so that the
+# two are judged together), "typing" (under `if TYPE_CHECKING:`, never runs) or "function"
 # (inside a def: runs only when called). Modules of the "internal" packages (the
 # entrypoint's own, the watched ones) are followed through their module-level edges; other
 # modules are read once for the names they bind (and through `import *`), not followed.
+#
+# A lazy module (one that replaces itself in sys.modules, transformers' `_import_structure`
+# and `define_import_structure`, a module `__getattr__` over a name table, lazy_loader's
+# `attach`) exports names it does not bind: its facts carry the table ("lazy": name ->
+# the submodule that defines it, star submodules, and whether the table is complete).
 
 # Where an import stands, surest to run first (envsync.vocab.CONTEXTS; a test ties them).
-CONTEXTS = ("module", "if", "try", "function", "typing")
+CONTEXTS = ("module", "if", "try", "fallback", "function", "typing")
 CONTEXT_RANK = dict((c, i) for i, c in enumerate(CONTEXTS))
+RUNS_CONTEXTS = ("module", "if", "try", "fallback")
 IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+EXITS = {"exit", "_exit", "quit", "abort"}
 GRAPH_FACTS_VERSION = 2
 STATEMENT_CHARS = 160
 
@@ -1211,16 +1220,62 @@ def deeper(current, new):
 
 
 def catches_import_error(handler):
+    return names_import_error(handler.type)
+
+
+def names_import_error(node):
+    """Whether an except clause's type (None: bare) catches ImportError."""
     import ast
 
-    if handler.type is None:
+    if node is None:
         return True
-    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    types = node.elts if isinstance(node, ast.Tuple) else [node]
     for t in types:
         name = t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", None)
         if name in IMPORT_ERRORS:
             return True
     return False
+
+
+def ends_by_raising(body):
+    """Whether a handler body always ends by raising or exiting (it does not swallow)."""
+    import ast
+
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, ast.Raise):
+        return True
+    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+        func = last.value.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        return name in EXITS
+    if isinstance(last, ast.If):
+        return ends_by_raising(last.body) and ends_by_raising(last.orelse)
+    return False
+
+
+def guards_import(node):
+    """Whether a try statement swallows an ImportError raised in its body.
+
+    The first handler that catches ImportError decides: one that re-raises does not guard.
+    """
+    for handler in node.handlers:
+        if catches_import_error(handler):
+            return not ends_by_raising(handler.body)
+    return False
+
+
+def suppresses_import_error(item):
+    """`with contextlib.suppress(ImportError, ...):`"""
+    import ast
+
+    call = item.context_expr
+    if not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return name == "suppress" and any(names_import_error(a) for a in call.args)
 
 
 def is_type_checking(test):
@@ -1317,14 +1372,182 @@ def literal_strings(node):
     return None
 
 
+def literal_string(node):
+    import ast
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def pairs(node):
+    """(key, value) of a dict display (zip(strict=) needs Python 3.10)."""
+    return [(node.keys[i], node.values[i]) for i in range(len(node.keys))]
+
+
+def call_name(node):
+    import ast
+
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+def constant_import(node):
+    """The module of `importlib.import_module("x")` / `__import__("x")` with a constant name."""
+    name = call_name(node)
+    if name not in ("import_module", "__import__") or not node.args:
+        return None
+    module = literal_string(node.args[0])
+    if not module or module.startswith("."):
+        return None
+    return module
+
+
+def is_sys_modules_self(target):
+    """`sys.modules[__name__]` as an assignment target."""
+    import ast
+
+    if not isinstance(target, ast.Subscript):
+        return False
+    value = target.value
+    if not (isinstance(value, ast.Attribute) and value.attr == "modules"):
+        return False
+    key = target.slice
+    if type(key).__name__ == "Index":  # Python 3.8
+        key = key.value  # type: ignore[attr-defined]
+    return isinstance(key, ast.Name) and key.id == "__name__"
+
+
+class NameTables:
+    """Module-level dict literals that may be a lazy module's table, and what mutates them."""
+
+    def __init__(self, package):
+        self.package = package
+        self.tables = {}  # type: dict[str, dict[str, Any]]
+        # {"Name": "module"} tables (a module __getattr__'s): name -> absolute module
+        self.by_name = {}  # type: dict[str, dict[str, str]]
+        # X = define_import_structure(path, prefix="models"); X[...].update(T): star
+        # packages and the tables merged into X
+        self.derived = {}  # type: dict[str, dict[str, Any]]
+        self.inexact = set()  # type: set[str]
+
+    def resolve(self, value):
+        """A table value (submodule key) as an absolute module name."""
+        if value.startswith("."):
+            stripped = value.lstrip(".")
+            base = self.package
+            for _ in range(len(value) - len(stripped) - 1):
+                base = base.rpartition(".")[0]
+            return base + ("." + stripped if stripped else "")
+        if self.package and not value.startswith(self.package.partition(".")[0] + "."):
+            return self.package + "." + value if value else self.package
+        return value
+
+    def assign(self, name, value):
+        import ast
+
+        if call_name(value) == "define_import_structure":
+            prefix = None
+            for kw in value.keywords:
+                if kw.arg == "prefix":
+                    prefix = literal_string(kw.value)
+            stars = [self.resolve(prefix)] if prefix else []
+            self.derived[name] = {"stars": stars, "dir": not prefix, "merged": []}
+            return
+        if isinstance(value, ast.Dict):
+            table, by_name = {}, {}
+            for key, item in pairs(value):
+                key_text = literal_string(key) if key is not None else None
+                if key_text is None:
+                    self.inexact.add(name)
+                    continue
+                table[key_text] = literal_strings(item)
+                module = literal_string(item)
+                if module is not None:
+                    by_name[key_text] = self.resolve(module)
+            self.tables[name] = table
+            if by_name:
+                self.by_name[name] = by_name
+
+    def mutate(self, node):
+        """Track `T[key] = [...]`, `T[key].append(x)`, `T[key].extend([...])`, `T.update(...)`."""
+        import ast
+
+        def subscript_of(target):
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                key = target.slice
+                if type(key).__name__ == "Index":
+                    key = key.value  # type: ignore[attr-defined]
+                return target.value.id, literal_string(key)
+            return None, None
+
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                name, key = subscript_of(target)
+                if name in self.tables:
+                    if key is None:
+                        self.inexact.add(name)
+                    else:
+                        self.tables[name][key] = literal_strings(node.value)
+            return
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+            return
+        func = node.value.func
+        if not isinstance(func, ast.Attribute):
+            return
+        owner = func.value
+        if isinstance(owner, ast.Name) and owner.id in self.tables:
+            self.inexact.add(owner.id)  # T.update(...), T.setdefault(...): not read
+            return
+        name, key = subscript_of(owner)
+        if name in self.derived and func.attr == "update" and node.value.args:
+            merged = node.value.args[0]
+            if isinstance(merged, ast.Name) and merged.id in self.tables:
+                self.derived[name]["merged"].append(merged.id)
+            else:
+                self.derived[name]["merged"].append(None)
+            return
+        if name not in self.tables:
+            return
+        if key is None or func.attr not in ("append", "extend"):
+            self.inexact.add(name)
+            return
+        entry = self.tables[name].setdefault(key, [])
+        arg = node.value.args[0] if node.value.args else None
+        items = [literal_string(arg)] if func.attr == "append" else literal_strings(arg)
+        if entry is None or items is None or None in items:
+            self.inexact.add(name)
+        else:
+            entry.extend(items)
+
+    def lazy(self, name):
+        """{"names": {name: module}, "stars": [...], "exact": bool} of table `name`."""
+        names = {}  # type: dict[str, str]
+        stars = []  # type: list[str]
+        for key, items in self.tables.get(name, {}).items():
+            module = self.resolve(key)
+            if items is None:
+                if key in self.by_name.get(name, {}):
+                    continue  # a {"Name": "module"} entry, read by by_name
+                # transformers' dummy-object entries list `dir()` of the submodule.
+                stars.append(module)
+                continue
+            for item in items:
+                names.setdefault(item, module)
+        return {"names": names, "stars": stars, "exact": name not in self.inexact}
+
+
 def analyze_source(text, modname, is_package):
-    """Import edges and bound names of one module's source."""
+    """Import edges, bound names and any lazy-export table of one module's source."""
     import ast
 
     tree = ast.parse(text)
     lines = text.splitlines()
     as_main = modname == "__main__"  # a script: its `if __name__ == "__main__":` runs
     bodies = {}  # module-level function -> its imports, as if its body ran at module level
+    rerun = [False]  # reading a function's body again for `bodies`
     package = modname if is_package else modname.rpartition(".")[0]
     facts = {
         "imports": [],
@@ -1332,7 +1555,21 @@ def analyze_source(text, modname, is_package):
         "all": None,
         "dynamic": False,
         "stars": [],
+        "lazy": None,
     }  # type: dict[str, Any]
+    tables = NameTables(package)
+    dynamic_imports = "import_module" in text or "__import__" in text
+    typing_names = {}  # type: dict[str, str]
+    typing_stars = []  # type: list[str]
+    lazy = {
+        "replaced": False,
+        "dir": False,
+        "table": None,
+        "extra": [],
+        "getattr": [],
+        "derived": None,
+    }  # type: dict[str, Any]
+    attached = []  # type: list[dict[str, Any]]
 
     def statement(node):
         first = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
@@ -1349,93 +1586,188 @@ def analyze_source(text, modname, is_package):
             base = base.rpartition(".")[0]
         return base + ("." + node.module if node.module else "") if base else (node.module or "")
 
-    def visit(body, context, condition):
+    def add_edge(module, names, node, context, condition, group):
+        facts["imports"].append(
+            {
+                "module": module,
+                "names": names,
+                "line": node.lineno,
+                "context": context,
+                "statement": statement(node),
+                "condition": condition,
+                "group": group,
+            }
+        )
+
+    def calls(node, context, condition, group):
+        """Constant importlib.import_module(...) calls anywhere in a statement."""
+        if not dynamic_imports:
+            return
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                module = constant_import(sub)
+                if module:
+                    add_edge(module, [], sub, context, condition, group)
+
+    def lazy_call(value):
+        """Read a `sys.modules[__name__] = Lazy(...)` or `attach(...)` call's tables."""
+        for sub in ast.walk(value):
+            if isinstance(sub, ast.Name) and sub.id in tables.tables:
+                lazy["table"] = sub.id
+            elif isinstance(sub, ast.Name) and sub.id in tables.derived:
+                lazy["derived"] = sub.id
+            elif call_name(sub) == "define_import_structure":
+                lazy["dir"] = True
+            elif (
+                isinstance(sub, ast.keyword)
+                and sub.arg == "extra_objects"
+                and isinstance(sub.value, ast.Dict)
+            ):
+                lazy["extra"].extend(
+                    k for k in (literal_string(k) for k in sub.value.keys if k) if k
+                )
+
+    def attach(value):
+        """lazy_loader.attach(__name__, submodules=[...], submod_attrs={...})."""
+        args = {"submodules": None, "submod_attrs": None}
+        for i, arg in enumerate(value.args[1:3]):
+            args[("submodules", "submod_attrs")[i]] = arg
+        for kw in value.keywords:
+            if kw.arg in args:
+                args[kw.arg] = kw.value
+        names = {}  # type: dict[str, str]
+        exact = True
+        subs = args["submodules"]
+        if subs is not None and not (isinstance(subs, ast.Constant) and subs.value is None):
+            listed = literal_strings(subs)
+            if listed is None and isinstance(subs, ast.Set):
+                listed = literal_strings(ast.List(elts=subs.elts))
+            if listed is None:
+                exact = False
+            for item in listed or []:
+                names[item] = package + "." + item
+        attrs = args["submod_attrs"]
+        if isinstance(attrs, ast.Dict):
+            for key, item in pairs(attrs):
+                key_text = literal_string(key) if key is not None else None
+                items = literal_strings(item)
+                if key_text is None or items is None:
+                    exact = False
+                    continue
+                for name in items:
+                    names[name] = package + "." + key_text
+        elif attrs is not None and not (isinstance(attrs, ast.Constant) and attrs.value is None):
+            exact = False
+        attached.append({"names": names, "stars": [], "exact": exact})
+
+    def visit(body, context, condition, group=None):
         for node in body:
-            top = context in ("module", "if", "try")
+            top = context in RUNS_CONTEXTS
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    facts["imports"].append(
-                        {
-                            "module": alias.name,
-                            "names": [],
-                            "line": node.lineno,
-                            "context": context,
-                            "statement": statement(node),
-                            "condition": condition,
-                        }
-                    )
+                    add_edge(alias.name, [], node, context, condition, group)
                     if top:
                         facts["defines"].add(alias.asname or alias.name.partition(".")[0])
             elif isinstance(node, ast.ImportFrom):
                 target = absolute(node)
                 names = [a.name for a in node.names]
-                facts["imports"].append(
-                    {
-                        "module": target,
-                        "names": names,
-                        "line": node.lineno,
-                        "context": context,
-                        "statement": statement(node),
-                        "condition": condition,
-                    }
-                )
+                add_edge(target, names, node, context, condition, group)
                 if top:
                     for alias in node.names:
                         if alias.name == "*":
                             facts["stars"].append(target)
                         else:
                             facts["defines"].add(alias.asname or alias.name)
+                elif context == "typing" and target.startswith(modname + ".") and not rerun[0]:
+                    for alias in node.names:
+                        if alias.name == "*":
+                            typing_stars.append(target)
+                        else:
+                            typing_names.setdefault(alias.asname or alias.name, target)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if top:
                     facts["defines"].add(node.name)
-                    if node.name == "__getattr__" and context != "typing":
+                    if node.name == "__getattr__" and not rerun[0]:
                         facts["dynamic"] = True
+                        lazy["getattr"] = sorted(
+                            {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                        )
                 visit(node.body, "function", condition)
                 if context == "module":
                     saved = dict(facts)
                     facts.update(imports=[], defines=set(), stars=[])
+                    rerun[0] = True  # its imports only: its names are not the module's
                     visit(node.body, "module", None)
+                    rerun[0] = False
                     bodies[node.name] = (node, facts["imports"])
                     facts.update(saved)
             elif isinstance(node, ast.ClassDef):
                 if top:
                     facts["defines"].add(node.name)
-                visit(node.body, context if context != "module" else "module", condition)
+                visit(node.body, context, condition, group)
             elif isinstance(node, ast.If):
                 if as_main and is_main_guard(node.test):
-                    visit(node.body, context, condition)
+                    visit(node.body, context, condition, group)
                 elif is_type_checking(node.test):
-                    visit(node.body, deeper(context, "typing"), condition)
-                    visit(node.orelse, context, condition)
+                    visit(node.body, deeper(context, "typing"), condition, group)
+                    visit(node.orelse, context, condition, group)
                 else:
                     cond = condition or statement(node)
-                    visit(node.body, deeper(context, "if"), cond)
-                    visit(node.orelse, deeper(context, "if"), cond)
+                    visit(node.body, deeper(context, "if"), cond, group)
+                    visit(node.orelse, deeper(context, "if"), cond, group)
             elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-                guarded = any(catches_import_error(h) for h in node.handlers)
-                visit(node.body, deeper(context, "try") if guarded else context, condition)
+                here = node.lineno
+                guarded = guards_import(node)
+                visit(node.body, deeper(context, "try") if guarded else context, condition, here)
                 for handler in node.handlers:
-                    visit(handler.body, context, condition)
-                visit(node.orelse, context, condition)
-                visit(node.finalbody, context, condition)
-            elif isinstance(node, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
+                    visit(handler.body, deeper(context, "fallback"), condition, here)
+                visit(node.orelse, context, condition, group)
+                visit(node.finalbody, context, condition, group)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    calls(item, context, condition, group)
+                if any(suppresses_import_error(i) for i in node.items):
+                    visit(node.body, deeper(context, "try"), condition, node.lineno)
+                else:
+                    visit(node.body, context, condition, group)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                 if top and isinstance(node, (ast.For, ast.AsyncFor)):
                     bound_names(node.target, facts["defines"])
-                visit(node.body, context, condition)
-                visit(getattr(node, "orelse", []), context, condition)
-            elif top and isinstance(node, ast.Assign):
+                visit(node.body, context, condition, group)
+                visit(node.orelse, context, condition, group)
+            elif isinstance(node, ast.Assign):
+                calls(node, context, condition, group)
+                if not top or rerun[0]:
+                    continue
+                tables.mutate(node)
                 for target in node.targets:
                     bound_names(target, facts["defines"])
-                    if isinstance(target, ast.Name) and target.id == "__all__":
-                        facts["all"] = literal_strings(node.value)
-            elif top and isinstance(node, ast.AnnAssign) and node.value is not None:
-                bound_names(node.target, facts["defines"])
-            elif top and isinstance(node, ast.AugAssign):
+                    if isinstance(target, ast.Name):
+                        if target.id == "__all__":
+                            facts["all"] = literal_strings(node.value)
+                        tables.assign(target.id, node.value)
+                    if is_sys_modules_self(target):
+                        lazy["replaced"] = True
+                        lazy_call(node.value)
+                if call_name(node.value) == "attach" and isinstance(node.value, ast.Call):
+                    attach(node.value)
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                calls(node, context, condition, group)
+                if top:
+                    bound_names(node.target, facts["defines"])
+                    if isinstance(node.target, ast.Name) and not rerun[0]:
+                        tables.assign(node.target.id, node.value)
+            elif isinstance(node, ast.AugAssign):
+                calls(node, context, condition, group)
                 target = node.target
-                if isinstance(target, ast.Name) and target.id == "__all__":
+                if top and isinstance(target, ast.Name) and target.id == "__all__":
                     extra = literal_strings(node.value)
                     if extra is not None and facts["all"] is not None:
                         facts["all"] = facts["all"] + extra
+            elif isinstance(node, (ast.Expr, ast.Return)):
+                calls(node, context, condition, group)
+                if top and not rerun[0]:
+                    tables.mutate(node)
 
     visit(tree.body, "module", None)
     # A function the module calls while it runs imports what it imports then, as surely
@@ -1460,7 +1792,50 @@ def analyze_source(text, modname, is_package):
                 ran["condition"] = ran["condition"] or "%s() runs while the module runs" % name
                 facts["imports"].append(ran)
     facts["defines"] = sorted(facts["defines"])
+    facts["lazy"] = lazy_table(lazy, tables, attached, typing_names, typing_stars, modname)
     return facts
+
+
+def lazy_table(lazy, tables, attached, typing_names, typing_stars, modname):
+    """The module's lazy-export table, or None when it binds its names itself."""
+    getattr_tables = [n for n in lazy["getattr"] if n in tables.tables]
+    if not (lazy["replaced"] or attached or getattr_tables):
+        return None
+    names, stars, exact = {}, [], True
+    if lazy["table"] is not None:
+        table = tables.lazy(lazy["table"])
+        names.update(table["names"])
+        stars.extend(table["stars"])
+        exact = table["exact"]
+    elif lazy["derived"] is not None:
+        derived = tables.derived[lazy["derived"]]
+        stars.extend(derived["stars"])
+        lazy["dir"] = lazy["dir"] or derived["dir"]
+        for merged in derived["merged"]:
+            if merged is None:
+                exact = False
+                continue
+            table = tables.lazy(merged)
+            names.update(table["names"])
+            stars.extend(s for s in table["stars"] if s not in stars)
+            exact = exact and table["exact"]
+    elif attached:
+        names.update(attached[-1]["names"])
+        exact = attached[-1]["exact"]
+    elif getattr_tables:
+        # A module __getattr__ may compute other names than its table's: never exact.
+        exact = False
+        for name in getattr_tables:
+            names.update(tables.lazy(name)["names"])
+            names.update(tables.by_name.get(name, {}))
+    elif not lazy["dir"]:
+        exact = False  # a replacement whose table envsync cannot read
+    for name in lazy["extra"]:
+        names[name] = modname
+    for name, module in typing_names.items():
+        names.setdefault(name, module)
+    stars.extend(s for s in typing_stars if s not in stars)
+    return {"names": names, "stars": stars, "exact": exact, "dir": lazy["dir"]}
 
 
 class ModuleFinder:
@@ -1632,6 +2007,61 @@ def launch_roots(roots, options):
     return out, resolved, main_file
 
 
+def binding_patterns(name):
+    """Text that may bind `name` in a module: (a def, class, assignment or string, as in
+    `__all__`; an import of it, one line or one item of a parenthesized list, or an alias).
+
+    A file with none of these cannot bind the name; a file with one is read with ast.
+    """
+    n = re.escape(name.encode())
+    defines = re.compile(
+        rb"(?:class|def)[ \t]+" + n + rb"\b|^[ \t]*" + n + rb"[ \t]*[:=]|['\"]" + n + rb"['\"]"
+    )
+    imports = re.compile(
+        rb"^[ \t]*" + n + rb"[ \t]*(?:,|\)|\r?$|as\b)"
+        rb"|\bimport[ \t].*\b" + n + rb"\b"
+        rb"|\bas[ \t]+" + n + rb"\b"
+    )
+    return defines, imports
+
+
+def python_files(found):
+    """The .py files of a found module or package tree (None: not all source)."""
+    if found is None:
+        return []
+    kind, origin, locations = found
+    if locations is None:
+        return [origin] if kind == "source" else None
+    files = []  # type: list[str]
+    for location in locations:
+        for dirpath, dirnames, filenames in os.walk(location):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            files.extend(os.path.join(dirpath, f) for f in filenames if f.endswith(".py"))
+    return files
+
+
+def package_submodules(name, locations, subpackages=False):
+    """The modules (and subpackages) in a package's directories."""
+    found = set()
+    for location in locations:
+        try:
+            entries = os.listdir(location)
+        except OSError:
+            continue
+        for entry in entries:
+            stem, dot, ext = entry.partition(".")
+            if dot and ext == "py" and stem != "__init__" and IDENT.match(stem):
+                found.add(name + "." + stem)
+            elif (
+                not dot
+                and subpackages
+                and IDENT.match(entry)
+                and os.path.isfile(os.path.join(location, entry, "__init__.py"))
+            ):
+                found.add(name + "." + entry)
+    return sorted(found)
+
+
 def startup_graph(options, finder):
     roots = options.get("roots") or []
     if not roots:
@@ -1657,6 +2087,8 @@ def startup_graph(options, finder):
     def is_internal(name):
         return name.partition(".")[0] in internal
 
+    requested = {}  # type: dict[str, set[str]]  # module -> names imported from it
+
     def want(name, follow):
         if not name:
             return
@@ -1666,7 +2098,82 @@ def startup_graph(options, finder):
             modules.pop(name, None)  # seen shallow, now to be followed: read it again
             queue.append(name)
 
+    def request(name, item):
+        # A name imported from a lazy module lives in a submodule its table names: read
+        # that submodule too (and, through tables of tables, the next one).
+        names = requested.setdefault(name, set())
+        if item in names:
+            return
+        names.add(item)
+        lazy = (modules.get(name) or {}).get("lazy")
+        if lazy is not None:
+            resolve_lazy(name, lazy, item)
+
+    def resolve_lazy(name, lazy, item):
+        owner = lazy["names"].get(item)
+        if owner is not None:
+            if owner != name:
+                want(owner, False)
+                if owner != name + "." + item:
+                    request(owner, item)
+            return
+        # Read only the star submodules whose files may bind the name (transformers' models
+        # tree is thousands of files): those that define it or list it in a string (as
+        # `__all__` does) first; those that only import it (a re-export) only when no
+        # module defines it. A "?" candidate says some were not read: not found is then
+        # "cannot tell".
+        tiers = [(star, mentions(star, item)) for star in lazy["stars"]]
+        strong = [star for star, tier in tiers if tier == 2]
+        weak = [star for star, tier in tiers if tier == 1]
+        hits = strong or weak
+        lazy.setdefault("candidates", {})[item] = hits + (["?"] if strong and weak else [])
+        for star in hits:
+            want(star, False)
+            request(star, item)
+
+    subtree = {}  # type: dict[str, Any]
+    texts = {}  # type: dict[str, bytes]  # source read for the text search, read once
+
+    def mentions(module, item):
+        """2: a file may define the name; 1: one may import it; 0: none names it."""
+        if module not in subtree:
+            subtree[module] = python_files(finder.find(module))
+        files = subtree[module]
+        if files is None:
+            return 2  # an extension module or unreadable: read it, never rule it out
+        needle = item.encode()
+        defines, imports = binding_patterns(item)
+        best = 0
+        for path in files:
+            data = texts.get(path)
+            if data is None:
+                try:
+                    with open(path, "rb") as f:
+                        data = texts[path] = f.read()
+                except OSError:
+                    return 2
+            # Test only the lines that hold the name: a regex over whole files is slow.
+            at = data.find(needle)
+            while at >= 0:
+                start = data.rfind(b"\n", 0, at) + 1
+                end = data.find(b"\n", at)
+                line = data[start : end if end >= 0 else len(data)]
+                if defines.search(line):
+                    return 2
+                if best == 0 and imports.search(line):
+                    best = 1
+                if end < 0:
+                    break
+                at = data.find(needle, end)
+        return best
+
     for root in roots:
+        if root.endswith(".*"):  # every module of a package (a registry imports them all)
+            package = root[:-2]
+            found = finder.find(package)
+            for sub in package_submodules(package, (found and found[2]) or []):
+                want(sub, True)
+            root = package
         want(root, True)
 
     while queue:
@@ -1711,6 +2218,18 @@ def startup_graph(options, finder):
             stats["cached"] += 1
         follow = mode[name] and is_internal(name)
         info.update({k: facts[k] for k in ("defines", "all", "dynamic", "stars")})
+        lazy = facts.get("lazy")
+        if lazy is not None:
+            lazy = dict(lazy)
+            if lazy.pop("dir") and locations:
+                lazy["stars"] = lazy["stars"] + [
+                    s
+                    for s in package_submodules(name, locations, subpackages=True)
+                    if s not in lazy["stars"]
+                ]
+            info["lazy"] = lazy
+            for item in sorted(requested.get(name, ())):
+                resolve_lazy(name, lazy, item)
         # Import edges matter only where startup follows them.
         info["imports"] = facts["imports"] if follow else []
         for star in facts["stars"]:
@@ -1719,7 +2238,7 @@ def startup_graph(options, finder):
             continue
         for edge in facts["imports"]:
             target = edge["module"]
-            runs = edge["context"] in ("module", "if", "try")
+            runs = edge["context"] in RUNS_CONTEXTS
             inner = is_internal(target)
             if inner and runs:
                 want(target, True)
@@ -1732,6 +2251,8 @@ def startup_graph(options, finder):
                         sub = target + "." + item
                         if finder.find(sub) is not None:
                             want(sub, inner and runs)
+                        else:
+                            request(target, item)
     if fresh and path:
         save_cache(path, cache)
     # The standard library does not drift apart from the interpreter: keep it out.
