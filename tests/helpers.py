@@ -52,6 +52,34 @@ def make_wheel(
     return path
 
 
+def fetch_wheel(cache: Path, requirement: str) -> Path:
+    """The wheel of NAME==VERSION from the cache, downloaded once through this machine's
+    own pip configuration."""
+    name, version = requirement.split("==")
+    stem = f"{name.replace('-', '_')}-{version}-"
+    hits = sorted(cache.glob(stem + "*.whl"))
+    if not hits:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                str(cache),
+                requirement,
+            ],
+            check=True,
+            capture_output=True,
+        )
+        hits = sorted(cache.glob(stem + "*.whl"))
+    assert hits, f"no wheel for {requirement}"
+    return hits[0]
+
+
 def make_venv(root: Path, *, with_pip: bool = False) -> Path:
     """A real venv; returns its python."""
     venv.EnvBuilder(with_pip=with_pip, clear=True).create(root)

@@ -32,7 +32,10 @@ def test_lock_uses_pep751_keys() -> None:
     assert doc["created-by"] == "envsync"
     by_name = {p["name"]: p for p in doc["packages"]}
     assert by_name["torch"]["version"] == "2.11.0+cu130"
-    assert by_name["torch"]["archive"]["url"].startswith("file:///")
+    # A local wheel file is a path of the host, not a source: it stands with the paths.
+    assert "archive" not in by_name["torch"]
+    paths = doc["tool"]["envsync"]["paths"]
+    assert paths["distributions"]["torch"]["url"].startswith("file:///")
     assert by_name["xgrammar"]["vcs"] == {
         "type": "git",
         "url": "https://<redacted>@git.example/mlc-ai/xgrammar.git",
@@ -63,7 +66,8 @@ def test_lock_is_deterministic_whatever_the_collection_time() -> None:
         ("\x00\x01garbage", "corrupt lock file"),
         ('name = "x"\n', "not an envsync lock \\(no lock-version key\\)"),
         ('lock-version = "2.0"\n', "lock-version 2.0 is not supported .*reads 1.x"),
-        ('lock-version = "1.0"\n', "no \\[tool.envsync\\] table"),
+        ('lock-version = "1.0"\n', "the lock names no package with a version"),
+        ('lock-version = "1.0"\n[tool]\nenvsync = 3\n', "\\[tool.envsync\\] must be a table"),
         (
             'lock-version = "1.0"\n[[packages]]\nname = "x"\n[tool.envsync]\nschema_version = 1\n',
             "packages\\[0\\] needs a name and a version",
@@ -81,3 +85,31 @@ def test_lock_is_deterministic_whatever_the_collection_time() -> None:
 def test_bad_locks_are_clear_errors(text: str, message: str) -> None:
     with pytest.raises(LockError, match=message):
         loads_lock(text, "env.lock")
+
+
+def test_host_paths_stand_apart_and_no_paths_leaves_them_out() -> None:
+    from envsync.diff import differences
+
+    snap = load_snapshot(SNAPSHOT)
+    doc = tomllib.loads(dumps_lock(snap))
+    # Every path of the host is in one table; nothing else in the lock names one.
+    outside = dict(doc, tool={"envsync": {**doc["tool"]["envsync"], "paths": {}}})
+    assert "/opt/" not in str(outside) and "file://" not in str(outside)
+    portable = dumps_lock(snap, paths=False)
+    assert "/opt/" not in portable and "/usr" not in portable and "file:///" not in portable
+    back = loads_lock(portable, "portable.lock")
+    assert back.interpreter.executable == ""  # type: ignore[union-attr]
+    assert back.distribution("torch").custom_build  # type: ignore[union-attr]
+    # A lock without paths compares with the snapshot it came from without a difference.
+    assert differences(back, snap) == []
+
+
+def test_a_standard_pylock_is_a_partial_reference() -> None:
+    text = (
+        'lock-version = "1.0"\ncreated-by = "uv"\n'
+        '[[packages]]\nname = "Six"\nversion = "1.17.0"\nindex = "http://127.0.0.1/simple"\n'
+        '[[packages]]\nname = "local-thing"\n[packages.directory]\npath = "."\n'
+    )
+    snap = loads_lock(text, "pylock.toml")
+    assert snap.partial and snap.source == "lock"
+    assert [(d.name, d.version) for d in snap.distributions] == [("six", "1.17.0")]

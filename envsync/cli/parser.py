@@ -134,6 +134,19 @@ def build_parser() -> argparse.ArgumentParser:
         "lock", parents=[common], help="TOML lock of a host (default: the inventory's reference)"
     )
     p.add_argument("host", nargs="?", metavar="HOST")
+    p.add_argument(
+        "--format",
+        choices=("envsync", "pylock"),
+        default="envsync",
+        help="envsync (default): every fact of the host; pylock: also a standard PEP 751 "
+        "pylock.toml that uv installs, each package's file from the host's own indexes",
+    )
+    p.add_argument(
+        "--no-paths",
+        action="store_true",
+        help="leave out the host's paths (interpreter, prefix, sys.path, locations): "
+        "for locks kept in a repository",
+    )
     _output_option(p)
     _collect_options(p)
     p.set_defaults(func=commands.cmd_lock)

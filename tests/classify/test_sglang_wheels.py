@@ -10,44 +10,18 @@ from __future__ import annotations
 import ast
 import json
 import re
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from envsync.cli import main
+from tests.helpers import fetch_wheel as fetch
 from tests.helpers import make_venv, pip_install
 
 pytestmark = pytest.mark.slow
 
 SGLANG_VERSIONS = ("0.5.9", "0.5.11", "0.5.16")
-
-
-def fetch(cache: Path, requirement: str) -> Path:
-    name, version = requirement.split("==")
-    hits = sorted(cache.glob(f"{name}-{version}-*.whl"))
-    if not hits:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary=:all:",
-                "-d",
-                str(cache),
-                requirement,
-            ],
-            check=True,
-            capture_output=True,
-        )
-        hits = sorted(cache.glob(f"{name}-{version}-*.whl"))
-    assert hits, f"no wheel for {requirement}"
-    return hits[0]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,160 @@
+"""`envsync lock --format pylock`: the index, the file chosen, the document (pure parts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from envsync.index import IndexFile, choose, parse_config, parse_page, redact
+from envsync.lock import loads_lock
+from envsync.model import to_data
+from envsync.pylock import FILE_NAME, Located, dumps_pylock, environment_marker, locate
+from envsync.snapshot import load_snapshot
+
+DATA = Path(__file__).resolve().parent / "data"
+SNAPSHOT = DATA / "snapshots" / "ct129.json"
+INDEX = "http://127.0.0.1:9/simple/"
+TAGS = ("cp311-cp311-manylinux_2_28_x86_64", "cp311-abi3-manylinux_2_17_x86_64", "py3-none-any")
+
+
+def test_pip_config_precedence() -> None:
+    lines = [
+        "global.index-url='http://a/simple'",
+        "global.extra-index-url='http://b/simple http://c/simple'",
+        "install.index-url='http://d/simple'",
+        "global.cert='/etc/ca.pem'",
+    ]
+    assert parse_config(lines, "http://default/simple") == (
+        ("http://d/simple", "http://b/simple", "http://c/simple"),
+        "/etc/ca.pem",
+    )
+    # PIP_INDEX_URL beats every file; without any index-url, pip's default applies.
+    assert (
+        parse_config([*lines, ":env:.index-url='http://e/simple'"], None)[0][0] == "http://e/simple"
+    )
+    assert parse_config([], "http://default/simple") == (("http://default/simple",), None)
+    assert parse_config(["global.no-index='true'"], "http://default/simple") == ((), None)
+
+
+def test_json_and_html_pages_give_the_same_files() -> None:
+    sha = "a" * 64
+    page = INDEX + "six/"
+    json_page = json.dumps(
+        {
+            "meta": {"api-version": "1.1"},
+            "files": [
+                {
+                    "filename": "six-1.17.0-py2.py3-none-any.whl",
+                    "url": "../../files/six-1.17.0-py2.py3-none-any.whl",
+                    "hashes": {"sha256": sha},
+                    "size": 11050,
+                    "upload-time": "2024-12-04T17:35:26.475Z",
+                    "requires-python": ">=2.7",
+                },
+                {"filename": "six-1.16.0.tar.gz", "url": "x", "hashes": {}, "yanked": "bad"},
+            ],
+        }
+    ).encode()
+    html_page = (
+        b'<a href="../../files/six-1.17.0-py2.py3-none-any.whl#sha256=' + sha.encode() + b'" '
+        b'data-requires-python="&gt;=2.7">six-1.17.0-py2.py3-none-any.whl</a>'
+        b'<a href="x" data-yanked="">six-1.16.0.tar.gz</a>'
+    )
+    (a,) = parse_page(json_page, "application/vnd.pypi.simple.v1+json", page, INDEX)
+    (b,) = parse_page(html_page, "text/html", page, INDEX)
+    assert a.url == b.url == "http://127.0.0.1:9/files/six-1.17.0-py2.py3-none-any.whl"
+    assert a.hashes == b.hashes == {"sha256": sha}
+    assert a.requires_python == b.requires_python == ">=2.7"
+    assert (a.size, a.upload_time) == (11050, "2024-12-04T17:35:26.475Z")
+    assert (b.size, b.upload_time) == (None, None)  # HTML pages never say: a HEAD request does
+
+
+def _file(name: str, sha: str = "0" * 64) -> IndexFile:
+    return IndexFile(filename=name, url=INDEX + name, index=INDEX, hashes={"sha256": sha})
+
+
+def test_the_wheel_of_the_hosts_best_tag_else_the_sdist_else_the_recorded_hash() -> None:
+    files = [
+        _file("xgrammar-0.1.32-cp311-cp311-manylinux_2_17_x86_64.whl"),  # not the host's tag
+        _file("xgrammar-0.1.32-cp311-abi3-manylinux_2_17_x86_64.whl"),
+        _file("xgrammar-0.1.32-cp311-cp311-manylinux_2_28_x86_64.whl"),
+        _file("xgrammar-0.1.32-cp312-cp312-manylinux_2_28_x86_64.whl"),
+        _file("xgrammar-0.1.31-cp311-cp311-manylinux_2_28_x86_64.whl"),
+        _file("xgrammar-0.1.32.tar.gz", "1" * 64),
+    ]
+    best = choose(files, "xgrammar", "0.1.32", TAGS)
+    assert (
+        best is not None
+        and best.filename == "xgrammar-0.1.32-cp311-cp311-manylinux_2_28_x86_64.whl"
+    )
+    assert choose(files, "xgrammar", "0.1.32", ("py3-none-any",)) == files[5]
+    assert choose(files, "xgrammar", "0.1.30", TAGS) is None
+    assert choose(files, "xgrammar", "0.1.32", TAGS, sha256="1" * 64) == files[5]
+    assert choose(files, "xgrammar", "0.1.32", TAGS, sha256="2" * 64) is None
+
+
+def test_credentials_never_reach_the_lock() -> None:
+    assert redact("https://user:secret@index.internal/simple/") == "https://index.internal/simple/"
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("pylock.toml", True),
+        ("pylock.ct129.toml", True),
+        ("ct129.toml", False),
+        ("pylock.a.b.toml", False),
+    ],
+)
+def test_installers_read_only_pylock_names(name: str, ok: bool) -> None:
+    assert bool(FILE_NAME.match(name)) is ok
+
+
+def test_pylock_document_sources_unlocked_packages_and_paths() -> None:
+    snap = load_snapshot(SNAPSHOT)
+    sglang = _file("sglang-0.5.11-py3-none-any.whl", "5" * 64)
+    served = {"sglang": [sglang], "soundfile": [], "torch": [], "xgrammar": []}
+    located = locate(snap, lambda name: served[name], TAGS, lambda url: 1234)
+    # torch 2.11.0+cu130 came from a local file whose hash no index serves; xgrammar from a
+    # git remote (its own vcs source); soundfile from an index that does not serve it.
+    assert set(located.files) == {"sglang"}
+    assert set(located.unlocked) == {"soundfile", "torch"}
+    text = dumps_pylock(snap, located)
+    doc = tomllib.loads(text)
+    assert doc["lock-version"] == "1.0" and doc["created-by"] == "envsync"
+    assert doc["environments"] == [
+        "sys_platform == 'linux' and platform_machine == 'x86_64' and python_version == '3.11' "
+        "and implementation_name == 'cpython'"
+    ]
+    by_name = {p["name"]: p for p in doc["packages"]}
+    assert set(by_name) == {"sglang", "xgrammar"}  # every package has one source
+    assert by_name["sglang"]["index"] == INDEX
+    assert by_name["sglang"]["wheels"] == [
+        {
+            "name": "sglang-0.5.11-py3-none-any.whl",
+            "url": INDEX + "sglang-0.5.11-py3-none-any.whl",
+            "size": 1234,
+            "hashes": {"sha256": "5" * 64},
+        }
+    ]
+    assert by_name["xgrammar"]["vcs"]["commit-id"] == "4b3e9a1c0d2f"
+    unlocked = {p["name"]: p["reason"] for p in doc["tool"]["envsync"]["unlocked"]}
+    assert "local build (2.11.0+cu130)" in unlocked["torch"]
+    # No path of the machine outside [tool.envsync]'s host facts.
+    outside = {k: v for k, v in doc.items() if k != "tool"}
+    assert "/opt/" not in str(outside) and "file:" not in str(outside)
+    # The same file is an envsync lock: every fact comes back, unlocked packages too.
+    back = loads_lock(text, "pylock.toml")
+    assert to_data(back.distributions) == to_data(snap.distributions)
+
+
+def test_a_package_without_a_source_is_listed_never_dropped() -> None:
+    snap = load_snapshot(SNAPSHOT)
+    doc = tomllib.loads(dumps_pylock(snap, Located(files={}, unlocked={})))
+    assert [p["name"] for p in doc["packages"]] == ["xgrammar"]  # its vcs source
+    unlocked = [p["name"] for p in doc["tool"]["envsync"]["unlocked"]]
+    assert unlocked == ["sglang", "soundfile", "torch"]
+    assert environment_marker(snap.interpreter).startswith("sys_platform == 'linux'")  # type: ignore[arg-type]
