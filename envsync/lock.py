@@ -4,9 +4,10 @@ A lock holds the same facts as a snapshot, minus the transport fields (when and 
 was collected), so that locking an unchanged host twice gives byte-identical files.
 `[[packages]]` carries `name`, `version` and, for packages installed from a URL another
 machine can reach, PEP 751's `archive` / `vcs`; every other fact lives under
-`tool.envsync`. The host's paths (interpreter, prefix, `sys.path`, where each package
-lies, local files it was installed from) stand apart, in `[tool.envsync.paths]`: nothing
-compared reads them, and `--no-paths` leaves them out of a lock meant for a repository.
+`tool.envsync`. Facts of the machine itself (the interpreter's paths, prefix, `sys.path`,
+where each package lies, local files it was installed from, the hostname) stand apart, in
+`[tool.envsync.machine]`: nothing compared reads them, so a lock made on one machine
+checks another without path noise, and `lock --portable` leaves them out.
 
 A standard `pylock.toml` without envsync's facts (written by uv or pip) reads as a partial
 reference: the names and versions of its packages.
@@ -38,11 +39,12 @@ SUPPORTED_MAJOR = 1
 # graph (diff and check read it from the live target), and what the lock holds elsewhere.
 _NOT_IN_TOOL = (*TRANSPORT_FIELDS, "startup", "crash", "distributions", "schema_version")
 _PACKAGE_TOP = ("name", "version")
-# Host facts that are paths of the machine: kept apart, never compared.
+# Facts of the machine (its paths, its name): kept apart, never compared.
 _INTERPRETER_PATHS = ("executable", "prefix", "base_prefix", "sys_path")
 _DIST_PATHS = ("location", "shadowed")
 # Packages kept out of [[packages]] (no installable source): listed here, read back alike.
 UNLOCKED = "unlocked"
+MACHINE = "machine"
 
 
 def prune_table(table: dict[str, Any]) -> dict[str, Any]:
@@ -97,8 +99,8 @@ def pep751_source(direct_url: Mapping[str, Any] | None) -> dict[str, Any]:
     return {}
 
 
-def _take_paths(data: dict[str, Any]) -> dict[str, Any]:
-    """Move the host's paths out of snapshot data (in place) into one table."""
+def _take_machine(data: dict[str, Any]) -> dict[str, Any]:
+    """Move the machine's facts out of snapshot data (in place) into one table."""
     paths: dict[str, Any] = {}
     interpreter = data.get("interpreter") or {}
     if "unavailable" not in interpreter:
@@ -108,6 +110,9 @@ def _take_paths(data: dict[str, Any]) -> dict[str, Any]:
     torch = data.get("torch")
     if isinstance(torch, dict) and "location" in torch:
         paths["torch"] = {"location": torch.pop("location")}
+    system = data.get("system")
+    if isinstance(system, dict) and "hostname" in system:
+        paths["system"] = {"hostname": system.pop("hostname")}
     dists: dict[str, Any] = {}
     for dist in data["distributions"]:
         entry = {k: dist.pop(k) for k in _DIST_PATHS if k in dist}
@@ -121,11 +126,11 @@ def _take_paths(data: dict[str, Any]) -> dict[str, Any]:
     return prune_table(paths)
 
 
-def _put_paths(tool: dict[str, Any], dists: list[dict[str, Any]]) -> None:
-    """Put the host's paths back (in place); a lock without them gets empty paths."""
-    paths = tool.pop("paths", {})
+def _put_machine(tool: dict[str, Any], dists: list[dict[str, Any]]) -> None:
+    """Put the machine's facts back (in place); a portable lock gets empty paths."""
+    paths = tool.pop(MACHINE, {})
     if not isinstance(paths, dict):
-        raise LockError("[tool.envsync.paths] must be a table")
+        raise LockError(f"[tool.envsync.{MACHINE}] must be a table")
     interpreter = tool.get("interpreter")
     if isinstance(interpreter, dict) and "unavailable" not in interpreter:
         for key in ("executable", "prefix", "base_prefix"):
@@ -135,6 +140,9 @@ def _put_paths(tool: dict[str, Any], dists: list[dict[str, Any]]) -> None:
     if isinstance(torch, dict) and "unavailable" not in torch:
         torch.setdefault("location", "")
         torch.update(paths.get("torch", {}))
+    system = tool.get("system")
+    if isinstance(system, dict) and "unavailable" not in system:
+        system.update(paths.get("system", {}))
     known = paths.get("distributions", {})
     for dist in dists:
         entry = dict(known.get(dist.get("name"), {}))
@@ -152,13 +160,13 @@ def _package(dist: dict[str, Any]) -> dict[str, Any]:
     return prune_table(package)
 
 
-def lock_document(snapshot: Snapshot, *, paths: bool = True) -> dict[str, Any]:
-    """The lock as TOML-ready data: `paths=False` leaves the host's paths out."""
+def lock_document(snapshot: Snapshot, *, portable: bool = False) -> dict[str, Any]:
+    """The lock as TOML-ready data: `portable` leaves the machine's facts out."""
     data = to_data(snapshot)
-    host_paths = _take_paths(data)
+    machine = _take_machine(data)
     tool = {k: v for k, v in data.items() if k not in _NOT_IN_TOOL}
-    if paths:
-        tool["paths"] = host_paths
+    if not portable:
+        tool[MACHINE] = machine
     doc: dict[str, Any] = {"lock-version": LOCK_VERSION, "created-by": "envsync"}
     if not isinstance(snapshot.interpreter, Unavailable):
         doc["requires-python"] = f"=={data['interpreter']['version']}"
@@ -167,8 +175,8 @@ def lock_document(snapshot: Snapshot, *, paths: bool = True) -> dict[str, Any]:
     return doc
 
 
-def dumps_lock(snapshot: Snapshot, *, paths: bool = True) -> str:
-    return tomli_w.dumps(lock_document(snapshot, paths=paths))
+def dumps_lock(snapshot: Snapshot, *, portable: bool = False) -> str:
+    return tomli_w.dumps(lock_document(snapshot, portable=portable))
 
 
 def _check_version(doc: dict[str, Any], origin: str) -> None:
@@ -241,7 +249,7 @@ def loads_lock(text: str, origin: str) -> Snapshot:
         extra = package.get("tool", {}).get("envsync", {})
         distributions.append({**{k: package[k] for k in _PACKAGE_TOP}, **extra})
     data["distributions"] = sorted(distributions, key=lambda d: str(d["name"]))
-    _put_paths(data, data["distributions"])
+    _put_machine(data, data["distributions"])
     try:
         return from_data(Snapshot, data, "lock")
     except DecodeError as e:

@@ -32,9 +32,9 @@ def test_lock_uses_pep751_keys() -> None:
     assert doc["created-by"] == "envsync"
     by_name = {p["name"]: p for p in doc["packages"]}
     assert by_name["torch"]["version"] == "2.11.0+cu130"
-    # A local wheel file is a path of the host, not a source: it stands with the paths.
+    # A local wheel file is a path of the host, not a source: it stands with the machine's facts.
     assert "archive" not in by_name["torch"]
-    paths = doc["tool"]["envsync"]["paths"]
+    paths = doc["tool"]["envsync"]["machine"]
     assert paths["distributions"]["torch"]["url"].startswith("file:///")
     assert by_name["xgrammar"]["vcs"] == {
         "type": "git",
@@ -87,20 +87,20 @@ def test_bad_locks_are_clear_errors(text: str, message: str) -> None:
         loads_lock(text, "env.lock")
 
 
-def test_host_paths_stand_apart_and_no_paths_leaves_them_out() -> None:
+def test_machine_facts_stand_apart_and_portable_leaves_them_out() -> None:
     from envsync.diff import differences
 
     snap = load_snapshot(SNAPSHOT)
     doc = tomllib.loads(dumps_lock(snap))
     # Every path of the host is in one table; nothing else in the lock names one.
-    outside = dict(doc, tool={"envsync": {**doc["tool"]["envsync"], "paths": {}}})
+    outside = dict(doc, tool={"envsync": {**doc["tool"]["envsync"], "machine": {}}})
     assert "/opt/" not in str(outside) and "file://" not in str(outside)
-    portable = dumps_lock(snap, paths=False)
+    portable = dumps_lock(snap, portable=True)
     assert "/opt/" not in portable and "/usr" not in portable and "file:///" not in portable
     back = loads_lock(portable, "portable.lock")
     assert back.interpreter.executable == ""  # type: ignore[union-attr]
     assert back.distribution("torch").custom_build  # type: ignore[union-attr]
-    # A lock without paths compares with the snapshot it came from without a difference.
+    # A portable lock compares with the snapshot it came from without a difference.
     assert differences(back, snap) == []
 
 

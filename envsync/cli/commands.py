@@ -94,7 +94,7 @@ def cmd_lock(args: argparse.Namespace, ctx: Context) -> ExitCode:
         _check_pylock_name(args.output)
         text = _pylock(ctx, source.spec, collect_one(ctx, host))
     else:
-        text = dumps_lock(collect_one(ctx, host), paths=not args.no_paths)
+        text = dumps_lock(collect_one(ctx, host), portable=args.portable)
     emit(text, args.output)
     return ExitCode.OK
 
@@ -171,12 +171,40 @@ def _diff_pair(
 
 
 def cmd_diff(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    if len(args.targets) > 1:
+        return _diff_fleet(args, ctx)
+    args.target = args.targets[0] if args.targets else None
     ref_name, tgt_name = _pair_names(args, ctx, "diff")
     _writable(args.output)
     _, _, _, report = _diff_pair(ctx, args, ref_name, tgt_name)
     emit(render(args.format, [report], args.output), args.output)
     ctx.note(report.summary_line())
     return ExitCode.DRIFT if report.findings else ExitCode.OK
+
+
+def _diff_fleet(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    """`diff REF HOST...`: every target collected in parallel, one matrix of the fleet."""
+    _writable(args.output)
+    ref_name = args.reference
+    resolve(ref_name, ctx.inventory)  # every name is checked before anything is collected
+    targets = _targets(ctx, args.targets)
+    results = collect_many(ctx, [(ref_name, None), *[(t.name, t.options) for t in targets]])
+    reference = results[0]
+    if isinstance(reference, CollectError):
+        raise reference
+    reports: list[Report] = []
+    for target, snap in zip(targets, results[1:], strict=True):
+        if isinstance(snap, CollectError):
+            err(str(snap))
+            continue
+        reports.append(_compare(ctx, args, reference, target, snap))
+    if reports:
+        emit(render(args.format, reports, args.output, fleet=True), args.output)
+    for report in reports:
+        ctx.note(report.summary_line())
+    if len(reports) < len(targets):
+        return ExitCode.COLLECT
+    return ExitCode.DRIFT if any(r.findings for r in reports) else ExitCode.OK
 
 
 def cmd_check(args: argparse.Namespace, ctx: Context) -> ExitCode:
