@@ -87,35 +87,37 @@ def run(argv: list[str]) -> None:
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
 
 
+def download(wheels: Path, req: str) -> Path:
+    """The wheel of NAME==VERSION in the folder, downloaded once (the tests use it too)."""
+    name, version = req.split("==")
+    stem = f"{name.replace('-', '_')}-{version}-"
+    hits = sorted(wheels.glob(stem + "*.whl"))
+    if not hits:
+        print(f"downloading {req} ...", file=sys.stderr)
+        wheels.mkdir(parents=True, exist_ok=True)
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-d",
+                str(wheels),
+                req,
+            ]
+        )
+        hits = sorted(wheels.glob(stem + "*.whl"))
+    if not hits:
+        raise SystemExit(f"build_hosts: pip download {req} gave no wheel in {wheels}")
+    return hits[0]
+
+
 def fetch(wheels: Path) -> dict[str, Path]:
     """Download every wheel once; map each requirement to its wheel file."""
-    wheels.mkdir(parents=True, exist_ok=True)
-    found: dict[str, Path] = {}
-    for req in sorted({r for reqs in HOSTS.values() for r in reqs}):
-        name, version = req.split("==")
-        stem = f"{name.replace('-', '_')}-{version}-"
-        hits = sorted(wheels.glob(stem + "*.whl"))
-        if not hits:
-            print(f"downloading {req} ...", file=sys.stderr)
-            run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "download",
-                    "-q",
-                    "--no-deps",
-                    "--only-binary=:all:",
-                    "-d",
-                    str(wheels),
-                    req,
-                ]
-            )
-            hits = sorted(wheels.glob(stem + "*.whl"))
-        if not hits:
-            raise SystemExit(f"build_hosts: pip download {req} gave no wheel in {wheels}")
-        found[req] = hits[0]
-    return found
+    return {req: download(wheels, req) for req in sorted({r for rs in HOSTS.values() for r in rs})}
 
 
 def site_packages(root: Path) -> Path:

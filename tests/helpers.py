@@ -54,30 +54,16 @@ def make_wheel(
 
 def fetch_wheel(cache: Path, requirement: str) -> Path:
     """The wheel of NAME==VERSION from the cache, downloaded once through this machine's
-    own pip configuration."""
-    name, version = requirement.split("==")
-    stem = f"{name.replace('-', '_')}-{version}-"
-    hits = sorted(cache.glob(stem + "*.whl"))
-    if not hits:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary=:all:",
-                "-d",
-                str(cache),
-                requirement,
-            ],
-            check=True,
-            capture_output=True,
-        )
-        hits = sorted(cache.glob(stem + "*.whl"))
-    assert hits, f"no wheel for {requirement}"
-    return hits[0]
+    own pip configuration (the example builder's own download)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "build_hosts", REPO / "examples" / "build_hosts.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.download(cache, requirement)  # type: ignore[no-any-return]
 
 
 def make_venv(root: Path, *, with_pip: bool = False) -> Path:

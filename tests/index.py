@@ -9,6 +9,7 @@ import html
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -21,6 +22,20 @@ def _project(filename: str) -> str:
     return str(parse_sdist_filename(filename)[0])
 
 
+def _requires_python(wheel: Path) -> str | None:
+    """Requires-Python of a wheel's METADATA, as an index shows it (PEP 503)."""
+    if wheel.suffix != ".whl":
+        return None
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        for line in zf.read(name).decode("utf-8", "replace").splitlines():
+            if line.startswith("Requires-Python:"):
+                return line.partition(":")[2].strip()
+            if not line:
+                return None
+    return None
+
+
 def build_index(root: Path, files: Iterable[Path]) -> Path:
     """Copy the files under root/files and write root/simple/<project>/index.html."""
     store = root / "files"
@@ -29,7 +44,11 @@ def build_index(root: Path, files: Iterable[Path]) -> Path:
     for path in files:
         shutil.copyfile(path, store / path.name)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        anchor = f'<a href="../../files/{path.name}#sha256={digest}">{html.escape(path.name)}</a>'
+        requires = _requires_python(path)
+        data = f' data-requires-python="{html.escape(requires)}"' if requires else ""
+        anchor = (
+            f'<a href="../../files/{path.name}#sha256={digest}"{data}>{html.escape(path.name)}</a>'
+        )
         projects.setdefault(_project(path.name), []).append(anchor)
     for name, anchors in projects.items():
         page = root / "simple" / name

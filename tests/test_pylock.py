@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from envsync.index import IndexFile, choose, parse_config, parse_page, redact
+from envsync.errors import CollectError
+from envsync.index import IndexFile, choose, parse_config, parse_page, read_config, redact
+from envsync.inventory import HostSpec
 from envsync.lock import loads_lock
 from envsync.model import to_data
 from envsync.pylock import FILE_NAME, Located, dumps_pylock, environment_marker, locate
+from envsync.runner import CommandResult
 from envsync.snapshot import load_snapshot
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -158,3 +161,43 @@ def test_a_package_without_a_source_is_listed_never_dropped() -> None:
     unlocked = [p["name"] for p in doc["tool"]["envsync"]["unlocked"]]
     assert unlocked == ["sglang", "soundfile", "torch"]
     assert environment_marker(snap.interpreter).startswith("sys_platform == 'linux'")  # type: ignore[arg-type]
+
+
+class _Replay:
+    """A runner that replays one output of the index script (a fake of envsync's seam)."""
+
+    host = "h"
+
+    def __init__(self, stdout: bytes) -> None:
+        self.stdout = stdout
+
+    def run(self, argv: object, *, input: bytes | None = None, timeout: float) -> CommandResult:
+        return CommandResult(
+            argv=("python",), returncode=0, stdout=self.stdout, stderr=b"", duration_s=0.0
+        )
+
+
+def test_the_hosts_config_is_read_with_its_own_pip() -> None:
+    spec = HostSpec(name="h", python="/opt/venv/bin/python")
+    out = {
+        "tags": ["cp311-cp311-linux_x86_64"],
+        "default": "http://default/simple/",
+        "config": [":env:.index-url='http://127.0.0.1:1/simple/'"],
+        "error": None,
+    }
+    config = read_config(spec, _Replay(json.dumps(out).encode()))
+    assert config.indexes == ("http://127.0.0.1:1/simple/",)
+    assert config.tags == ("cp311-cp311-linux_x86_64",)
+    no_pip = {
+        "tags": [],
+        "default": None,
+        "config": [],
+        "error": "ModuleNotFoundError: No module named 'pip'",
+    }
+    with pytest.raises(
+        CollectError,
+        match=r"h: cannot read the host's pip configuration: ModuleNotFoundError.*Tip: install pip",
+    ):
+        read_config(spec, _Replay(json.dumps(no_pip).encode()))
+    with pytest.raises(CollectError, match="cannot read the host's pip configuration"):
+        read_config(spec, _Replay(b"Traceback ..."))

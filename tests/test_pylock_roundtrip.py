@@ -76,25 +76,22 @@ def host_index(index: IndexServer, monkeypatch: pytest.MonkeyPatch) -> str:
     return index.url
 
 
-def uv_env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+def cli(capsys: pytest.CaptureFixture[str], inventory: Path, *args: str) -> tuple[int, str, str]:
+    return run(capsys, "--inventory", str(inventory), *args)
+
+
+def run_uv(tmp_path: Path, *args: str) -> None:
+    """Real uv, with no configuration of its own: only what the command line says."""
+    env = {**os.environ, "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    done = subprocess.run([uv(), *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_pylock_round_trip_with_uv(
     capsys: pytest.CaptureFixture[str], inventory: Path, host_index: str, tmp_path: Path
 ) -> None:
     lock = tmp_path / "pylock.toml"
-    code, _, err = run(
-        capsys,
-        "--inventory",
-        str(inventory),
-        "lock",
-        "--format",
-        "pylock",
-        "ct129",
-        "-o",
-        str(lock),
-    )
+    code, _, err = cli(capsys, inventory, "lock", "--format", "pylock", "ct129", "-o", str(lock))
     assert code == 0, err
     assert "warning" not in err  # every package of ct129 is served by its index
     doc = tomllib.loads(lock.read_text())
@@ -103,35 +100,22 @@ def test_pylock_round_trip_with_uv(
         (wheel,) = package["wheels"]
         assert wheel["url"].startswith(host_index.removesuffix("simple/") + "files/")
         assert len(wheel["hashes"]["sha256"]) == 64 and wheel["size"] > 0
+    by_name = {p["name"]: p for p in doc["packages"]}
+    assert by_name["xgrammar"]["requires-python"] == "<4,>=3.8"  # from the index page
+    assert by_name["xgrammar"]["wheels"][0]["name"].startswith("xgrammar-0.1.32-cp311-cp311-")
     assert {p["name"] for p in doc["packages"]} >= {"sglang", "xgrammar", "soundfile"}
     assert str(tmp_path) not in str({k: v for k, v in doc.items() if k != "tool"})
 
     fresh = tmp_path / "fresh" / "bin" / "python"
-    done = subprocess.run(
-        [uv(), "pip", "sync", "--python", str(fresh), str(lock)],
-        env=uv_env(tmp_path),
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
+    run_uv(tmp_path, "pip", "sync", "--python", str(fresh), str(lock))
 
-    code, out, err = run(
-        capsys, "--inventory", str(inventory), "diff", "ct129", "fresh", "--format", "json"
-    )
+    code, out, err = cli(capsys, inventory, "diff", "ct129", "fresh", "--format", "json")
     kinds = {(f["kind"], f["subject"]) for f in json.loads(out)["findings"]}
     assert not [k for k in kinds if k[0] in PACKAGE_KINDS], kinds
     # What is left are the local patches of the watched package, which `repair` syncs.
     assert {k[0] for k in kinds} == {"file"}
-    code, out, err = run(
-        capsys,
-        "--inventory",
-        str(inventory),
-        "check",
-        "--lock",
-        str(lock),
-        "fresh",
-        "--format",
-        "json",
+    code, out, err = cli(
+        capsys, inventory, "check", "--lock", str(lock), "fresh", "--format", "json"
     )
     assert code == 0, err
     assert not [f for f in json.loads(out)["findings"] if f["kind"] in PACKAGE_KINDS]
@@ -141,16 +125,8 @@ def test_local_files_unlocked_packages_and_file_names(
     capsys: pytest.CaptureFixture[str], inventory: Path, host_index: str, tmp_path: Path
 ) -> None:
     out_file = tmp_path / "mixed.lock.toml"
-    code, _, err = run(
-        capsys,
-        "--inventory",
-        str(inventory),
-        "lock",
-        "--format",
-        "pylock",
-        "mixed",
-        "-o",
-        str(out_file),
+    code, _, err = cli(
+        capsys, inventory, "lock", "--format", "pylock", "mixed", "-o", str(out_file)
     )
     assert code == 0, err
     assert "installers read only pylock.toml or pylock.NAME.toml" in err
@@ -166,9 +142,7 @@ def test_local_files_unlocked_packages_and_file_names(
     assert "localpkg" not in by_name
     assert [p["name"] for p in doc["tool"]["envsync"]["unlocked"]] == ["localpkg"]
     # A file is not a host: its index configuration is unknown.
-    code, _, err = run(
-        capsys, "--inventory", str(inventory), "lock", "--format", "pylock", str(out_file)
-    )
+    code, _, err = cli(capsys, inventory, "lock", "--format", "pylock", str(out_file))
     assert code == 2 and "is a file" in err
 
 
@@ -178,52 +152,30 @@ def test_check_accepts_a_pylock_written_by_uv(
     requirements = tmp_path / "requirements.in"
     requirements.write_text("xgrammar==0.1.32\nsoundfile==0.13.1\n")
     lock = tmp_path / "pylock.uv.toml"
-    done = subprocess.run(
-        [
-            uv(),
-            "pip",
-            "compile",
-            "-q",
-            "--no-deps",
-            "--index-url",
-            host_index,
-            "--format",
-            "pylock.toml",
-            "--python-version",
-            "3.11",
-            str(requirements),
-            "-o",
-            str(lock),
-        ],
-        env=uv_env(tmp_path),
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    assert tomllib.loads(lock.read_text())["created-by"] == "uv"
-    code, out, err = run(
-        capsys,
-        "--inventory",
-        str(inventory),
-        "check",
-        "--lock",
-        str(lock),
-        "ct129",
+    run_uv(
+        tmp_path,
+        "pip",
+        "compile",
+        "-q",
+        "--no-deps",
+        "--index-url",
+        host_index,
         "--format",
-        "json",
+        "pylock.toml",
+        "--python-version",
+        "3.11",
+        str(requirements),
+        "-o",
+        str(lock),
+    )
+    assert tomllib.loads(lock.read_text())["created-by"] == "uv"
+    code, out, err = cli(
+        capsys, inventory, "check", "--lock", str(lock), "ct129", "--format", "json"
     )
     assert code == 0, err
     assert json.loads(out)["findings"] == []
-    code, out, err = run(
-        capsys,
-        "--inventory",
-        str(inventory),
-        "check",
-        "--lock",
-        str(lock),
-        "ct200",
-        "--format",
-        "json",
+    code, out, err = cli(
+        capsys, inventory, "check", "--lock", str(lock), "ct200", "--format", "json"
     )
     got = {(f["subject"], f["kind"], f["severity"]) for f in json.loads(out)["findings"]}
     assert ("soundfile", "missing", "fatal") in got and ("xgrammar", "version", "fatal") in got
