@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import tomli_w
@@ -79,11 +80,21 @@ def locate(
     return Located(files=found, unlocked=unlocked)
 
 
+def toml_datetime(text: str | None) -> datetime | None:
+    """PEP 751 wants `upload-time` as a TOML datetime; the simple API gives ISO 8601 text."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None  # an index's odd timestamp: the key is optional
+
+
 def _file_entry(f: IndexFile) -> dict[str, Any]:
     return prune_table(
         {
             "name": f.filename,
-            "upload-time": f.upload_time,
+            "upload-time": toml_datetime(f.upload_time),
             "url": redact(f.url),
             "size": f.size,
             "hashes": dict(f.hashes),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,14 @@ from envsync.index import IndexFile, choose, parse_config, parse_page, read_conf
 from envsync.inventory import HostSpec
 from envsync.lock import loads_lock
 from envsync.model import to_data
-from envsync.pylock import FILE_NAME, Located, dumps_pylock, environment_marker, locate
+from envsync.pylock import (
+    FILE_NAME,
+    Located,
+    dumps_pylock,
+    environment_marker,
+    locate,
+    toml_datetime,
+)
 from envsync.runner import CommandResult
 from envsync.snapshot import load_snapshot
 
@@ -99,6 +108,20 @@ def test_the_wheel_of_the_hosts_best_tag_else_the_sdist_else_the_recorded_hash()
     assert choose(files, "xgrammar", "0.1.32", TAGS, sha256="2" * 64) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2024-12-04T17:35:26.475123Z", "2024-12-04T17:35:26.475123+00:00"),
+        ("2026-11-18T11:06:54Z", "2026-11-18T11:06:54+00:00"),
+        ("yesterday", None),
+        (None, None),
+    ],
+)
+def test_upload_time_is_a_toml_datetime(text: str | None, expected: str | None) -> None:
+    value = toml_datetime(text)
+    assert (value.isoformat() if value else None) == expected
+
+
 def test_credentials_never_reach_the_lock() -> None:
     assert redact("https://user:secret@index.internal/simple/") == "https://index.internal/simple/"
 
@@ -118,7 +141,9 @@ def test_installers_read_only_pylock_names(name: str, ok: bool) -> None:
 
 def test_pylock_document_sources_unlocked_packages_and_paths() -> None:
     snap = load_snapshot(SNAPSHOT)
-    sglang = _file("sglang-0.5.11-py3-none-any.whl", "5" * 64)
+    sglang = replace(
+        _file("sglang-0.5.11-py3-none-any.whl", "5" * 64), upload_time="2026-05-01T10:00:00Z"
+    )
     served = {"sglang": [sglang], "soundfile": [], "torch": [], "xgrammar": []}
     located = locate(snap, lambda name: served[name], TAGS, lambda url: 1234)
     # torch 2.11.0+cu130 came from a local file whose hash no index serves; xgrammar from a
@@ -138,6 +163,7 @@ def test_pylock_document_sources_unlocked_packages_and_paths() -> None:
     assert by_name["sglang"]["wheels"] == [
         {
             "name": "sglang-0.5.11-py3-none-any.whl",
+            "upload-time": datetime(2026, 5, 1, 10, 0, tzinfo=timezone.utc),
             "url": INDEX + "sglang-0.5.11-py3-none-any.whl",
             "size": 1234,
             "hashes": {"sha256": "5" * 64},

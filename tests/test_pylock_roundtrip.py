@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -39,12 +40,16 @@ def ensurepip_versions() -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Iterator[IndexServer]:
-    """The example's wheels (and six) on a PEP 503 index served on 127.0.0.1."""
+@pytest.fixture(scope="module", params=["html", "json"])
+def index(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path
+) -> Iterator[IndexServer]:
+    """The example's wheels (and six) on an index served on 127.0.0.1: HTML pages from
+    `python -m http.server` (PEP 503), or JSON pages (PEP 691, sizes and upload times)."""
     wanted = ["sglang==0.5.11", "xgrammar==0.1.32", "soundfile==0.13.1", "six==1.17.0"]
     wheels = [fetch_wheel(wheel_cache, r) for r in [*wanted, *ensurepip_versions()]]
-    server = IndexServer(build_index(tmp_path_factory.mktemp("index"), wheels)).start()
+    root = build_index(tmp_path_factory.mktemp("index"), wheels)
+    server = IndexServer(root, json=request.param == "json").start()
     yield server
     server.stop()
 
@@ -88,7 +93,11 @@ def run_uv(tmp_path: Path, *args: str) -> None:
 
 
 def test_pylock_round_trip_with_uv(
-    capsys: pytest.CaptureFixture[str], inventory: Path, host_index: str, tmp_path: Path
+    capsys: pytest.CaptureFixture[str],
+    inventory: Path,
+    index: IndexServer,
+    host_index: str,
+    tmp_path: Path,
 ) -> None:
     lock = tmp_path / "pylock.toml"
     code, _, err = cli(capsys, inventory, "lock", "--format", "pylock", "ct129", "-o", str(lock))
@@ -101,6 +110,8 @@ def test_pylock_round_trip_with_uv(
         assert wheel["url"].startswith(host_index.removesuffix("simple/") + "files/")
         assert len(wheel["hashes"]["sha256"]) == 64 and wheel["size"] > 0
     by_name = {p["name"]: p for p in doc["packages"]}
+    if index.json:  # only a JSON page says when a file was uploaded: a TOML datetime
+        assert all(isinstance(p["wheels"][0]["upload-time"], datetime) for p in doc["packages"])
     assert by_name["xgrammar"]["requires-python"] == "<4,>=3.8"  # from the index page
     assert by_name["xgrammar"]["wheels"][0]["name"].startswith("xgrammar-0.1.32-cp311-cp311-")
     assert {p["name"] for p in doc["packages"]} >= {"sglang", "xgrammar", "soundfile"}
