@@ -220,6 +220,8 @@ class Index:
         if key not in self._pages:
             found: list[IndexFile] = []
             for index in self.config.indexes:
+                if index.startswith("file:"):
+                    continue  # a folder of the host: a path of the machine, no source for others
                 page = index.rstrip("/") + f"/{key}/"
                 try:
                     body, content_type, _ = self._open(page)

@@ -25,6 +25,7 @@ from envsync.pylock import (
 )
 from envsync.runner import CommandResult
 from envsync.snapshot import load_snapshot
+from tests.helpers import pep751_problems
 
 DATA = Path(__file__).resolve().parent / "data"
 SNAPSHOT = DATA / "snapshots" / "ct129.json"
@@ -157,6 +158,7 @@ def test_pylock_document_sources_unlocked_packages_and_paths() -> None:
         "sys_platform == 'linux' and platform_machine == 'x86_64' and python_version == '3.11' "
         "and implementation_name == 'cpython'"
     ]
+    assert pep751_problems(doc) == []
     by_name = {p["name"]: p for p in doc["packages"]}
     assert set(by_name) == {"sglang", "xgrammar"}  # every package has one source
     assert by_name["sglang"]["index"] == INDEX
@@ -183,6 +185,7 @@ def test_pylock_document_sources_unlocked_packages_and_paths() -> None:
 def test_a_package_without_a_source_is_listed_never_dropped() -> None:
     snap = load_snapshot(SNAPSHOT)
     doc = tomllib.loads(dumps_pylock(snap, Located(files={}, unlocked={})))
+    assert pep751_problems(doc) == []
     assert [p["name"] for p in doc["packages"]] == ["xgrammar"]  # its vcs source
     unlocked = [p["name"] for p in doc["tool"]["envsync"]["unlocked"]]
     assert unlocked == ["sglang", "soundfile", "torch"]
@@ -227,3 +230,22 @@ def test_the_hosts_config_is_read_with_its_own_pip() -> None:
         read_config(spec, _Replay(json.dumps(no_pip).encode()))
     with pytest.raises(CollectError, match="cannot read the host's pip configuration"):
         read_config(spec, _Replay(b"Traceback ..."))
+
+
+def test_the_validator_finds_what_pep751_forbids() -> None:
+    bad = {
+        "lock-version": "2",
+        "packages": [
+            {"name": "a", "version": "1", "wheels": [{"url": "u"}], "vcs": {"type": "git"}},
+            {"name": "b", "wheels": [{"url": "u", "hashes": {"sha256": "0"}, "upload-time": "x"}]},
+        ],
+    }
+    assert pep751_problems(bad) == [
+        "lock-version must be '1.0'",
+        "created-by must be a string",
+        "packages[0] (a): exactly one of vcs, directory, archive, or sdist/wheels",
+        "packages[0] (a).wheels: hashes are required",
+        "packages[0] (a).vcs: type and commit-id are required",
+        "packages[1] (b): version is required with sdist or wheels",
+        "packages[1] (b).wheels: upload-time must be a datetime",
+    ]

@@ -16,7 +16,7 @@ import pytest
 import tomllib
 
 from envsync.vocab import PACKAGE_KINDS
-from tests.helpers import REPO, fetch_wheel, make_venv, make_wheel, pip_install
+from tests.helpers import REPO, fetch_wheel, make_venv, make_wheel, pep751_problems, pip_install
 from tests.helpers import run_cli as run
 from tests.index import IndexServer, build_index
 
@@ -104,6 +104,7 @@ def test_pylock_round_trip_with_uv(
     assert code == 0, err
     assert "warning" not in err  # every package of ct129 is served by its index
     doc = tomllib.loads(lock.read_text())
+    assert pep751_problems(doc) == []
     for package in doc["packages"]:
         assert package["index"] == host_index
         (wheel,) = package["wheels"]
@@ -143,6 +144,7 @@ def test_local_files_unlocked_packages_and_file_names(
     assert "installers read only pylock.toml or pylock.NAME.toml" in err
     assert "warning: localpkg 1.0+cu130: no index of the host serves a local build" in err
     doc = tomllib.loads(out_file.read_text())
+    assert pep751_problems(doc) == []
     by_name = {p["name"]: p for p in doc["packages"]}
     # six was installed from a local wheel file; the index serves the same file (same
     # hash): it is locked as that index wheel.
