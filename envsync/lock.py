@@ -5,7 +5,8 @@ was collected), so that locking an unchanged host twice gives byte-identical fil
 `[[packages]]` carries `name`, `version` and, for packages installed from a URL another
 machine can reach, PEP 751's `archive` / `vcs`; every other fact lives under
 `tool.envsync`. Facts of the machine itself (the interpreter's paths, prefix, `sys.path`,
-where each package lies, local files it was installed from, the hostname) stand apart, in
+where each package lies, local files and checkouts it was installed from, where pip and uv
+are, the hostname) stand apart, in
 `[tool.envsync.machine]`: nothing compared reads them, so a lock made on one machine
 checks another without path noise, and `lock --portable` leaves them out.
 
@@ -113,6 +114,8 @@ def _take_machine(data: dict[str, Any]) -> dict[str, Any]:
     system = data.get("system")
     if isinstance(system, dict) and "hostname" in system:
         paths["system"] = {"hostname": system.pop("hostname")}
+    if data.get("installers") is not None:  # where pip and uv are on this machine
+        paths["installers"] = data.pop("installers")
     dists: dict[str, Any] = {}
     for dist in data["distributions"]:
         entry = {k: dist.pop(k) for k in _DIST_PATHS if k in dist}
@@ -121,6 +124,16 @@ def _take_machine(data: dict[str, Any]) -> dict[str, Any]:
             direct = dict(direct)
             entry["url"] = direct.pop("url")
             dist["direct_url"] = direct
+        source = dist.get("source")
+        if isinstance(source, dict):  # a checkout: its folders, its work tree's root
+            source = dict(source)
+            entry["packages"] = source.pop("packages", {})
+            git = source.get("git")
+            if isinstance(git, dict) and "root" in git:
+                git = dict(git)
+                entry["git_root"] = git.pop("root")
+                source["git"] = git
+            dist["source"] = source
         dists[dist["name"]] = entry
     paths["distributions"] = dists
     return prune_table(paths)
@@ -143,6 +156,8 @@ def _put_machine(tool: dict[str, Any], dists: list[dict[str, Any]]) -> None:
     system = tool.get("system")
     if isinstance(system, dict) and "unavailable" not in system:
         system.update(paths.get("system", {}))
+    if "installers" in paths:
+        tool["installers"] = paths["installers"]
     known = paths.get("distributions", {})
     for dist in dists:
         entry = dict(known.get(dist.get("name"), {}))
@@ -150,6 +165,15 @@ def _put_machine(tool: dict[str, Any], dists: list[dict[str, Any]]) -> None:
         direct = dist.get("direct_url")
         if isinstance(direct, dict) and "url" not in direct:
             dist["direct_url"] = {**direct, "url": url or "file://"}
+        packages = entry.pop("packages", {})
+        root = entry.pop("git_root", "")
+        source = dist.get("source")
+        if isinstance(source, dict):
+            source = {**source, "packages": packages}
+            git = source.get("git")
+            if isinstance(git, dict) and "unavailable" not in git:
+                source["git"] = {**git, "root": root}
+            dist["source"] = source
         dist.update(entry)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +19,7 @@ import tomli_w
 
 from envsync.index import IndexFile, choose, redact
 from envsync.lock import UNLOCKED, lock_document, pep751_source, prune_table
-from envsync.model import Distribution, Interpreter, Snapshot
+from envsync.model import Distribution, GitState, Interpreter, Snapshot
 
 # Installers read only these names (PEP 751): pylock.toml, or pylock.NAME.toml.
 FILE_NAME = re.compile(r"^pylock\.([^.]+\.)?toml$")
@@ -32,6 +32,8 @@ class Located:
 
     files: Mapping[str, IndexFile]  # distribution name -> the index file
     unlocked: Mapping[str, str]  # distribution name -> why no index file and no source
+    # distribution name -> PEP 751 `vcs` of a clean checkout (its remote at its commit)
+    vcs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def recorded_sha256(dist: Distribution) -> str | None:
@@ -44,6 +46,31 @@ def recorded_sha256(dist: Distribution) -> str | None:
     return digest if algo == "sha256" and digest else None
 
 
+def checkout_vcs(dist: Distribution) -> tuple[dict[str, str] | None, str]:
+    """A checkout's PEP 751 `vcs` source (its remote at its commit) when the installed
+    files are exactly that commit; else None and why not."""
+    git = dist.source.git if dist.source is not None else None
+    if not isinstance(git, GitState):
+        return None, "installed from a checkout on the host whose git state is unknown"
+    if not git.remote or not git.commit or git.remote.startswith("file:"):
+        return None, "installed from a checkout on the host with no remote to fetch it from"
+    if git.modified or git.added or git.deleted or git.untracked or git.unavailable_changes:
+        return None, "installed from a checkout on the host with local changes"
+    vcs = {"type": "git", "url": git.remote, "commit-id": git.commit}
+    if git.branch:
+        vcs["requested-revision"] = git.branch
+    url = str((dist.direct_url or {}).get("url", ""))
+    if url.startswith("file://") and git.root:
+        import posixpath
+        import urllib.parse
+
+        project = urllib.parse.unquote(url.removeprefix("file://"))
+        sub = posixpath.relpath(project, git.root)
+        if sub != "." and not sub.startswith(".."):
+            vcs["subdirectory"] = sub
+    return vcs, ""
+
+
 def locate(
     snapshot: Snapshot,
     files_of: Callable[[str], Sequence[IndexFile]],
@@ -53,14 +80,20 @@ def locate(
     """The index file of every package of the host (network through `files_of`)."""
     found: dict[str, IndexFile] = {}
     unlocked: dict[str, str] = {}
+    vcs: dict[str, Mapping[str, str]] = {}
     for dist in snapshot.distributions:
         sha = recorded_sha256(dist)
-        url = (dist.direct_url or {}).get("url")
         if dist.direct_url and sha is None and pep751_source(dist.direct_url):
             continue  # a VCS remote or an archive URL: its own source
+        if dist.direct_url and "dir_info" in dist.direct_url:
+            source, why = checkout_vcs(dist)
+            if source is not None:
+                vcs[dist.name] = source
+            else:
+                unlocked[dist.name] = why
+            continue
         if dist.direct_url and sha is None:
-            what = "an editable checkout" if "dir_info" in dist.direct_url else "a local file"
-            unlocked[dist.name] = f"installed from {what} ({url}) that no index serves"
+            unlocked[dist.name] = "installed from a file on the host that no index serves"
             continue
         chosen = choose(files_of(dist.name), dist.name, dist.version, tags, sha)
         if chosen is None:
@@ -73,11 +106,9 @@ def locate(
             )
             continue
         if chosen.size is None:
-            from dataclasses import replace
-
             chosen = replace(chosen, size=size_of(chosen.url))
         found[dist.name] = chosen
-    return Located(files=found, unlocked=unlocked)
+    return Located(files=found, unlocked=unlocked, vcs=vcs)
 
 
 def toml_datetime(text: str | None) -> datetime | None:
@@ -138,6 +169,11 @@ def pylock_document(snapshot: Snapshot, located: Located) -> dict[str, Any]:
             package[key] = [entry] if key == "wheels" else entry
             tool = package.pop("tool")
             package["tool"] = tool  # tables after keys, for people reading the file
+            packages.append(package)
+        elif name in located.vcs:
+            tool = package.pop("tool")
+            package["vcs"] = dict(located.vcs[name])
+            package["tool"] = tool
             packages.append(package)
         elif name in located.unlocked or not any(s in package for s in SOURCES):
             reason = located.unlocked.get(name, "no file of an index was located for it")

@@ -113,3 +113,32 @@ def test_a_standard_pylock_is_a_partial_reference() -> None:
     snap = loads_lock(text, "pylock.toml")
     assert snap.partial and snap.source == "lock"
     assert [(d.name, d.version) for d in snap.distributions] == [("six", "1.17.0")]
+
+
+def test_checkouts_and_installers_are_facts_of_the_machine() -> None:
+    from envsync.model import Snapshot, from_data
+
+    data = to_data(load_snapshot(SNAPSHOT))
+    for dist in data["distributions"]:
+        if dist["name"] == "sglang":
+            dist["source"] = {
+                "mode": "editable-finder",
+                "packages": {"sglang": "/home/me/sglang/python/sglang"},
+                "git": {"root": "/home/me/sglang", "commit": "abc123", "modified": ["sglang/x.py"]},
+            }
+    data["installers"] = {"pip": "/opt/venv/lib/python3.11/site-packages/pip", "uv": "/usr/bin/uv"}
+    snap = from_data(Snapshot, data)
+    text = dumps_lock(snap)
+    doc = tomllib.loads(text)
+    outside = dict(doc, tool={"envsync": {**doc["tool"]["envsync"], "machine": {}}})
+    assert "/home/me" not in str(outside) and "/usr/bin" not in str(outside)
+    back = loads_lock(text, "env.lock")
+    assert to_data(back) == to_data(
+        replace(snap, collected_at=None, duration_s=None, source="lock")
+    )
+    portable = loads_lock(dumps_lock(snap, portable=True), "env.lock")
+    sglang = portable.distribution("sglang")
+    assert sglang is not None and sglang.source is not None
+    assert dict(sglang.source.packages) == {}
+    assert sglang.source.git.commit == "abc123"  # type: ignore[union-attr]
+    assert portable.installers is None

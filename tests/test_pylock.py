@@ -249,3 +249,47 @@ def test_the_validator_finds_what_pep751_forbids() -> None:
         "packages[1] (b): version is required with sdist or wheels",
         "packages[1] (b).wheels: upload-time must be a datetime",
     ]
+
+
+def test_a_clean_checkout_is_its_remote_at_its_commit() -> None:
+    from envsync.model import Snapshot, from_data
+
+    data = to_data(load_snapshot(SNAPSHOT))
+    for dist in data["distributions"]:
+        if dist["name"] == "sglang":
+            dist["direct_url"] = {
+                "url": "file:///home/me/sglang/python",
+                "dir_info": {"editable": True},
+            }
+            dist["source"] = {
+                "mode": "editable-finder",
+                "packages": {"sglang": "/home/me/sglang/python/sglang"},
+                "git": {
+                    "root": "/home/me/sglang",
+                    "commit": "abc123",
+                    "branch": "main",
+                    "remote": "https://git.example/sgl-project/sglang.git",
+                },
+            }
+    clean = from_data(Snapshot, data)
+    located = locate(clean, lambda name: [], TAGS)
+    assert located.vcs["sglang"] == {
+        "type": "git",
+        "url": "https://git.example/sgl-project/sglang.git",
+        "commit-id": "abc123",
+        "requested-revision": "main",
+        "subdirectory": "python",
+    }
+    doc = tomllib.loads(dumps_pylock(clean, located))
+    assert pep751_problems(doc) == []
+    assert next(p for p in doc["packages"] if p["name"] == "sglang")["vcs"]["commit-id"] == "abc123"
+    assert "/home/me" not in str({k: v for k, v in doc.items() if k != "tool"})
+    # A checkout with local changes is not that commit: unlocked, with the reason.
+    data["distributions"][0]["source"]["git"]["modified"] = ["sglang/srt/server_args.py"]
+    changed = locate(from_data(Snapshot, data), lambda name: [], TAGS)
+    assert changed.unlocked["sglang"] == "installed from a checkout on the host with local changes"
+    assert "/home/me" not in str(
+        tomllib.loads(dumps_pylock(from_data(Snapshot, data), changed))["tool"]["envsync"][
+            "unlocked"
+        ]
+    )
