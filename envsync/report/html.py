@@ -15,6 +15,18 @@ from envsync.findings import Finding, Report, short_hash
 from envsync.report.fleet import Fleet, build_fleet, cell_text
 from envsync.vocab import SEVERITIES, SEVERITY_RANK
 
+# Each severity's cell background and badge colour (every severity has one: tested).
+COLORS = {
+    "fatal": ("#fde2e1", "#c62828"),
+    "risky": ("#fff1d6", "#d98200"),
+    "unknown": ("#e6e9f8", "#3949ab"),
+    "degraded": ("#f3e5fb", "#8e44ad"),
+    "benign": ("#eef1f5", "#8a94a3"),
+}
+SEVERITY_CSS = "".join(
+    f"td.{s}{{background:{COLORS[s][0]}}}.sev.{s}{{background:{COLORS[s][1]}}}\n"
+    for s in SEVERITIES
+)
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d2330;
 background:#fafbfc}
@@ -30,12 +42,8 @@ word-break:break-all}
 td.kind,td.ref{color:#5a6372;font-size:13px}
 td.ref{font-family:ui-monospace,Menlo,monospace}
 td.same{color:#9aa3b0;text-align:center}
-td.fatal{background:#fde2e1}td.risky{background:#fff1d6}
-td.degraded{background:#f3e5fb}td.benign{background:#eef1f5}
 .sev{display:inline-block;font-size:11px;font-weight:600;border-radius:3px;padding:0 5px;
 margin-right:6px;color:#fff}
-.sev.fatal{background:#c62828}.sev.risky{background:#d98200}.sev.degraded{background:#8e44ad}
-.sev.benign{background:#8a94a3}
 details summary{cursor:pointer;font-family:ui-monospace,Menlo,monospace;font-size:13px}
 details .why{margin:6px 0 2px;max-width:340px}
 details ul{margin:2px 0 0 18px;padding:0;max-width:340px}
@@ -118,7 +126,7 @@ def render_fleet(fleet: Fleet) -> str:
     title = f"envsync: {len(fleet.hosts)} host(s) against {fleet.reference}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>\n"
+        f"<title>{escape(title)}</title><style>{CSS}{SEVERITY_CSS}</style></head><body>\n"
         f"<h1>{escape(title)}</h1>\n"
         f'<p class="sub">{len(fleet.rows)} difference(s) on any host; a cell is the '
         "host's value (<code>=</code>: as on the reference); click it for the reason and "

@@ -51,7 +51,13 @@ def test_json_matrix() -> None:
         "kind": "pin",
         "summary": "pin xgrammar==0.1.32 (pip install --no-deps)",
     }
-    assert data["summary"]["ct201"] == {"fatal": 0, "risky": 1, "degraded": 0, "benign": 0}
+    assert data["summary"]["ct201"] == {
+        "fatal": 0,
+        "risky": 1,
+        "unknown": 0,
+        "degraded": 0,
+        "benign": 0,
+    }
 
 
 def test_markdown_matrix() -> None:
@@ -88,3 +94,12 @@ def test_two_columns_of_one_host_name_stay_apart() -> None:
     fleet = build_fleet([REPORT, REPORT])
     assert fleet.hosts == ("ct200", "ct200 (2)")
     assert set(fleet.rows[0].cells) == {"ct200", "ct200 (2)"}
+
+
+def test_every_severity_has_its_colours_on_the_page() -> None:
+    from envsync.report.html import COLORS
+    from envsync.vocab import SEVERITIES
+
+    assert set(COLORS) == set(SEVERITIES)
+    page = render_fleet("html", REPORTS)
+    assert all(f"td.{s}{{background:" in page for s in SEVERITIES)
