@@ -6,7 +6,7 @@ ct200 gets xgrammar 0.1.10, no soundfile and no patches. Wheels are real, fetche
 with `pip download` through this machine's own pip configuration into a cache, and
 installed with `--no-deps`. The venvs are rebuilt only when this recipe changes.
 
-    python examples/build_hosts.py [--dest DIR] [--wheels DIR] [--force]
+    python examples/build_hosts.py [--dest DIR] [--wheels DIR] [--force] [--fleet]
 """
 
 from __future__ import annotations
@@ -48,6 +48,14 @@ PATCHES = {
     },
     "ct200": {},
 }
+# A larger fleet for the fleet view (`--fleet`): ct201 has ct129's packages without its
+# local patches; ct202 has the patches and soundfile but ct200's old xgrammar.
+FLEET = {
+    "ct201": [SGLANG, "xgrammar==0.1.32", "soundfile==0.13.1"],
+    "ct202": [SGLANG, "xgrammar==0.1.10", "soundfile==0.13.1"],
+}
+HOSTS.update(FLEET)
+PATCHES.update({"ct201": {}, "ct202": PATCHES["ct129"]})
 STAMP = ".envsync-example.json"
 # What real xgrammar and soundfile need to import (torch CPU, transformers, ...): one shared
 # runtime venv that both hosts see through a .pth file, so that ct200 dies on the story's
@@ -201,10 +209,15 @@ def main() -> int:
         metavar="DIR",
         help="also build (once) a runtime venv in DIR that both hosts see, for the demo server",
     )
+    parser.add_argument(
+        "--fleet", action="store_true", help=f"also build {', '.join(FLEET)} (the fleet view)"
+    )
     args = parser.parse_args()
     wheels = fetch(args.wheels)
     runtime = build_runtime(args.runtime.resolve()) if args.runtime else None
     for name in HOSTS:
+        if name in FLEET and not args.fleet:
+            continue
         root = build(name, args.dest, wheels, args.force)
         pth = site_packages(root) / RUNTIME_PTH
         if runtime is not None:

@@ -19,6 +19,9 @@ envsync() { .venv/bin/envsync "$@"; }
 echo "== envsync lock ct129 -o reports/ct129.lock      (record the known-good host)"
 envsync lock ct129 -o reports/ct129.lock
 echo
+echo "== envsync lock --format pylock ct129 -o reports/pylock.ct129.toml      (the same host as a PEP 751 lock uv installs)"
+envsync lock --format pylock ct129 -o reports/pylock.ct129.toml
+echo
 echo "== envsync diff ct129 ct200      (which differences break ct200's startup, and the fixes)"
 envsync diff ct129 ct200 || [ $? -eq 1 ]   # exit 1: drift found, as expected here
 echo
@@ -51,4 +54,4 @@ envsync stop ct129
 envsync stop ct200
 examples/.hosts/ct200/bin/python -m pip uninstall -q -y soundfile
 echo
-echo "reports: reports/ct129.lock reports/check.md reports/check.xml reports/check.json"
+echo "reports: reports/ct129.lock reports/pylock.ct129.toml reports/check.md reports/check.xml reports/check.json"

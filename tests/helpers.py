@@ -127,3 +127,57 @@ def comparable(snapshot: dict) -> dict:  # type: ignore[type-arg]
     for key in (*TRANSPORT_FIELDS, "host"):
         snapshot.pop(key, None)
     return snapshot
+
+
+def pep751_problems(doc: dict) -> list[str]:  # type: ignore[type-arg]
+    """What makes a parsed pylock.toml invalid under PEP 751 (its required keys and types,
+    one source per package); empty when it is valid."""
+    import datetime
+
+    out = []
+    if doc.get("lock-version") != "1.0":
+        out.append("lock-version must be '1.0'")
+    if not isinstance(doc.get("created-by"), str):
+        out.append("created-by must be a string")
+    for key in ("requires-python",):
+        if key in doc and not isinstance(doc[key], str):
+            out.append(f"{key} must be a string")
+    if not all(isinstance(m, str) for m in doc.get("environments", [])):
+        out.append("environments must be strings")
+    packages = doc.get("packages")
+    if not isinstance(packages, list):
+        return [*out, "packages must be an array of tables"]
+
+    def file_problems(where: str, f: dict) -> list[str]:  # type: ignore[type-arg]
+        bad = []
+        if not f.get("hashes") or not isinstance(f["hashes"], dict):
+            bad.append(f"{where}: hashes are required")
+        if "url" not in f and "path" not in f:
+            bad.append(f"{where}: url or path is required")
+        if "upload-time" in f and not isinstance(f["upload-time"], datetime.datetime):
+            bad.append(f"{where}: upload-time must be a datetime")
+        if "size" in f and not isinstance(f["size"], int):
+            bad.append(f"{where}: size must be an integer")
+        return bad
+
+    for i, p in enumerate(packages):
+        where = f"packages[{i}] ({p.get('name')})"
+        if not isinstance(p.get("name"), str):
+            out.append(f"{where}: name is required")
+        sources = [k for k in ("vcs", "directory", "archive") if k in p]
+        files = [k for k in ("sdist", "wheels") if k in p]
+        if len(sources) + (1 if files else 0) != 1:
+            out.append(f"{where}: exactly one of vcs, directory, archive, or sdist/wheels")
+        if files and not isinstance(p.get("version"), str):
+            out.append(f"{where}: version is required with sdist or wheels")
+        for wheel in p.get("wheels", []):
+            out += file_problems(f"{where}.wheels", wheel)
+        if "sdist" in p:
+            out += file_problems(f"{where}.sdist", p["sdist"])
+        if "archive" in p:
+            out += file_problems(f"{where}.archive", p["archive"])
+        if "vcs" in p and not {"type", "commit-id"} <= set(p["vcs"]):
+            out.append(f"{where}.vcs: type and commit-id are required")
+        if "directory" in p and "path" not in p["directory"]:
+            out.append(f"{where}.directory: path is required")
+    return out

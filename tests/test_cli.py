@@ -371,7 +371,7 @@ def test_output_to_a_device_writes_through_it_and_keeps_the_node(
         ["rollback", "local", "--timeout", "3"],
         ["deploy", "local", "-o", "x"],
         ["lock", "--jobs", "2"],
-        ["diff", "--jobs", "2"],
+        ["diff", "--fail-on", "risky"],
         ["snapshot", "local", "--probe"],
         ["repair", "--format", "json"],
     ],

@@ -236,3 +236,51 @@ def test_sglang_serve_gets_the_verdicts_of_launch_server(
     assert ("xgrammar", "fatal") in {(s, v) for s, v, _ in verdicts["console"]}
     assert reports["console"]["entrypoint"] == "sglang serve, which runs sglang.launch_server"
     assert reports["console"]["notes"] == []
+
+
+def test_diff_of_several_targets_is_one_matrix(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    ct200 = drifted(tmp_path)
+    same = tmp_path / "same" / "ct201.json"
+    same.parent.mkdir()
+    same.write_text(SNAPSHOT.read_text())
+    code, out, err = run(capsys, "diff", str(SNAPSHOT), str(ct200), str(same), "--format", "json")
+    assert code == 1
+    data = json.loads(out)
+    assert data["hosts"] == ["ct200", "ct129"]  # each snapshot's host
+    assert {r["subject"]: sorted(r["cells"]) for r in data["rows"]} == {
+        "soundfile": ["ct200"],
+        "xgrammar": ["ct200"],
+    }
+    assert "ct200 against ct129: 2 risky" in err
+    page = tmp_path / "fleet.html"
+    code, out, _ = run(
+        capsys, "diff", str(SNAPSHOT), str(ct200), str(same), "--format", "html", "-o", str(page)
+    )
+    assert (code, out) == (1, "")
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    # Every name is checked before anything is collected.
+    code, _, err = run(capsys, "diff", str(SNAPSHOT), str(ct200), str(tmp_path / "nope.json"))
+    assert code == 2 and "nope.json: no such file" in err
+
+
+def test_a_host_that_fails_does_not_hide_the_others(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    inventory = tmp_path / "envsync.toml"
+    inventory.write_text(f'[hosts.gone]\npython = "{tmp_path}/no/bin/python"\n')
+    code, out, err = run(
+        capsys,
+        "--inventory",
+        str(inventory),
+        "diff",
+        str(SNAPSHOT),
+        "gone",
+        str(drifted(tmp_path)),
+        "--format",
+        "json",
+    )
+    assert code == 3
+    assert "gone" in err
+    assert json.loads(out)["hosts"] == ["ct200"]

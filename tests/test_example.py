@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -84,8 +85,13 @@ def test_example_lock_is_byte_identical_and_round_trips(
 def test_committed_example_locks_carry_the_story(
     name: str, xgrammar: str, soundfile: bool, patched: tuple[str, ...]
 ) -> None:
-    snap = read_lock(REPO / "lockfiles" / f"{name}.lock")
+    path = REPO / "lockfiles" / f"{name}.lock"
+    snap = read_lock(path)
     assert snap.host == name
+    # Made with --portable: no path of the machine that made them.
+    text = path.read_text()
+    assert "[tool.envsync.machine" not in text
+    assert not re.search(r'"(/|file:)', text)
     assert snap.distribution("xgrammar").version == xgrammar  # type: ignore[union-attr]
     assert (snap.distribution("soundfile") is not None) is soundfile
     sglang = snap.distribution("sglang")

@@ -32,7 +32,10 @@ def test_lock_uses_pep751_keys() -> None:
     assert doc["created-by"] == "envsync"
     by_name = {p["name"]: p for p in doc["packages"]}
     assert by_name["torch"]["version"] == "2.11.0+cu130"
-    assert by_name["torch"]["archive"]["url"].startswith("file:///")
+    # A local wheel file is a path of the host, not a source: it stands with the machine's facts.
+    assert "archive" not in by_name["torch"]
+    paths = doc["tool"]["envsync"]["machine"]
+    assert paths["distributions"]["torch"]["url"].startswith("file:///")
     assert by_name["xgrammar"]["vcs"] == {
         "type": "git",
         "url": "https://<redacted>@git.example/mlc-ai/xgrammar.git",
@@ -63,7 +66,8 @@ def test_lock_is_deterministic_whatever_the_collection_time() -> None:
         ("\x00\x01garbage", "corrupt lock file"),
         ('name = "x"\n', "not an envsync lock \\(no lock-version key\\)"),
         ('lock-version = "2.0"\n', "lock-version 2.0 is not supported .*reads 1.x"),
-        ('lock-version = "1.0"\n', "no \\[tool.envsync\\] table"),
+        ('lock-version = "1.0"\n', "the lock names no package with a version"),
+        ('lock-version = "1.0"\n[tool]\nenvsync = 3\n', "\\[tool.envsync\\] must be a table"),
         (
             'lock-version = "1.0"\n[[packages]]\nname = "x"\n[tool.envsync]\nschema_version = 1\n',
             "packages\\[0\\] needs a name and a version",
@@ -81,3 +85,60 @@ def test_lock_is_deterministic_whatever_the_collection_time() -> None:
 def test_bad_locks_are_clear_errors(text: str, message: str) -> None:
     with pytest.raises(LockError, match=message):
         loads_lock(text, "env.lock")
+
+
+def test_machine_facts_stand_apart_and_portable_leaves_them_out() -> None:
+    from envsync.diff import differences
+
+    snap = load_snapshot(SNAPSHOT)
+    doc = tomllib.loads(dumps_lock(snap))
+    # Every path of the host is in one table; nothing else in the lock names one.
+    outside = dict(doc, tool={"envsync": {**doc["tool"]["envsync"], "machine": {}}})
+    assert "/opt/" not in str(outside) and "file://" not in str(outside)
+    portable = dumps_lock(snap, portable=True)
+    assert "/opt/" not in portable and "/usr" not in portable and "file:///" not in portable
+    back = loads_lock(portable, "portable.lock")
+    assert back.interpreter.executable == ""  # type: ignore[union-attr]
+    assert back.distribution("torch").custom_build  # type: ignore[union-attr]
+    # A portable lock compares with the snapshot it came from without a difference.
+    assert differences(back, snap) == []
+
+
+def test_a_standard_pylock_is_a_partial_reference() -> None:
+    text = (
+        'lock-version = "1.0"\ncreated-by = "uv"\n'
+        '[[packages]]\nname = "Six"\nversion = "1.17.0"\nindex = "http://127.0.0.1/simple"\n'
+        '[[packages]]\nname = "local-thing"\n[packages.directory]\npath = "."\n'
+    )
+    snap = loads_lock(text, "pylock.toml")
+    assert snap.partial and snap.source == "lock"
+    assert [(d.name, d.version) for d in snap.distributions] == [("six", "1.17.0")]
+
+
+def test_checkouts_and_installers_are_facts_of_the_machine() -> None:
+    from envsync.model import Snapshot, from_data
+
+    data = to_data(load_snapshot(SNAPSHOT))
+    for dist in data["distributions"]:
+        if dist["name"] == "sglang":
+            dist["source"] = {
+                "mode": "editable-finder",
+                "packages": {"sglang": "/home/me/sglang/python/sglang"},
+                "git": {"root": "/home/me/sglang", "commit": "abc123", "modified": ["sglang/x.py"]},
+            }
+    data["installers"] = {"pip": "/opt/venv/lib/python3.11/site-packages/pip", "uv": "/usr/bin/uv"}
+    snap = from_data(Snapshot, data)
+    text = dumps_lock(snap)
+    doc = tomllib.loads(text)
+    outside = dict(doc, tool={"envsync": {**doc["tool"]["envsync"], "machine": {}}})
+    assert "/home/me" not in str(outside) and "/usr/bin" not in str(outside)
+    back = loads_lock(text, "env.lock")
+    assert to_data(back) == to_data(
+        replace(snap, collected_at=None, duration_s=None, source="lock")
+    )
+    portable = loads_lock(dumps_lock(snap, portable=True), "env.lock")
+    sglang = portable.distribution("sglang")
+    assert sglang is not None and sglang.source is not None
+    assert dict(sglang.source.packages) == {}
+    assert sglang.source.git.commit == "abc123"  # type: ignore[union-attr]
+    assert portable.installers is None

@@ -83,8 +83,54 @@ def cmd_lock(args: argparse.Namespace, ctx: Context) -> ExitCode:
             tip="run `envsync lock HOST > env.lock`",
         )
     _writable(args.output)
-    emit(dumps_lock(collect_one(ctx, host)), args.output)
+    if args.format == "pylock":
+        source = resolve(host, ctx.inventory)
+        if not isinstance(source, HostSource):
+            raise InputError(
+                f"lock --format pylock: {host} is a file; the files a host installs from are "
+                "known only on the live host",
+                tip="name an inventory host or `local`",
+            )
+        _check_pylock_name(args.output)
+        text = _pylock(ctx, source.spec, collect_one(ctx, host))
+    else:
+        text = dumps_lock(collect_one(ctx, host), portable=args.portable)
+    emit(text, args.output)
     return ExitCode.OK
+
+
+def _check_pylock_name(output: str | None) -> None:
+    from envsync.pylock import FILE_NAME
+
+    if output and not FILE_NAME.match(Path(output).name):
+        err(
+            f"warning: installers read only pylock.toml or pylock.NAME.toml; "
+            f"`uv pip sync {output}` will not take {Path(output).name} as a lock "
+            "(Tip: -o pylock.toml or -o pylock.HOST.toml)"
+        )
+
+
+def _pylock(ctx: Context, spec: HostSpec, snap: Snapshot) -> str:
+    """The host's pylock.toml: each package's file, from the host's own indexes."""
+    from envsync.index import Index, read_config
+    from envsync.pylock import dumps_pylock, locate
+
+    config = read_config(spec, ctx.runners(spec))
+    if not config.indexes:
+        err(f"warning: {spec.name}: its pip configuration names no index (no-index)")
+    index = Index(config)
+    ctx.note(
+        f"{spec.name}: locating {len(snap.distributions)} packages on "
+        f"{len(config.indexes)} index(es)"
+    )
+    located = locate(snap, index.files, config.tags, index.size)
+    for name, reason in sorted(located.unlocked.items()):
+        dist = snap.distribution(name)
+        err(
+            f"warning: {name} {dist.version if dist else ''}: {reason}; listed under "
+            "[tool.envsync].unlocked, not installed by `uv pip sync`"
+        )
+    return dumps_pylock(snap, located)
 
 
 # ---------------------------------------------------------------------------------------
@@ -125,12 +171,40 @@ def _diff_pair(
 
 
 def cmd_diff(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    if len(args.targets) > 1:
+        return _diff_fleet(args, ctx)
+    args.target = args.targets[0] if args.targets else None
     ref_name, tgt_name = _pair_names(args, ctx, "diff")
     _writable(args.output)
     _, _, _, report = _diff_pair(ctx, args, ref_name, tgt_name)
     emit(render(args.format, [report], args.output), args.output)
     ctx.note(report.summary_line())
     return ExitCode.DRIFT if report.findings else ExitCode.OK
+
+
+def _diff_fleet(args: argparse.Namespace, ctx: Context) -> ExitCode:
+    """`diff REF HOST...`: every target collected in parallel, one matrix of the fleet."""
+    _writable(args.output)
+    ref_name = args.reference
+    resolve(ref_name, ctx.inventory)  # every name is checked before anything is collected
+    targets = _targets(ctx, args.targets)
+    results = collect_many(ctx, [(ref_name, None), *[(t.name, t.options) for t in targets]])
+    reference = results[0]
+    if isinstance(reference, CollectError):
+        raise reference
+    reports: list[Report] = []
+    for target, snap in zip(targets, results[1:], strict=True):
+        if isinstance(snap, CollectError):
+            err(str(snap))
+            continue
+        reports.append(_compare(ctx, args, reference, target, snap))
+    if reports:
+        emit(render(args.format, reports, args.output, fleet=True), args.output)
+    for report in reports:
+        ctx.note(report.summary_line())
+    if len(reports) < len(targets):
+        return ExitCode.COLLECT
+    return ExitCode.DRIFT if any(r.findings for r in reports) else ExitCode.OK
 
 
 def cmd_check(args: argparse.Namespace, ctx: Context) -> ExitCode:

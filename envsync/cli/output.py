@@ -31,12 +31,16 @@ def emit(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
-def render(fmt: str, reports: Sequence[Report], output: str | None) -> str:
-    """Reports in `fmt`, coloured and as wide as the terminal when they go to one."""
+def render(fmt: str, reports: Sequence[Report], output: str | None, *, fleet: bool = False) -> str:
+    """Reports in `fmt`, coloured and as wide as the terminal when they go to one;
+    `fleet`: several targets as one matrix (in the formats that have one)."""
+    from envsync.report import FLEET_FORMATS, render_fleet
     from envsync.report import render as render_reports
 
     color = output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     width = shutil.get_terminal_size((120, 40)).columns if color else 120
+    if fleet and fmt in FLEET_FORMATS:
+        return render_fleet(fmt, reports, color=color, width=width)
     return render_reports(fmt, reports, color=color, width=width)
 
 

@@ -134,6 +134,19 @@ def build_parser() -> argparse.ArgumentParser:
         "lock", parents=[common], help="TOML lock of a host (default: the inventory's reference)"
     )
     p.add_argument("host", nargs="?", metavar="HOST")
+    p.add_argument(
+        "--format",
+        choices=("envsync", "pylock"),
+        default="envsync",
+        help="envsync (default): every fact of the host; pylock: also a standard PEP 751 "
+        "pylock.toml that uv installs, each package's file from the host's own indexes",
+    )
+    p.add_argument(
+        "--portable",
+        action="store_true",
+        help="leave out the facts of the machine (its paths: interpreter, prefix, sys.path, "
+        "locations; its hostname): for locks kept in a repository",
+    )
     _output_option(p)
     _collect_options(p)
     p.set_defaults(func=commands.cmd_lock)
@@ -144,9 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="findings between a reference and a target; exit 1 when they differ",
     )
     p.add_argument("reference", nargs="?", metavar="REF", help="default: defaults.reference")
-    p.add_argument("target", nargs="?", metavar="TGT", help="default: defaults.target")
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TGT",
+        help="default: defaults.target; several: collected in parallel, one matrix of the "
+        "fleet (table, json, markdown, html)",
+    )
     _output_option(p)
     _collect_options(p)
+    _jobs_option(p)
     _report_options(p)
     p.set_defaults(func=commands.cmd_diff)
 

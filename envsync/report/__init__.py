@@ -9,7 +9,9 @@ from envsync.findings import Report
 
 # Each format is a module of this package with render(reports) -> str; loaded on use
 # (the table needs rich, which the other commands should not pay for).
-FORMATS = ("json", "junit", "markdown", "table")
+FORMATS = ("html", "json", "junit", "markdown", "table")
+# With several targets, these show one matrix of the fleet (report/fleet.py) instead.
+FLEET_FORMATS = ("html", "json", "markdown", "table")
 
 
 def render(
@@ -29,3 +31,22 @@ def render(
     if fmt == "junit":
         return str(module.render(reports, fail_on=fail_on))
     return str(module.render(reports))
+
+
+def render_fleet(
+    fmt: str, reports: Sequence[Report], *, color: bool = False, width: int = 120
+) -> str:
+    """Several targets against one reference as one matrix, in `fmt` (FLEET_FORMATS)."""
+    from envsync.report.fleet import build_fleet, fleet_data
+
+    fleet = build_fleet(reports)
+    if fmt == "json":
+        import json
+
+        return json.dumps(fleet_data(fleet), indent=2) + "\n"
+    if fmt not in FLEET_FORMATS:
+        raise ValueError(f"no fleet matrix in format {fmt!r}")
+    module = importlib.import_module(f"envsync.report.{fmt}")
+    if fmt == "table":
+        return str(module.render_fleet(fleet, color=color, width=width))
+    return str(module.render_fleet(fleet))

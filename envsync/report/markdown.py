@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from envsync.findings import Report, short_hash
+from envsync.report.fleet import Fleet, cell_text
 
 MARK = {
     "fatal": "🔴 fatal",
@@ -54,4 +55,35 @@ def render(reports: Sequence[Report]) -> str:
                 out.append("\n</details>\n")
         for note in report.notes:
             out.append(f"> note: {note}\n")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_fleet(fleet: Fleet) -> str:
+    """The fleet matrix: a row per difference, a column per host (`=`: as the reference)."""
+    out = [f"## envsync: {len(fleet.hosts)} host(s) against {fleet.reference}\n"]
+    out += [f"- **{h}**: {fleet.counts_text(h)}" for h in fleet.hosts]
+    out.append("")
+    if fleet.rows:
+        out.append("| subject | kind | reference | " + " | ".join(map(_cell, fleet.hosts)) + " |")
+        out.append("| --- | --- | --- |" + " --- |" * len(fleet.hosts))
+        for row in fleet.rows:
+            cells = []
+            for host in fleet.hosts:
+                f = row.cells.get(host)
+                cells.append("=" if f is None else f"{MARK[f.severity]} {_cell(cell_text(f))}")
+            out.append(
+                f"| `{_cell(row.subject)}` | {row.kind} | {_cell(short_hash(row.reference))} | "
+                + " | ".join(cells)
+                + " |"
+            )
+        out.append("")
+        for row in fleet.rows:
+            for host, f in row.cells.items():
+                if f.severity in ("fatal", "risky"):
+                    fixes = "".join(f"\n  - {x.kind}: {_cell(x.summary)}" for x in f.fixes)
+                    out.append(
+                        f"- **{host}** `{row.subject}` ({f.severity}): {_cell(f.reason)}{fixes}"
+                    )
+    for host, notes in fleet.notes.items():
+        out += [f"> note ({host}): {note}\n" for note in notes]
     return "\n".join(out).rstrip() + "\n"

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from envsync.findings import Report, short_hash
+from envsync.report.fleet import Fleet, cell_text
 
 STYLE = {
     "fatal": "bold red",
@@ -24,9 +25,8 @@ def _value(value: str | None) -> str:
     return short_hash(value) or "—"
 
 
-def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) -> str:
-    buffer = io.StringIO()
-    console = Console(
+def _console(buffer: io.StringIO, color: bool, width: int) -> Console:
+    return Console(
         file=buffer,
         width=width,
         force_terminal=color,
@@ -35,6 +35,11 @@ def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) 
         highlight=False,
         soft_wrap=False,
     )
+
+
+def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) -> str:
+    buffer = io.StringIO()
+    console = _console(buffer, color, width)
     for report in reports:
         title = report.summary_line()
         if report.entrypoint:
@@ -62,4 +67,51 @@ def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) 
             console.print(table)
         for note in report.notes:
             console.print(f"note: {note}", style="dim")
+    return buffer.getvalue()
+
+
+def render_fleet(fleet: Fleet, *, color: bool = False, width: int = 120) -> str:
+    """The fleet matrix: a row per difference, a column per host, cells by severity."""
+    buffer = io.StringIO()
+    console = _console(buffer, color, width)
+    title = f"{len(fleet.hosts)} host(s) against {fleet.reference}: " + "; ".join(
+        f"{h} {fleet.counts_text(h)}" for h in fleet.hosts
+    )
+    if not fleet.rows:
+        console.print(title)
+        return buffer.getvalue()
+    table = Table(title=title, title_justify="left", expand=False)
+    table.add_column("subject", overflow="fold", max_width=40)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("reference", overflow="fold", max_width=14)
+    table.add_column("worst", no_wrap=True)
+    for host in fleet.hosts:
+        table.add_column(host, overflow="fold", max_width=18)
+    for row in fleet.rows:
+        cells = []
+        for host in fleet.hosts:
+            f = row.cells.get(host)
+            if f is None:
+                cells.append(Text("=", style="dim"))
+            else:
+                cell = Text(cell_text(f), style=STYLE[f.severity])
+                cell.append(f"\n{f.severity}", style=STYLE[f.severity])
+                cells.append(cell)
+        table.add_row(
+            row.subject,
+            row.kind,
+            _value(row.reference),
+            Text(row.worst, style=STYLE[row.worst]),
+            *cells,
+        )
+    console.print(table)
+    legend = Text("cells: ")
+    for severity, style in STYLE.items():
+        legend.append(severity, style=style)
+        legend.append(" ")
+    legend.append("(= as on the reference); `--format html` shows each cell's reason and fixes")
+    console.print(legend, style="dim" if not color else None)
+    for host, notes in fleet.notes.items():
+        for note in notes:
+            console.print(f"note ({host}): {note}", style="dim")
     return buffer.getvalue()

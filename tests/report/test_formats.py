@@ -98,7 +98,7 @@ REPORT = Report(
 )
 CLEAN = Report(reference="ct129", target="ct129-clone", entrypoint=None)
 
-SUFFIX = {"table": "txt", "json": "json", "markdown": "md", "junit": "xml"}
+SUFFIX = {"table": "txt", "json": "json", "markdown": "md", "junit": "xml", "html": "html"}
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
