@@ -106,7 +106,7 @@ def loads_lock(text: str, origin: str) -> Snapshot:
             f"{SUPPORTED_MAJOR}.x)",
             tip="upgrade envsync, or re-create the lock with this version",
         )
-    tool = doc.get("tool", {}).get("envsync")
+    tool = _table(doc, "tool").get("envsync")
     if not isinstance(tool, dict):
         raise LockError(f"{origin}: not an envsync lock (no [tool.envsync] table)")
     data = dict(tool)
@@ -118,13 +118,19 @@ def loads_lock(text: str, origin: str) -> Snapshot:
     for i, package in enumerate(packages):
         if not isinstance(package, dict) or not all(k in package for k in _PACKAGE_TOP):
             raise LockError(f"{origin}: packages[{i}] needs a name and a version")
-        extra = package.get("tool", {}).get("envsync", {})
+        extra = _table(_table(package, "tool"), "envsync")
         distributions.append({**{k: package[k] for k in _PACKAGE_TOP}, **extra})
     data["distributions"] = distributions
     try:
         return from_data(Snapshot, data, "lock")
     except DecodeError as e:
         raise LockError(f"{origin}: corrupt lock file: {e}") from e
+
+
+def _table(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """doc[key] when it is a table; {} when absent or of another type (decoding says why)."""
+    value = doc.get(key, {})
+    return value if isinstance(value, dict) else {}
 
 
 def read_lock(path: Path) -> Snapshot:
