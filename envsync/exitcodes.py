@@ -10,3 +10,4 @@ class ExitCode(IntEnum):
     COLLECT = 3  # host unreachable or collection failed
     APPLY = 4  # apply failed and was rolled back
     SMOKE = 5  # smoke test failed
+    LOCKED = 6  # the target is locked by another envsync that is changing it

@@ -258,7 +258,7 @@ def loads_lock(text: str, origin: str) -> Snapshot:
     doc = loads_toml(text, origin, LockError, "corrupt lock file")
     _check_version(doc, origin)
     packages = _packages(doc, origin)
-    tool = doc.get("tool", {}).get("envsync")
+    tool = _table(doc, "tool").get("envsync")
     if tool is None:
         return _standard_lock(packages, origin)
     if not isinstance(tool, dict):
@@ -266,11 +266,13 @@ def loads_lock(text: str, origin: str) -> Snapshot:
     data = dict(tool)
     data["source"] = "lock"
     unlocked = data.pop(UNLOCKED, [])
+    if not isinstance(unlocked, list):
+        raise LockError(f"{origin}: [tool.envsync].{UNLOCKED} must be an array of tables")
     distributions = []
     for i, package in enumerate([*packages, *unlocked]):
         if not isinstance(package, dict) or not all(k in package for k in _PACKAGE_TOP):
             raise LockError(f"{origin}: packages[{i}] needs a name and a version")
-        extra = package.get("tool", {}).get("envsync", {})
+        extra = _table(_table(package, "tool"), "envsync")
         distributions.append({**{k: package[k] for k in _PACKAGE_TOP}, **extra})
     data["distributions"] = sorted(distributions, key=lambda d: str(d["name"]))
     _put_machine(data, data["distributions"])
@@ -278,6 +280,12 @@ def loads_lock(text: str, origin: str) -> Snapshot:
         return from_data(Snapshot, data, "lock")
     except DecodeError as e:
         raise LockError(f"{origin}: corrupt lock file: {e}") from e
+
+
+def _table(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """doc[key] when it is a table; {} when absent or of another type (decoding says why)."""
+    value = doc.get(key, {})
+    return value if isinstance(value, dict) else {}
 
 
 def read_lock(path: Path) -> Snapshot:

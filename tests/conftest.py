@@ -81,3 +81,14 @@ def jump_bed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
     bed = JumpBed(tmp_path_factory.mktemp("jump")).start()
     yield bed
     bed.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The reliability figures this run measured (the README's Reliability section)."""
+    from tests.figures import lines
+
+    found = lines()
+    if found:
+        terminalreporter.section("envsync reliability figures")
+        for line in found:
+            terminalreporter.write_line(line)

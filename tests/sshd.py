@@ -77,6 +77,14 @@ class SSHD:
         kind, key = Path(f"{self.host_key}.pub").read_text().split()[:2]
         return f"[127.0.0.1]:{self.port} {kind} {key}\n"
 
+    def host_lines(self, known_hosts: Path) -> str:
+        """An inventory host's lines for this sshd; its key is written to `known_hosts`."""
+        known_hosts.write_text(self.host_key_line())
+        return (
+            f'ssh = "{self.target}"\nidentity = "{self.client_key}"\n'
+            f'known_hosts = "{known_hosts}"\n'
+        )
+
     @property
     def log(self) -> Path:
         return self.folder / f"{self.name}.log"

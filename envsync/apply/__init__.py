@@ -22,21 +22,23 @@ from envsync.exitcodes import ExitCode
 from envsync.inventory import HostSpec
 from envsync.model import Snapshot, Unavailable
 from envsync.plan import Plan, Step
-from envsync.runner import CommandNotFound, CommandResult, Runner
+from envsync.runner import CommandResult, Runner
 
 AGENT_TIMEOUT = 600.0
 # pip's words (pip 20 to 26), then uv's, when an index cannot serve a requirement.
 _NOT_ON_INDEX = (
-    b"No matching distribution found",
-    b"Could not find a version",
-    b"not found in the package registry",
-    b"not found in the provided package locations",
-    b"no versions of",
+    "No matching distribution found",
+    "Could not find a version",
+    "not found in the package registry",
+    "not found in the provided package locations",
+    "no versions of",
 )
 PIP_TIMEOUT = 1800.0
 # The agent travels as the -c argument (stdin carries its archives); the first line drops
 # the current directory from sys.path, as the probe's bootstrap does.
 _PREFIX = "import sys;sys.path[:1]==['']and sys.path.pop(0)\n"
+# The lock's own operations, and reads of the reference, are not done under the lock.
+_UNLOCKED_OPS = frozenset({"hold", "locked", "unlock", "pack", "watch"})
 
 
 class AgentError(EnvsyncError):
@@ -72,18 +74,26 @@ def agent_source() -> str:
 
 
 class Agent:
-    """The agent on one host, through that host's runner."""
+    """The agent on one host, through that host's runner.
 
-    def __init__(self, spec: HostSpec, runner: Runner) -> None:
+    With `lock` (the token of the target's lock, envsync/apply/hostlock.py) every operation
+    checks that this command still holds the lock and counts as running under it.
+    """
+
+    def __init__(self, spec: HostSpec, runner: Runner, *, lock: str | None = None) -> None:
         self.spec = spec
         self.runner = runner
+        self.lock = lock
 
-    def raw(self, op: dict[str, Any], payload: bytes | None = None) -> CommandResult:
-        result = self.runner.run(
-            [self.spec.python, "-c", agent_source(), json.dumps(op)],
-            input=payload,
-            timeout=AGENT_TIMEOUT,
-        )
+    def argv(self, op: dict[str, Any]) -> list[str]:
+        if self.lock is not None and op["op"] not in _UNLOCKED_OPS:
+            op = {**op, "lock": self.lock}
+        return [self.spec.python, "-c", agent_source(), json.dumps(op)]
+
+    def raw(
+        self, op: dict[str, Any], payload: bytes | None = None, *, timeout: float = AGENT_TIMEOUT
+    ) -> CommandResult:
+        result = self.runner.run(self.argv(op), input=payload, timeout=timeout)
         if result.returncode != 0:
             text = result.stderr.decode("utf-8", "replace")
             marked = next(
@@ -99,9 +109,20 @@ class Agent:
             raise AgentError(f"{self.spec.name}: {op['op']}: {message}", kind=kind)
         return result
 
-    def call(self, op: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
-        out = self.raw(op, payload).stdout.decode("utf-8", "replace").strip().splitlines()
-        return json.loads(out[-1]) if out else {}
+    def call(
+        self, op: dict[str, Any], payload: bytes | None = None, *, timeout: float = AGENT_TIMEOUT
+    ) -> dict[str, Any]:
+        stdout = self.raw(op, payload, timeout=timeout).stdout
+        out = stdout.decode("utf-8", "replace").strip().splitlines()
+        try:
+            answer = json.loads(out[-1]) if out else {}
+        except (ValueError, RecursionError):
+            answer = None
+        if not isinstance(answer, dict):
+            raise AgentError(
+                f"{self.spec.name}: {op['op']}: the agent answered no JSON object", kind="crashed"
+            )
+        return answer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,8 +189,12 @@ def apply_plan(
     reference: Snapshot | None,
     pip_options: Sequence[str] = (),
     on_step: Callable[[int, Step], None] | None = None,
+    lock: str | None = None,
 ) -> Applied:
-    """Apply `plan` to the target whose fresh snapshot is `target`; roll back on failure."""
+    """Apply `plan` to the target whose fresh snapshot is `target`; roll back on failure.
+
+    `lock` is the token of the target's lock (hostlock.target_lock) this command holds.
+    """
     from envsync.plan import fingerprint
 
     if fingerprint(target) != plan.target_fingerprint:
@@ -178,8 +203,9 @@ def apply_plan(
             "(packages, watched files or service flags differ); refusing to apply",
             tip="make a new plan with `envsync repair` and review it",
         )
+    _check_paths(plan)
     started = time.perf_counter()
-    agent = Agent(target_spec, runners(target_spec))
+    agent = Agent(target_spec, runners(target_spec), lock=lock)
     ident = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
     dists = sorted({d for s in plan.steps if s.kind in ("pin", "sync-dist") for d in s.dists})
     files: list[str] = []
@@ -200,13 +226,27 @@ def apply_plan(
                 step, plan, agent, target, backup, runners, reference_spec, reference, pip_options
             )
             agent.call({"op": "journal", "id": ident, "event": f"step {i} done"})
+        # Applied once the journal says so: an interrupt before that is undone like a failure.
+        agent.call({"op": "journal", "id": ident, "event": "applied", "state": "applied"})
     except EnvsyncError as e:
         _rollback_after(agent, ident, f"step {i} ({step.kind}: {step.summary}) failed: {e.message}")
     except BaseException:
         _rollback_after(agent, ident, f"step {i} ({step.kind}) was interrupted")
         raise
-    agent.call({"op": "journal", "id": ident, "event": "applied", "state": "applied"})
     return Applied(backup=backup, steps=len(plan.steps), duration_s=time.perf_counter() - started)
+
+
+def _check_paths(plan: Plan) -> None:
+    """A plan's files are relative to their package directory and stay inside it."""
+    for step in plan.steps:
+        for rel in (*step.files, *step.remove):
+            parts = rel.replace("\\", "/").split("/")
+            if not rel or rel.startswith("/") or ".." in parts or "\0" in rel:
+                raise StalePlan(
+                    f"{plan.target}: refusing the plan: step {step.kind} names {rel!r}, "
+                    "which is not inside its package directory",
+                    tip="make a new plan with `envsync repair` and review it",
+                )
 
 
 def _rollback_after(agent: Agent, ident: str, why: str) -> None:
@@ -215,7 +255,8 @@ def _rollback_after(agent: Agent, ident: str, why: str) -> None:
     except EnvsyncError as e:
         raise RollbackError(
             f"{why}; rolling back ALSO failed: {e.message}",
-            tip=f"run `envsync rollback {agent.spec.name}` once the host is reachable",
+            tip="the host restores an unfinished apply by itself once this envsync is gone; "
+            f"`envsync rollback {agent.spec.name}` makes sure once the host is reachable",
         ) from e
     raise ApplyError(f"{why}; everything done before it was rolled back")
 
@@ -236,18 +277,21 @@ def _run_step(
         constraints = f"{backup}/constraints.txt"
         agent.call({"op": "write", "path": constraints, "text": _constraints(target, step.dists)})
         argv = install_argv(step, target, spec.python, constraints, pip_options)
+        # Through the agent, so that the target's lock knows the installer is running.
         try:
-            result = agent.runner.run(argv, timeout=PIP_TIMEOUT)
-        except CommandNotFound as e:
-            raise ApplyError(f"{argv[0]} not found on {spec.name}") from e
-        if result.returncode == 0:
+            result = agent.call({"op": "run", "argv": argv}, timeout=PIP_TIMEOUT)
+        except AgentError as e:
+            if e.kind == "not-found":
+                raise ApplyError(f"{argv[0]} not found on {spec.name}") from e
+            raise
+        if result["returncode"] == 0:
             return
-        unavailable = any(m in result.stderr for m in _NOT_ON_INDEX)
+        stderr = result["stderr"]
+        unavailable = any(m in stderr for m in _NOT_ON_INDEX)
         if not (unavailable and step.fallback and reference_spec is not None):
             why = f"; {step.no_fallback}" if unavailable and step.no_fallback else ""
-            raise ApplyError(
-                f"{step.installer} exited {result.returncode}: {result.stderr_tail(2)}{why}"
-            )
+            tail = " | ".join(x.strip() for x in stderr.strip().splitlines()[-2:] if x.strip())
+            raise ApplyError(f"{step.installer} exited {result['returncode']}: {tail}{why}")
         # The index cannot serve it: the reference's installed files can.
         _sync_dists(step.dists, agent, target, Agent(reference_spec, runners(reference_spec)))
         return
@@ -283,10 +327,12 @@ def _sync_dists(dists: Sequence[str], agent: Agent, target: Snapshot, source: Ag
         agent.call({"op": "unpack", "root": root}, archive)
 
 
-def rollback(spec: HostSpec, runner: Runner, ident: str = "latest") -> dict[str, Any]:
+def rollback(
+    spec: HostSpec, runner: Runner, ident: str = "latest", *, lock: str | None = None
+) -> dict[str, Any]:
     """Restore the host's latest (or a named) backup; works after a killed apply too."""
     try:
-        return Agent(spec, runner).call({"op": "restore", "id": ident})
+        return Agent(spec, runner, lock=lock).call({"op": "restore", "id": ident})
     except AgentError as e:
         if e.kind == "no-backup":
             raise RollbackError(f"{spec.name}: no envsync backup on this host") from e

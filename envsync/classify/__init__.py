@@ -11,6 +11,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from envsync import redact
 from envsync.classify.graph import Failure, GraphIndex, Reach, path_to, uses
 from envsync.classify.rules import RulePack, active_roots
 from envsync.command import parse_flags, with_flag
@@ -117,7 +118,7 @@ def classify(
         reference=reference.host,
         target=target.host,
         entrypoint=startup.shown or startup.entrypoint,
-        command=startup.command,
+        command=redact.command(startup.command),  # shown and saved: no --api-key values
         findings=tuple(findings),
         notes=tuple(notes),
     )

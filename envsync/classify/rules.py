@@ -101,12 +101,19 @@ def _bool(table: Mapping[str, Any], key: str, where: str, origin: str) -> bool:
     return value
 
 
+def _array(data: Mapping[str, Any], key: str, origin: str) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise RulesError(f"{origin}: {key} must be an array of tables ([[{key}]])")
+    return value
+
+
 def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
     pack = data.get("pack")
     if not isinstance(pack, dict):
         raise RulesError(f"{origin}: a rule pack needs a [pack] table")
     startup = []
-    for i, item in enumerate(data.get("startup", [])):
+    for i, item in enumerate(_array(data, "startup", origin)):
         where = f"startup[{i}]"
         if not isinstance(item, dict):
             raise RulesError(f"{origin}: {where} must be a table")
@@ -119,7 +126,7 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
             )
         )
     flags = []
-    for i, item in enumerate(data.get("flags", [])):
+    for i, item in enumerate(_array(data, "flags", origin)):
         where = f"flags[{i}]"
         if not isinstance(item, dict):
             raise RulesError(f"{origin}: {where} must be a table")
@@ -148,7 +155,7 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
         if unknown:
             raise RulesError(f"{origin}: {where}.prefer names {unknown[0]!r}, which is not a value")
         default = item.get("default")
-        if default is not None and default not in values:
+        if default is not None and (not isinstance(default, str) or default not in values):
             raise RulesError(f"{origin}: {where}.default {default!r} is not one of its values")
         workaround = item.get("workaround", True)
         if not isinstance(workaround, bool):
@@ -164,7 +171,7 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
             )
         )
     scripts = []
-    for i, item in enumerate(data.get("scripts", [])):
+    for i, item in enumerate(_array(data, "scripts", origin)):
         where = f"scripts[{i}]"
         if not isinstance(item, dict):
             raise RulesError(f"{origin}: {where} must be a table")

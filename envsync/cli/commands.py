@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envsync import redact
 from envsync.cli.context import Context, collect_all, collect_many, collect_one
 from envsync.cli.output import emit, err, indent, render
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
@@ -23,8 +24,11 @@ from envsync.snapshot import HostSource, check_writable, dumps_snapshot, resolve
 from envsync.vocab import SEVERITY_RANK
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from envsync.compare import Target
     from envsync.findings import Report
+    from envsync.plan import Plan
 
 # Commands import what they need when they run: deepdiff, the classifier, rich and the
 # SSH stack cost more to import than a whole local snapshot takes.
@@ -247,8 +251,7 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> ExitCode:
 
 
 def cmd_repair(args: argparse.Namespace, ctx: Context) -> ExitCode:
-    from envsync.apply import apply_plan
-    from envsync.plan import describe, dumps_plan, load_plan, make_plan
+    from envsync.plan import load_plan
 
     _writable(args.output)
     plan = load_plan(Path(args.plan)) if args.plan else None
@@ -256,9 +259,45 @@ def cmd_repair(args: argparse.Namespace, ctx: Context) -> ExitCode:
         ref_name, tgt_name = plan.reference, plan.target
     else:
         ref_name, tgt_name = _pair_names(args, ctx, "repair")
-    ref_source = resolve(ref_name, ctx.inventory)
+    resolve(ref_name, ctx.inventory)  # both names are checked before anything is collected
     if not isinstance(resolve(tgt_name, ctx.inventory), HostSource):
         raise InputError(f"repair: the target must be a host, not the file {tgt_name}")
+    if not args.apply:
+        return _repair(args, ctx, plan, ref_name, tgt_name, None)
+    # The lock comes first: the target must not change between its snapshot and the apply.
+    with _locked(ctx, args, ctx.host(tgt_name)) as lock:
+        return _repair(args, ctx, plan, ref_name, tgt_name, lock)
+
+
+@contextlib.contextmanager
+def _locked(ctx: Context, args: argparse.Namespace, spec: HostSpec) -> Iterator[str]:
+    """Hold the target's lock (one changing command at a time) for the body."""
+    from envsync.apply.hostlock import target_lock
+
+    what = f"envsync {args.command}{' --apply' if getattr(args, 'apply', False) else ''}"
+    with target_lock(
+        spec,
+        ctx.runners(spec),
+        command=f"{what} {spec.name}",
+        wait=args.wait,
+        on_stale=ctx.note,
+    ) as token:
+        yield token
+
+
+def _repair(
+    args: argparse.Namespace,
+    ctx: Context,
+    plan: Plan | None,
+    ref_name: str,
+    tgt_name: str,
+    lock: str | None,
+) -> ExitCode:
+    """Plan (or take the saved plan), then print it or, with --apply, apply and deploy it."""
+    from envsync.apply import apply_plan
+    from envsync.plan import describe, dumps_plan, make_plan
+
+    ref_source = resolve(ref_name, ctx.inventory)
     _, reference, snap, report = _diff_pair(ctx, args, ref_name, tgt_name)
     if plan is None:
         plan = make_plan(
@@ -278,6 +317,7 @@ def cmd_repair(args: argparse.Namespace, ctx: Context) -> ExitCode:
         ctx.note(f"{tgt_name}: nothing to do")
         return ExitCode.OK
     spec = ctx.host(tgt_name)
+    count = len(plan.steps)
     applied = apply_plan(
         plan,
         target_spec=spec,
@@ -286,7 +326,8 @@ def cmd_repair(args: argparse.Namespace, ctx: Context) -> ExitCode:
         reference_spec=ref_source.spec if isinstance(ref_source, HostSource) else None,
         reference=reference,
         pip_options=spec.pip_options,
-        on_step=lambda i, step: ctx.note(f"{tgt_name}: step {i}/{len(plan.steps)}: {step.summary}"),
+        on_step=lambda i, step: ctx.note(f"{tgt_name}: step {i}/{count}: {step.summary}"),
+        lock=lock,
     )
     ctx.note(
         f"{tgt_name}: applied {applied.steps} step(s) in {applied.duration_s:.1f}s; "
@@ -302,7 +343,7 @@ def cmd_repair(args: argparse.Namespace, ctx: Context) -> ExitCode:
     if not service.port:
         ctx.note(f"{tgt_name}: the service has no port in the inventory: not deployed")
         return ExitCode.OK
-    return _run_smoke(ctx, args, spec, restart=True)
+    return _run_smoke(ctx, args, spec, restart=True, lock=lock)
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,7 +371,13 @@ def _service_state(ctx: Context, spec: HostSpec) -> Snapshot:
     )
 
 
-def _run_smoke(ctx: Context, args: argparse.Namespace, spec: HostSpec, restart: bool) -> ExitCode:
+def _run_smoke(
+    ctx: Context,
+    args: argparse.Namespace,
+    spec: HostSpec,
+    restart: bool,
+    lock: str | None = None,
+) -> ExitCode:
     from envsync.model import Crash
     from envsync.service import attach, deploy, keep_crash, smoke
 
@@ -342,8 +389,9 @@ def _run_smoke(ctx: Context, args: argparse.Namespace, spec: HostSpec, restart: 
     if restart:
         if state.crash is not None:
             keep_crash(spec, runner, None)  # this start tells anew
-        deployment = deploy(spec, runner, service, flags)
-        ctx.note(f"{spec.name}: started {' '.join(deployment.command)} ({deployment.mode})")
+        deployment = deploy(spec, runner, service, flags, lock=lock)
+        shown = " ".join(redact.command(deployment.command))
+        ctx.note(f"{spec.name}: started {shown} ({deployment.mode})")
     else:
         deployment = attach(spec, service, flags)
     verdict = smoke(spec, runner, deployment, deadline=args.deadline, attached=not restart)
@@ -433,7 +481,9 @@ def _compare_throughput(host: str, reference: str | None, rate: float) -> str:
 
 
 def cmd_deploy(args: argparse.Namespace, ctx: Context) -> ExitCode:
-    return _run_smoke(ctx, args, ctx.host(args.host), restart=True)
+    spec = ctx.host(args.host)
+    with _locked(ctx, args, spec) as lock:
+        return _run_smoke(ctx, args, spec, restart=True, lock=lock)
 
 
 def cmd_smoke(args: argparse.Namespace, ctx: Context) -> ExitCode:
@@ -444,7 +494,9 @@ def cmd_stop(args: argparse.Namespace, ctx: Context) -> ExitCode:
     from envsync.service import stop
 
     spec = ctx.host(args.host)
-    what = stop(spec, ctx.runners(spec), _service_of(spec))
+    service = _service_of(spec)
+    with _locked(ctx, args, spec) as lock:
+        what = stop(spec, ctx.runners(spec), service, lock=lock)
     ctx.note(f"{spec.name}: stopped {what}")
     return ExitCode.OK
 
@@ -453,7 +505,8 @@ def cmd_rollback(args: argparse.Namespace, ctx: Context) -> ExitCode:
     from envsync.apply import rollback
 
     spec = ctx.host(args.host)
-    result = rollback(spec, ctx.runners(spec), args.backup or "latest")
+    with _locked(ctx, args, spec) as lock:
+        result = rollback(spec, ctx.runners(spec), args.backup or "latest", lock=lock)
     ctx.note(
         f"{args.host}: restored {result.get('backup')} "
         f"({', '.join(result.get('dists') or []) or 'files only'})",

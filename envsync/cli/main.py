@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from envsync.cli.context import JOBS, Context
@@ -33,7 +35,25 @@ def _context(args: argparse.Namespace, runners: Runners) -> Context:
     )
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C: an apply rolls back and the target's lock is released."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     runners = Runners(
         accept_new=getattr(args, "accept_new_host_keys", False),
@@ -44,9 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EnvsyncError as e:
         err(str(e))
         return int(e.exit_code)
-    except KeyboardInterrupt:
-        err("interrupted")
-        return 130
+    except KeyboardInterrupt as e:
+        err("terminated" if isinstance(e, _Terminated) else "interrupted")
+        return 143 if isinstance(e, _Terminated) else 130
     except BrokenPipeError:
         # stdout closed early (e.g. `| head`): not an error of ours.
         sys.stderr.close()

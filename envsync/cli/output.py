@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envsync import redact
 from envsync.snapshot import write_atomic
 
 if TYPE_CHECKING:
@@ -16,12 +17,13 @@ if TYPE_CHECKING:
 
 
 def err(message: str) -> None:
-    print(f"envsync: {message}", file=sys.stderr)
+    # An error may quote a host's output (pip's, the service's): no secret gets through.
+    print(f"envsync: {redact.text(message)}", file=sys.stderr)
 
 
 def note(quiet: bool, message: str) -> None:
     if not quiet:
-        print(message, file=sys.stderr)
+        print(redact.text(message), file=sys.stderr)
 
 
 def emit(text: str, output: str | None) -> None:

@@ -91,6 +91,16 @@ def _deadline_option(p: argparse.ArgumentParser, what: str) -> None:
     _seconds(p, "--deadline", DEFAULT_DEADLINE, f"{what}give up waiting for health after SECONDS")
 
 
+def _wait_option(p: argparse.ArgumentParser) -> None:
+    _seconds(
+        p,
+        "--wait",
+        0.0,
+        "when another envsync is changing the target, queue behind it for up to SECONDS; "
+        "0 exits 6 at once",
+    )
+
+
 def _global_options(p: argparse.ArgumentParser) -> None:
     # Accepted before or after the command; SUPPRESS keeps a later default from erasing
     # an earlier value.
@@ -115,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find, explain and repair environment drift between GPU inference hosts.",
         epilog="HOST is an inventory host name, `local`, or a snapshot (.json), lock (.lock, "
         ".toml) or pinned requirements (.txt) file. Exit codes: 0 clean, 1 drift, 2 usage or "
-        "bad input, 3 collection failed, 4 apply failed, 5 smoke test failed.",
+        "bad input, 3 collection failed, 4 apply failed, 5 smoke test failed, 6 the target is "
+        "locked by another envsync.",
     )
     parser.add_argument("--version", action="version", version=f"envsync {__version__}")
     _global_options(parser)
@@ -216,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="save the plan as JSON to FILE")
     _collect_options(p)
     _deadline_option(p, "smoke test after --apply: ")
+    _wait_option(p)
     p.set_defaults(func=commands.cmd_repair)
 
     for name, func, text in (
@@ -230,16 +242,20 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("host", metavar="HOST")
         _deadline_option(p, "")
         _collect_options(p)  # a crash is traced to `diff REF HOST`, collected like diff
+        if name == "deploy":
+            _wait_option(p)
         p.set_defaults(func=func)
 
     p = sub.add_parser("stop", parents=[common], help="stop the service envsync deployed")
     p.add_argument("host", metavar="HOST")
     _ssh_options(p)
+    _wait_option(p)
     p.set_defaults(func=commands.cmd_stop)
 
     p = sub.add_parser("rollback", parents=[common], help="restore a host's latest envsync backup")
     p.add_argument("host", metavar="HOST")
     p.add_argument("--backup", metavar="ID", help="a backup other than the latest")
     _ssh_options(p)
+    _wait_option(p)
     p.set_defaults(func=commands.cmd_rollback)
     return parser

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from envsync.documents import NESTED, too_large
 from envsync.errors import CollectError
 from envsync.inventory import HostSpec
 from envsync.model import DecodeError, Snapshot, from_data
@@ -95,8 +96,13 @@ def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None)
 
 
 def parse_probe_output(host: str, stdout: bytes) -> Snapshot:
+    why = too_large(len(stdout), host, "the probe's output")
+    if why:
+        raise CollectError(why)
     try:
         data = json.loads(stdout)
+    except RecursionError as e:
+        raise CollectError(f"{host}: probe output is {NESTED}") from e
     except ValueError as e:
         head = stdout[:80].decode("utf-8", "replace").strip()
         raise CollectError(

@@ -19,7 +19,7 @@ import time
 
 MYPY = False
 if MYPY:  # typing costs milliseconds at start-up; type comments need it only for mypy
-    from typing import Any  # noqa: F401
+    from typing import Any, List  # noqa: F401
 
 SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE|SESSION|AUTH|(?:^|_)KEY(?:$|_)|APIKEY|ACCESS_KEY",
@@ -27,6 +27,27 @@ SECRET_NAME = re.compile(
 )
 URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
 REDACTED = "<redacted>"
+# The one copy of the redaction rules: the probe applies them on the host, and envsync
+# imports them from here (the probe runs alone on hosts, stdlib only). A secret is known by
+# the name it is kept under (SECRET_NAME), by its shape wherever it appears (tokens of
+# Hugging Face, OpenAI, Anthropic, GitHub, GitLab, Slack, AWS keys, JWTs), inside a URL
+# (user:password@), and as the value of an option or setting that takes one.
+SECRET_SHAPE = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{16,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+)
+SECRET_WORD = r"(?:api[-_]?key|token|password|passwd|passphrase|secret|credentials?|auth|key)"
+SECRET_OPTION = re.compile(r"^--?(?:[A-Za-z0-9]+[-_])*" + SECRET_WORD + r"$", re.IGNORECASE)
+# `api_key='...'`, `"hf_token": "..."`, `--api-key VALUE` inside a line of text (a log)
+SECRET_SETTING = re.compile(
+    r"(?P<key>(?<![A-Za-z0-9])(?:--?)?(?:[A-Za-z0-9]+[-_])*" + SECRET_WORD + r"['\"]?)"
+    r"(?P<sep>\s*[=:]\s*|\s+(?=['\"]?[A-Za-z0-9_./+-]{6,}))"
+    r"(?P<quote>['\"]?)(?P<value>[^'\"\s,;)}\]]+)",
+    re.IGNORECASE,
+)
+HARMLESS_VALUES = frozenset(["none", "null", "false", "true", "", REDACTED.lower()])
 NVIDIA_SMI_TIMEOUT = 20
 DEEP_TIMEOUT = 180
 
@@ -40,15 +61,55 @@ def redact_url(value):
     return URL_USERINFO.sub(lambda m: m.group("scheme") + REDACTED + "@", value)
 
 
+def _setting(match):
+    value = match.group("value")
+    spaced = not match.group("sep").strip()  # `--api-key VALUE`: options only
+    if value.lower() in HARMLESS_VALUES or value.isdigit():
+        return match.group(0)
+    if spaced and not match.group("key").startswith("-"):
+        return match.group(0)
+    return match.group("key") + match.group("sep") + match.group("quote") + REDACTED
+
+
+def redact_text(value):
+    # type: (str) -> str
+    """Every secret a line of text may hold: URL credentials, token shapes, settings."""
+    value = redact_url(value)
+    value = SECRET_SHAPE.sub(REDACTED, value)
+    return SECRET_SETTING.sub(_setting, value)
+
+
+def redact_argv(argv):
+    # type: (List[str]) -> List[str]
+    """A command line as it may be shown: the value of every secret-bearing option hidden."""
+    out = []
+    hide = False
+    for arg in argv:
+        if hide:
+            out.append(REDACTED)
+            hide = False
+            continue
+        name, eq, _ = arg.partition("=")
+        if name.startswith("-") and SECRET_OPTION.match(name):
+            if eq:
+                out.append(name + "=" + REDACTED)
+            else:
+                out.append(arg)
+                hide = True
+            continue
+        out.append(redact_text(arg))
+    return out
+
+
 def redact_env(name, value):
     if SECRET_NAME.search(name):
         return REDACTED
-    return redact_url(value)
+    return redact_text(value)
 
 
 def redact_data(value):
     if isinstance(value, str):
-        return redact_url(value)
+        return redact_text(value)
     if isinstance(value, dict):
         return {k: redact_data(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -84,7 +145,7 @@ def interpreter_facts():
         "prefix": sys.prefix,
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
         "in_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
-        "sys_path": [redact_url(p) for p in sys.path],
+        "sys_path": [redact_text(p) for p in sys.path],
     }
 
 

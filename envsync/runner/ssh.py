@@ -35,6 +35,9 @@ from envsync.runner import CONNECT_TIMEOUT, CommandResult, CommandTimeout
 # paramiko logs transport errors itself; envsync reports each one as its own line.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+# What paramiko raises on a damaged known_hosts line (bad base64 is a ValueError, a file
+# not in UTF-8 a UnicodeDecodeError, a key it cannot parse InvalidHostKey).
+_BAD_KNOWN_HOSTS = (OSError, ValueError, paramiko.SSHException, paramiko.hostkeys.InvalidHostKey)
 
 
 class HostKeyError(RunnerError):
@@ -172,13 +175,17 @@ class SSHRunner:
         known = self._known_hosts(target or conn)
         client = conn.client
         if os.path.exists(SYSTEM_KNOWN_HOSTS):
-            with contextlib.suppress(OSError, paramiko.SSHException):
+            with contextlib.suppress(*_BAD_KNOWN_HOSTS):
                 client.load_system_host_keys(SYSTEM_KNOWN_HOSTS)
         if known.exists():
             try:
                 client.get_host_keys().load(str(known))
-            except (OSError, paramiko.SSHException) as e:
-                raise HostKeyError(f"{self.host}: cannot read known hosts {known}: {e}") from e
+            except _BAD_KNOWN_HOSTS as e:
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise HostKeyError(
+                    f"{self.host}: cannot read known hosts {known}: {first}",
+                    tip="fix or remove the bad line (ssh-keygen -R HOST -f FILE)",
+                ) from e
         client.set_missing_host_key_policy(_AcceptNew(known) if self.accept_new else _Refuse())
         return conn
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from envsync import redact
 from envsync.apply import Agent, AgentError
 from envsync.command import effective_command
 from envsync.errors import EnvsyncError
@@ -40,10 +41,12 @@ class DeployError(EnvsyncError):
     exit_code = ExitCode.SMOKE
 
 
-def _agent_call(spec: HostSpec, runner: Runner, op: dict[str, Any]) -> dict[str, Any]:
+def _agent_call(
+    spec: HostSpec, runner: Runner, op: dict[str, Any], lock: str | None = None
+) -> dict[str, Any]:
     """The agent's answer; its failure is the service's (exit 5), not an apply's."""
     try:
-        return Agent(spec, runner).call(op)
+        return Agent(spec, runner, lock=lock).call(op)
     except AgentError as e:
         raise DeployError(e.message) from e
 
@@ -108,7 +111,12 @@ def dropin_text(command: Sequence[str], env: Mapping[str, str], workdir: str | N
 
 
 def deploy(
-    spec: HostSpec, runner: Runner, service: ServiceSpec, flags: Mapping[str, str] | None
+    spec: HostSpec,
+    runner: Runner,
+    service: ServiceSpec,
+    flags: Mapping[str, str] | None,
+    *,
+    lock: str | None = None,
 ) -> Deployment:
     if not service.command:
         raise DeployError(
@@ -129,6 +137,7 @@ def deploy(
                 "path": f"/etc/systemd/system/{unit}.d/envsync.conf",
                 "text": dropin_text(command, service.env, service.workdir),
             },
+            lock,
         )
         since = time.strftime("%Y-%m-%d %H:%M:%S")
         for argv in (["systemctl", "daemon-reload"], ["systemctl", "restart", unit]):
@@ -149,6 +158,7 @@ def deploy(
             "cwd": service.workdir,
             "port": service.port,
         },
+        lock,
     )
     return _deployment(spec, service, command, pid=started.get("pid"))
 
@@ -174,7 +184,7 @@ def keep_crash(spec: HostSpec, runner: Runner, crash: Crash | None) -> None:
     _agent_call(spec, runner, {"op": "set-service", "crash": to_data(crash) if crash else None})
 
 
-def stop(spec: HostSpec, runner: Runner, service: ServiceSpec) -> str:
+def stop(spec: HostSpec, runner: Runner, service: ServiceSpec, *, lock: str | None = None) -> str:
     """Stop the service: its unit, or the process envsync started."""
     if service.unit:
         result = runner.run(["systemctl", "stop", service.unit], timeout=120)
@@ -183,7 +193,7 @@ def stop(spec: HostSpec, runner: Runner, service: ServiceSpec) -> str:
                 f"{spec.name}: systemctl stop {service.unit} failed: {result.stderr_tail(2)}"
             )
         return f"unit {service.unit}"
-    stopped = _agent_call(spec, runner, {"op": "stop", "name": PROCESS_NAME}).get("stopped")
+    stopped = _agent_call(spec, runner, {"op": "stop", "name": PROCESS_NAME}, lock).get("stopped")
     return f"process {stopped}" if stopped else "nothing (not running)"
 
 
@@ -301,33 +311,43 @@ def smoke(
             return Verdict(
                 kind="not-running",
                 seconds=elapsed,
-                log_tail="\n".join(watch.log.splitlines()[-25:]),
+                log_tail=_tail(watch.log),
                 detail="the service is not running",
             )
         first = False
         if not alive:
-            tail = "\n".join(watch.log.splitlines()[-25:])
             return Verdict(
                 kind="crashed",
                 seconds=elapsed,
-                exception=last_exception(watch.log),
-                frame=last_frame(watch.log),
-                log_tail=tail,
+                exception=_shown(last_exception(watch.log)),
+                frame=_shown(last_frame(watch.log)),
+                log_tail=_tail(watch.log),
                 detail="the service's process is gone",
             )
         status, _ = _http(deployment.url + deployment.health, timeout=1.0)
         if status == 200:
             return _generate(deployment, elapsed, requests, max_new_tokens)
         if elapsed >= deadline:
-            tail = "\n".join(watch.log.splitlines()[-25:])
             detail = f"no answer from {deployment.url}{deployment.health} in {deadline:g}s"
             if (spec.exec or spec.jump) and not (spec.service and spec.service.health_url):
                 detail += (
                     " (behind an exec prefix or a jump host the port may not be reachable "
                     "at that address from here: set health_url in the service table)"
                 )
-            return Verdict(kind="stalled", seconds=elapsed, log_tail=tail, detail=detail)
+            return Verdict(
+                kind="stalled", seconds=elapsed, log_tail=_tail(watch.log), detail=detail
+            )
         sleep(POLL_SECONDS)
+
+
+def _shown(line: str | None) -> str | None:
+    """A line of the log as envsync shows and keeps it: a secret in it is hidden."""
+    return redact.text(line) if line else None
+
+
+def _tail(log: str) -> str:
+    """The log's last lines as envsync shows them: a secret the service printed is hidden."""
+    return redact.text("\n".join(log.splitlines()[-25:]))
 
 
 def _generate(

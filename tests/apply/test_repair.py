@@ -1,14 +1,10 @@
 """repair and rollback with real pip installs into real venvs, locally and over SSH.
 
-The reference venv has xgrammar 0.1.32 and soundfile (real wheels); each test gets a fresh
-target venv, with pip, holding xgrammar 0.1.10 and a local build `localpkg 1.0+cu130`. Both
-run a small service, `svc`, whose startup imports soundfile and StructuralTag. Pins come
-from the real wheels through `pip_options` (--no-index --find-links), as an index would.
+The test bed (tests/apply/conftest.py): a reference venv and a fresh target venv per test.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -20,124 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from envsync.collect import ProbeOptions, collect
-from envsync.inventory import HostSpec
-from envsync.runner.local import LocalRunner
-from tests.classify.test_sglang_wheels import fetch
+from tests.apply.conftest import inventory, run, state, tree_hash, versions, wait_unlocked
 from tests.container import Container
-from tests.helpers import make_venv, make_wheel, pip_install, run_cli, site_packages
+from tests.helpers import site_packages
 from tests.sshd import SSHD
 
 pytestmark = pytest.mark.slow
-
-SVC = {
-    "svc/__init__.py": "",
-    "svc/main.py": "import soundfile\nimport svc.server\n",
-    "svc/server.py": "X = 1\n",
-    "svc/grammar.py": "from xgrammar import StructuralTag\n",
-}
-RULES = """\
-[pack]
-name = "svc"
-entrypoints = ["svc.main"]
-
-[[flags]]
-flag = "--grammar"
-default = "xgrammar"
-reason = "svc builds its grammar backend at startup"
-prefer = ["none"]
-
-[flags.values.xgrammar]
-modules = ["svc.grammar"]
-
-[flags.values.none]
-modules = []
-gives_up = "constrained output"
-used_when = ["--tools"]
-"""
-WATCH = ["svc", "xgrammar", "soundfile", "localpkg"]
-
-
-@pytest.fixture(scope="module")
-def bed(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("repair")
-    wheels = root / "wheels"
-    svc = make_wheel(wheels, "svc", "1.0", SVC)
-    local = make_wheel(
-        wheels, "localpkg", "1.0+cu130", {"localpkg/__init__.py": "BUILD = 'cu130'\n"}
-    )
-    ref = make_venv(root / "ref")
-    pip_install(
-        ref, svc, fetch(wheel_cache, "xgrammar==0.1.32"), fetch(wheel_cache, "soundfile==0.13.1")
-    )
-    sp = site_packages(ref)
-    (sp / "svc" / "server.py").write_text("X = 2  # local patch on the reference\n")
-    (root / "rules.toml").write_text(RULES)
-    return {
-        "root": root,
-        "ref": ref,
-        "svc": svc,
-        "local": local,
-        "old": fetch(wheel_cache, "xgrammar==0.1.10"),
-        "wheels": wheel_cache,
-    }
-
-
-@pytest.fixture
-def target(bed: dict[str, Path], tmp_path: Path) -> Path:
-    python = make_venv(tmp_path / "target venv", with_pip=True)
-    pip_install(python, bed["svc"], bed["old"], bed["local"])
-    return python
-
-
-def inventory(
-    bed: dict[str, Path], target: Path, path: Path, *, ssh: SSHD | None = None, command: str = ""
-) -> Path:
-    cmd = json.dumps(["{python}", "-m", "svc.main", *command.split()])
-    text = (
-        f'[defaults]\nreference = "ref"\ntarget = "tgt"\nwatch = {json.dumps(WATCH)}\n'
-        f'rules = ["{bed["root"] / "rules.toml"}"]\n[service]\ncommand = {cmd}\n'
-        f'[hosts.ref]\npython = "{bed["ref"]}"\n'
-        f'[hosts.tgt]\npython = "{target}"\n'
-        f'pip_options = ["--no-index", "--find-links", "{bed["wheels"]}"]\n'
-    )
-    if ssh is not None:
-        known = path.parent / "known_hosts"
-        known.write_text(ssh.host_key_line())
-        text += f'ssh = "{ssh.target}"\nidentity = "{ssh.client_key}"\nknown_hosts = "{known}"\n'
-    path.write_text(text)
-    return path
-
-
-def state(python: Path) -> tuple[list[tuple[str, str]], dict[str, dict[str, str]]]:
-    """The package set and every watched file's hash, read afresh (no cache)."""
-    snap = collect(
-        HostSpec(name="t", python=str(python), watch=tuple(WATCH)),
-        LocalRunner("t"),
-        ProbeOptions(cache_dir=""),
-    )
-    packages = [(d.name, d.version) for d in snap.distributions]
-    files = {d.name: dict(d.files) for d in snap.distributions if d.files is not None}
-    return packages, files
-
-
-def tree_hash(python: Path) -> str:
-    root = python.parent.parent
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(str(path).encode() + hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    if "--apply" in argv and "--no-deploy" not in argv:
-        argv = (*argv, "--no-deploy")  # these tests are about apply; deploy has its own
-    return run_cli(capsys, *argv)
-
-
-def versions(python: Path) -> dict[str, str]:
-    return dict(state(python)[0])
 
 
 def test_a_plan_without_apply_changes_nothing(
@@ -227,7 +111,7 @@ def test_a_failing_step_rolls_back_everything_before_it(
     assert state(target) == before  # soundfile, pinned by step 1, is gone again
 
 
-def test_a_killed_apply_is_undone_by_rollback(
+def test_a_killed_apply_is_undone_on_the_host_and_rollback_after_it_is_harmless(
     bed: dict[str, Path], target: Path, tmp_path: Path
 ) -> None:
     inv = inventory(bed, target, tmp_path / "inv.toml")
@@ -261,8 +145,10 @@ def test_a_killed_apply_is_undone_by_rollback(
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert journals and "applied" not in journals[0].read_text()
-    _wait_for_pip(target)
-    assert state(target) != before  # the kill left it half-done
+    # the lock's holder on the host saw its client go: it let pip end, restored, released
+    wait_unlocked()
+    assert "is gone: restoring" in journals[0].read_text()
+    assert state(target) == before
     code = subprocess.run(
         [sys.executable, "-m", "envsync", "--inventory", str(inv), "rollback", "tgt"],
         env=env,
@@ -271,23 +157,6 @@ def test_a_killed_apply_is_undone_by_rollback(
     )
     assert code.returncode == 0, code.stderr
     assert state(target) == before
-
-
-def _wait_for_pip(target: Path) -> None:
-    """A step's pip, started in its own session, finishes after its parent is killed."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        busy = False
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                text = cmdline.read_bytes()
-            except OSError:
-                continue
-            if str(target).encode() in text and b"pip" in text:
-                busy = True
-        if not busy:
-            return
-        time.sleep(0.05)
 
 
 def test_a_saved_plan_for_a_changed_target_is_refused(
