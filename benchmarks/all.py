@@ -6,7 +6,8 @@ peak RSS of each envsync process is read from its own rusage (os.wait4). Measure
 
   diff        warm `envsync diff ct129 ct200` (graph and hashes cached on both hosts),
               cold (--no-cache), against `pip check` of the target (the built-in example)
-  snapshot    warm `envsync snapshot ct200` (SGLang watched) against `pip freeze` there
+  snapshot    warm `envsync snapshot` of benchmarks/snapshot.py's venv (106 distributions,
+              SGLang watched: 2,540 files) against `pip freeze` there
   editable    an editable SGLang checkout against the wheel install (benchmarks/editable.py)
   fleets      8 SSH hosts against 1 (8 sshd on loopback), next to OpenSSH's own `ssh host
               true` on the same hosts; the same through a proxy that delays every segment
@@ -214,13 +215,18 @@ def crash_after_death(runs: int) -> float:
     return statistics.median(lags)
 
 
-def _inventory(folder: Path, servers: list, proxies: list[int], editable: dict[str, Path]) -> Path:  # type: ignore[type-arg]
+def _inventory(
+    folder: Path,
+    servers: list,  # type: ignore[type-arg]
+    proxies: list[int],
+    pythons: dict[str, Path],
+) -> Path:
     python = HOSTS / "ct129" / "bin" / "python"
     text = (REPO / "examples" / "envsync.toml").read_text()
     text = text.replace('".hosts/', f'"{HOSTS}/').replace("{inventory_dir}", str(REPO / "examples"))
     for i in range(MANY):
         text += f'[hosts.m{i}]\npython = "{python}"\n'
-    for name, py in editable.items():
+    for name, py in pythons.items():
         text += f'[hosts.{name}]\npython = "{py}"\n'
     known = folder / "known_hosts"
     lines = []
@@ -256,6 +262,11 @@ def main() -> int:
         check=True,
         stdout=subprocess.DEVNULL,
     )
+    from benchmarks.snapshot import build as build_snapshot_venv
+    from benchmarks.snapshot import install_envsync
+
+    bench = build_snapshot_venv()
+    tool = install_envsync()  # a regular install, as users get it: no editable finder
     editable: dict[str, Path] = {}
     if not args.no_editable:
         from benchmarks.editable import build
@@ -270,17 +281,19 @@ def main() -> int:
         servers = [] if why else [SSHD(folder, name=f"sshd{i}").start() for i in range(FLEET)]
         try:
             with delayed([s.port for s in servers]) as proxies:
-                inv = _inventory(folder, servers, proxies, editable)
+                inv = _inventory(folder, servers, proxies, {**editable, "bench": bench})
                 env = {**os.environ, "XDG_CACHE_HOME": str(folder / "cache")}
                 env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' envsync has its bytecode
-                envsync = [sys.executable, "-m", "envsync", "--inventory", str(inv), "-q"]
+                envsync = [str(tool.parent / "envsync"), "--inventory", str(inv), "-q"]
                 pip = [ct200, "-m", "pip", "--disable-pip-version-check"]
+                bench_pip = [str(bench), "-m", "pip", "--disable-pip-version-check"]
                 commands = {
                     "diff (warm)": [*envsync, "diff", "ct129", "ct200"],
                     "diff (cold)": [*envsync, "diff", "--no-cache", "ct129", "ct200"],
                     "pip check": [*pip, "check"],
-                    "snapshot (warm)": [*envsync, "snapshot", "ct200"],
-                    "pip freeze": [*pip, "freeze"],
+                    "snapshot (warm)": [*envsync, "snapshot", "bench"],
+                    "snapshot (no cache)": [*envsync, "snapshot", "bench", "--no-cache"],
+                    "pip freeze": [*bench_pip, "freeze"],
                     f"snapshot, {MANY} hosts": [
                         *envsync,
                         "snapshot",
