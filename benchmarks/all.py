@@ -53,17 +53,24 @@ MANY = 50
 
 
 def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in KiB) of one fresh process."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - started
+    """(wall seconds, peak RSS in KiB) of one fresh process.
+
+    The peak RSS comes from GNU time, whose small fork runs the command: a process forked
+    from this one would inherit this one's peak RSS (Linux keeps it across exec)."""
+    with tempfile.NamedTemporaryFile("r") as rss:
+        started = time.perf_counter()
+        proc = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *argv],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+        wall = time.perf_counter() - started
+        peak = int(rss.read().split()[-1])
     if proc.returncode not in (0, 1):  # diff exits 1 on drift, pip check on conflicts
-        raise SystemExit(f"{argv}: exit {proc.returncode}: {err.decode()[-500:]}")
-    return wall, usage.ru_maxrss
+        raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.decode()[-500:]}")
+    return wall, peak
 
 
 def interleaved(
