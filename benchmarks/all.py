@@ -262,11 +262,16 @@ def _inventory(
     return path
 
 
-def _openssh_true(servers: list, known: Path) -> list[str]:  # type: ignore[type-arg]
+def _openssh_true(
+    servers: list,  # type: ignore[type-arg]
+    known: Path,
+    ports: list[int] | None = None,
+) -> list[str]:
+    """OpenSSH's own client running `true` on these hosts at once (through `ports`)."""
     line = " ".join(
         f"ssh -o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes -o BatchMode=yes "
-        f"-i {s.client_key} -p {s.port} root@127.0.0.1 true &"
-        for s in servers
+        f"-i {s.client_key} -p {port} root@127.0.0.1 true &"
+        for s, port in zip(servers, ports or [s.port for s in servers], strict=True)
     )
     return ["bash", "-c", f"{line} wait"]
 
@@ -337,6 +342,12 @@ def main() -> int:
                         f"openssh true, {FLEET} hosts": _openssh_true(servers, known),
                         "delayed, 1 host": [*envsync, "snapshot", "d0"],
                         f"delayed, {FLEET} hosts": [*envsync, "snapshot", *slow, "-j", "8"],
+                        "delayed openssh true, 1 host": _openssh_true(
+                            servers[:1], known, proxies[:1]
+                        ),
+                        f"delayed openssh true, {FLEET} hosts": _openssh_true(
+                            servers, known, proxies
+                        ),
                     }
                 medians, rss = interleaved(commands, args.runs, env)
                 crash_runs = max(3, args.runs // 2)
@@ -366,6 +377,8 @@ def main() -> int:
         rows.append((f"ssh {FLEET} hosts / 1 host", value, floor, "(openssh's own)"))
         value = m[f"delayed, {FLEET} hosts"] / m["delayed, 1 host"]
         rows.append((f"+{DELAY * 1000:.0f} ms: {FLEET} hosts / 1 host", value, 1.5, ""))
+        floor = m[f"delayed openssh true, {FLEET} hosts"] / m["delayed openssh true, 1 host"]
+        rows.append((f"+{DELAY * 1000:.0f} ms: same, openssh `true`", floor, 1.5, "(floor)"))
     ideal = math.ceil(256 / jobs) * latency
     rows.append((f"256 sim. hosts / ceil(256/{jobs})x{latency:g}s", fleet / ideal, 1.1, ""))
     for where, limit in (("local", 0.3), ("ssh", 1.0)):
