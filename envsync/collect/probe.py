@@ -1556,7 +1556,8 @@ def cache_path(options, kind="imports"):
     elif not base:
         return None
     if kind == "hashes":
-        return os.path.join(base, "hashes-v1.json")
+        # One file per environment: a probe loads the hashes of its own files only.
+        return os.path.join(base, "hashes-v1-%s.json" % env_key(sys.prefix))
     if kind == "graph":  # one file per graph key (%s), written whole, read line by line
         version = options.get("probe_id") or "v%d" % GRAPH_FACTS_VERSION
         return os.path.join(base, "graph-%s-%%s.json" % version)
