@@ -2,7 +2,7 @@
 
 All commands run as fresh processes, interleaved round by round (so that the load of
 this machine weighs on all of them alike); the median wall time of each is used, and the
-peak RSS of each envsync process is read from its own rusage (os.wait4). Measured:
+peak RSS of each process is read by GNU time (`time` on Debian), which runs it. Measured:
 
   diff        warm `envsync diff ct129 ct200` (graph and hashes cached on both hosts),
               cold (--no-cache), against `pip check` of the target (the built-in example)
