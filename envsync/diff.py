@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
-
-from deepdiff import DeepDiff
 
 from envsync.collect.probe import package_file
 from envsync.findings import Difference
@@ -65,15 +64,21 @@ def _package_file(path: str) -> bool:
     return package_file(path)
 
 
-def _comparable(dist: Distribution, either_source: bool) -> dict[str, str]:
+def _comparable(
+    dist: Distribution, either_source: bool, peer: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The files of a watched distribution that belong to the package. When either host
     runs it from a source tree, the metadata folders differ by how it was installed
-    (a wheel's against an editable build's), not by what the package holds."""
+    (a wheel's against an editable build's), not by what the package holds. A file that
+    hashes the same in `peer` (the other host's files of the same version) is left out
+    first: it can never differ, and it is most of them."""
     assert dist.files is not None
+    same = peer or {}
     return {
         path: digest
         for path, digest in dist.files.items()
-        if _package_file(path)
+        if same.get(path) != digest
+        and _package_file(path)
         and not (either_source and path.partition("/")[0].endswith(_METADATA_DIRS))
     }
 
@@ -120,7 +125,8 @@ def view(
         if dist.files is not None:
             peer = other.distribution(dist.name) if other is not None else None
             either = dist.source is not None or (peer is not None and peer.source is not None)
-            files[dist.name] = _comparable(dist, either)
+            same = peer.files if peer is not None and peer.version == dist.version else None
+            files[dist.name] = _comparable(dist, either, same)
     gpu: dict[str, Any] = {}
     if isinstance(snapshot.gpu, GpuInfo):
         gpu = {
@@ -185,8 +191,12 @@ def differences(reference: Snapshot, target: Snapshot) -> list[Difference]:
         same = [p for p, digest in a.items() if b.get(p) == digest]
         for path in same:
             del a[path], b[path]
-    tree = DeepDiff(ref, tgt, view="tree")
     out: list[Difference] = []
+    tree: Mapping[str, Any] = {}
+    if ref != tgt:
+        from deepdiff import DeepDiff  # tens of milliseconds to import: only when needed
+
+        tree = DeepDiff(ref, tgt, view="tree")
     for change, levels in tree.items():
         for level in levels:
             path = level.path(output_format="list")

@@ -30,6 +30,9 @@ DEFAULT_ENV = (
     "VIRTUAL_ENV",
 )
 
+# How long deploy and smoke wait for the service to come up healthy, by default (seconds).
+DEFAULT_DEADLINE = 300.0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServiceSpec:

@@ -31,21 +31,9 @@ from envsync.model import (
     why_files_cannot_serve,
     why_no_files,
 )
-from envsync.vocab import SEVERITIES, FixKind
+from envsync.vocab import ONLY, ONLY_DEFAULT, PREFER, FixKind
 
 PLAN_SCHEMA_VERSION = 1
-# --prefer: pins and syncs; launch-flag workarounds wherever one exists; a flag only when
-# it gives up nothing the configured command uses. The first is the default of --prefer.
-PREFER = ("auto", "fix", "workaround")
-# --only: which findings start a step (default: fatal and risky).
-ONLY_DEFAULT = "risky"
-# unknown (envsync could not read the startup) is addressed by default, like risky.
-ONLY = {
-    "fatal": ("fatal",),
-    "risky": ("fatal", "risky", "unknown"),
-    "degraded": ("fatal", "risky", "unknown", "degraded"),
-    "all": SEVERITIES,
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

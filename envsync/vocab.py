@@ -42,3 +42,17 @@ EvidenceSource = Literal[
 def weaker(a: Context, b: Context) -> Context:
     """The less sure of two contexts (an import is as sure as the weakest step to it)."""
     return a if CONTEXT_RANK[a] >= CONTEXT_RANK[b] else b
+
+
+# --prefer: pins and syncs; launch-flag workarounds wherever one exists; a flag only when
+# it gives up nothing the configured command uses. The first is the default of --prefer.
+PREFER = ("auto", "fix", "workaround")
+# --only: which findings start a step (default: fatal and risky).
+ONLY_DEFAULT = "risky"
+# unknown (envsync could not read the startup) is addressed by default, like risky.
+ONLY: dict[str, tuple[Severity, ...]] = {
+    "fatal": ("fatal",),
+    "risky": ("fatal", "risky", "unknown"),
+    "degraded": ("fatal", "risky", "unknown", "degraded"),
+    "all": SEVERITIES,
+}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from envsync.classify.rules import Root
@@ -86,10 +86,32 @@ def seeds(graph: StartupGraph, root: Root) -> list[str]:
     return [root.module]
 
 
-def _reach_one(graph: StartupGraph, root: Root) -> dict[str, Reach]:
-    """Modules reached from one root, with the surest path to each (0-1-2 Dijkstra)."""
+Steps = list[tuple[ImportEdge, list[str]]]  # a module's running imports and their targets
+
+
+def _steps(graph: StartupGraph, name: str) -> Steps:
+    """The imports of `name` that run at startup, each with the present modules it imports."""
     modules = graph.modules
-    internal = set(graph.internal)
+    facts = modules.get(name)
+    if facts is None or name.partition(".")[0] not in graph.internal:
+        return []  # outside the followed packages: its own imports were not read
+    out: Steps = []
+    for edge in facts.imports:
+        if edge.context not in RUNS:
+            continue
+        targets = [
+            t for t in _targets(edge, modules) if t in modules and modules[t].kind != "missing"
+        ]
+        if targets:
+            out.append((edge, targets))
+    return out
+
+
+def _reach_one(
+    graph: StartupGraph, root: Root, steps: Callable[[str], Steps] | None = None
+) -> dict[str, Reach]:
+    """Modules reached from one root, with the surest path to each (0-1-2 Dijkstra)."""
+    steps = steps or (lambda name: _steps(graph, name))
     best: dict[str, Reach] = {}
     start = Reach(context=root.context, root=root)
     heap: list[tuple[int, int, str, Reach]] = [
@@ -101,16 +123,9 @@ def _reach_one(graph: StartupGraph, root: Root) -> dict[str, Reach]:
         if name in best and RANK[best[name].context] <= rank:
             continue
         best[name] = how
-        facts = modules.get(name)
-        if facts is None or name.partition(".")[0] not in internal:
-            continue  # outside the followed packages: its own imports were not read
-        for edge in facts.imports:
-            if edge.context not in RUNS:
-                continue
+        for edge, targets in steps(name):
             context = weaker(how.context, edge.context)
-            for target in _targets(edge, modules):
-                if target not in modules or modules[target].kind == "missing":
-                    continue
+            for target in targets:
                 known = best.get(target)
                 if known is None or RANK[context] < RANK[known.context]:
                     counter += 1
@@ -132,12 +147,20 @@ class GraphIndex:
         self._broken: dict[str, list[Broken]] = {}
         self._bound: dict[str, set[str] | None] = {}
         self._lookups: dict[tuple[str, str], tuple[bool | None, str | None]] = {}
+        self._steps: dict[str, Steps] = {}
+
+    def steps(self, name: str) -> Steps:
+        """_steps of a module, computed once for every root and flag tried."""
+        found = self._steps.get(name)
+        if found is None:
+            found = self._steps[name] = _steps(self.graph, name)
+        return found
 
     def reach(self, roots: Sequence[Root]) -> dict[str, Reach]:
         merged: dict[str, Reach] = {}
         for root in roots:
             if root not in self._by_root:
-                self._by_root[root] = _reach_one(self.graph, root)
+                self._by_root[root] = _reach_one(self.graph, root, self.steps)
             for name, how in self._by_root[root].items():
                 known = merged.get(name)
                 if known is None or RANK[how.context] < RANK[known.context]:

@@ -9,11 +9,10 @@ from envsync.cli import commands
 from envsync.cli.context import JOBS
 from envsync.collect import DEFAULT_TIMEOUT
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
-from envsync.plan import ONLY, ONLY_DEFAULT, PREFER
+from envsync.inventory import DEFAULT_DEADLINE
 from envsync.report import FORMATS
 from envsync.runner import CONNECT_TIMEOUT
-from envsync.service import DEFAULT_DEADLINE
-from envsync.vocab import SEVERITIES
+from envsync.vocab import ONLY, ONLY_DEFAULT, PREFER, SEVERITIES
 
 
 def _seconds(p: argparse.ArgumentParser, flag: str, default: float, what: str) -> None:

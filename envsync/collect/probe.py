@@ -2,9 +2,9 @@
 
 It is shipped on stdin (`python -c BOOTSTRAP` reads it) and prints one JSON document on
 stdout: the facts of an envsync snapshot. It installs nothing; its only writes are its own
-caches of file hashes and parsed import facts (~/.cache/envsync on the host, keyed by file
-stat and hash; `cache_dir: ""` turns them off). Options come as one JSON object in
-argv[1]: {"watch": [...], "env": [...], "deep": false, "roots": [...], ...}.
+caches of file hashes, parsed import facts and whole startup graphs (~/.cache/envsync on
+the host, keyed by file stat and hash; `cache_dir: ""` turns them off). Options come as
+one JSON object in argv[1]: {"watch": [...], "env": [...], "deep": false, "roots": [...], ...}.
 """
 
 from __future__ import annotations
@@ -1899,6 +1899,10 @@ def lazy_table(lazy, tables, attached, typing_names, typing_stars, modname):
     return {"names": names, "stars": stars, "exact": exact, "dir": lazy["dir"]}
 
 
+# Every folder a ModuleFinder looked in: what a cached graph's validity depends on.
+SEARCHED = set()  # type: set[str]
+
+
 class ModuleFinder:
     """Find modules by name without importing anything: importlib's PathFinder, then the
     editable finders' MAPPING, in the order the interpreter asks them (setuptools appends
@@ -1931,6 +1935,7 @@ class ModuleFinder:
                 search = found[2] if found else None
             spec = None
             if search is not None:
+                SEARCHED.update(search)
                 try:
                     spec = self.finder.find_spec(name, list(search))
                 except KeyError:
@@ -1964,6 +1969,7 @@ class ModuleFinder:
     def find_mapped(self, name, path):
         """What an editable finder answers for a top-level name it maps to `path`."""
         init = os.path.join(path, "__init__.py")
+        SEARCHED.update((path, os.path.dirname(path)))
         if os.path.isdir(path):
             self.mapped.add(name)
             if os.path.isfile(init):
@@ -1986,7 +1992,11 @@ def cache_path(options, kind="imports"):
     elif not base:
         return None
     if kind == "hashes":
-        return os.path.join(base, "hashes-v1.json")
+        # One file per environment: a probe loads the hashes of its own files only.
+        return os.path.join(base, "hashes-v1-%s.json" % env_key(sys.prefix))
+    if kind == "graph":  # one file per graph key (%s), written whole, read line by line
+        version = options.get("probe_id") or "v%d" % GRAPH_FACTS_VERSION
+        return os.path.join(base, "graph-%s-%%s.json" % version)
     # Parsed import facts are only as good as the code that parsed them: keyed by this
     # probe's own digest, so that another envsync version on the host never reads them.
     version = options.get("probe_id") or "v%d" % GRAPH_FACTS_VERSION
@@ -2005,14 +2015,18 @@ def load_cache(path):
 
 
 def save_cache(path, data):
-    # The probe's only writes: its caches (parsed-source facts keyed by sha256, and file
-    # hashes keyed by stat), so that a second run skips ast and hashing. Best effort: a
-    # read-only home just means no cache.
+    save_text(path, json.dumps(data, separators=(",", ":")))
+
+
+def save_text(path, text):
+    # The probe's only writes: its caches (parsed-source facts keyed by sha256, file
+    # hashes and whole graphs keyed by stat), so that a second run skips ast and hashing.
+    # Best effort: a read-only home just means no cache.
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = "%s.%d.tmp" % (path, os.getpid())
         with open(tmp, "w") as f:
-            json.dump(data, f, separators=(",", ":"))
+            f.write(text)
         os.replace(tmp, path)
     except OSError:
         pass
@@ -2028,6 +2042,7 @@ def console_script(name):
         for meta in names:
             if not meta.endswith((".dist-info", ".egg-info")):
                 continue
+            SEARCHED.add(os.path.join(entry, meta, "entry_points.txt"))
             try:
                 text = read_text(os.path.join(entry, meta, "entry_points.txt"))
             except OSError:
@@ -2333,6 +2348,83 @@ def startup_graph(options, finder):
     }
 
 
+class RawJSON(object):
+    """JSON text already encoded: spliced into the output as it is (a cached graph)."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+def file_stamp(path):
+    """What changes whenever a file or folder changes: a new entry changes its folder's
+    mtime, a write its mtime and ctime, a replacement its inode (None: it does not exist)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def graph_stamps(graph, extra):
+    """Stamps of every source read and every folder searched to build `graph`."""
+    paths = set(SEARCHED)
+    paths.update(extra)
+    for info in graph["modules"].values():
+        if info.get("file"):
+            paths.add(info["file"])
+    return [[p, file_stamp(p)] for p in sorted(paths)]
+
+
+def cached_startup_graph(options, finder):
+    """startup_graph, reused whole while nothing it read or searched has changed.
+
+    A warm run then stats files instead of finding, reading and hashing every module: the
+    graph is keyed by everything that shapes it (roots, sys.path, editable finders, the
+    interpreter, this probe), and valid while every source it read and every folder it
+    searched has its size, mtime, ctime and inode unchanged. Nothing modified in the last
+    seconds is cached (git's racy rule, as for file hashes). Returns a dict, or the cached
+    graph as RawJSON.
+    """
+    path = cache_path(options, "graph")
+    if not path or not options.get("roots"):
+        return startup_graph(options, finder)
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                [options.get(k) for k in ("roots", "internal", "workdir", "isolated")],
+                finder.paths,
+                sorted(finder.editable.items()),
+                sys.version,
+                sys.executable,
+                os.path.expanduser("~"),
+            ]
+        ).encode()
+    ).hexdigest()[:24]
+    path = path % key
+    try:
+        with open(path, "rb") as f:
+            stamps = json.loads(f.readline().decode("utf-8"))
+            if all(file_stamp(p) == known for p, known in stamps):
+                return RawJSON(f.read().decode("utf-8").strip())
+    except (OSError, ValueError, TypeError):
+        pass
+    graph = startup_graph(options, finder)
+    if graph is None:
+        return None
+    extra = list(finder.paths)
+    where = os.path.expanduser(options.get("workdir") or "~")
+    for root in options.get("roots") or []:
+        if root.startswith("script:"):  # found or not: creating it changes the graph
+            extra.append(os.path.normpath(os.path.join(where, root[len("script:") :])))
+    stamps = graph_stamps(graph, extra)
+    recent = time.time_ns() - RACY_SECONDS * 10**9
+    if all(s is None or s[1] < recent for _, s in stamps):
+        cached = dict(graph, parsed=0, cached=graph["parsed"] + graph["cached"])
+        text = json.dumps(stamps, separators=(",", ":")) + "\n" + json.dumps(cached)
+        save_text(path, text)
+    return graph
+
+
 STATE_DIR = "~/.envsync"
 
 
@@ -2386,7 +2478,7 @@ def collect(options):
         "gpu": gpu_facts(),
         "system": system_facts(),
         "env": env_facts(options.get("env") or []),
-        "startup": startup_graph(options, finder),
+        "startup": cached_startup_graph(options, finder),
         "installers": installer_facts(finder),
     }
     facts["service_flags"], facts["crash"] = service_state()
@@ -2394,9 +2486,19 @@ def collect(options):
     return facts
 
 
+def dumps_facts(facts):
+    """The facts as JSON; a cached graph (RawJSON) goes in as it was stored."""
+    raw = facts.get("startup")
+    if not isinstance(raw, RawJSON):
+        return json.dumps(facts)
+    rest = dict(facts, startup=None)
+    del rest["startup"]
+    return json.dumps(rest)[:-1] + ', "startup": ' + raw.text + "}"
+
+
 def main(argv):
     options = json.loads(argv[1]) if len(argv) > 1 else {}
-    sys.stdout.write(json.dumps(collect(options), sort_keys=False))
+    sys.stdout.write(dumps_facts(collect(options)))
     sys.stdout.write("\n")
     return 0
 

@@ -11,8 +11,6 @@ import json
 import re
 import shlex
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,13 +21,14 @@ from envsync.apply import Agent, AgentError
 from envsync.command import effective_command
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
-from envsync.inventory import HostSpec, ServiceSpec, parse_target
+from envsync.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec, parse_target
 from envsync.model import Crash, to_data
 from envsync.runner import Runner
 
 POLL_SECONDS = 0.2
+# Most crashes come in the first moments: the first polls come sooner (20, 40, 80 ms ...).
+FIRST_POLL_SECONDS = 0.02
 PROCESS_NAME = "service"  # the run files' name of a plain-process service
-DEFAULT_DEADLINE = 300.0
 EXCEPTION = re.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<message>.*))?$"
 )
@@ -238,6 +237,9 @@ def last_frame(log: str) -> str | None:
 def _http(
     url: str, body: Mapping[str, object] | None = None, timeout: float = 2.0
 ) -> tuple[int, bytes]:
+    import urllib.error  # with http.client: milliseconds every command would pay
+    import urllib.request
+
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
     try:
@@ -304,6 +306,7 @@ def smoke(
     watch = _Watch(spec, runner, deployment)
     started = clock()
     first = True
+    polls = 0
     while True:
         alive = watch.poll()
         elapsed = clock() - started
@@ -337,7 +340,8 @@ def smoke(
             return Verdict(
                 kind="stalled", seconds=elapsed, log_tail=_tail(watch.log), detail=detail
             )
-        sleep(POLL_SECONDS)
+        sleep(min(POLL_SECONDS, FIRST_POLL_SECONDS * 2**polls))
+        polls += 1
 
 
 def _shown(line: str | None) -> str | None:

@@ -306,7 +306,8 @@ def test_hash_cache_is_reused_and_never_hides_a_change(venv_python: Path, tmp_pa
         os.utime(path, ns=(old, old))  # old enough not to be "racy"
     spec = host(venv_python)
     first = collect(spec, LocalRunner("t"))
-    cache = json.loads((Path.home() / ".cache" / "envsync" / "hashes-v1.json").read_text())
+    (path,) = (Path.home() / ".cache" / "envsync").glob("hashes-v1-*.json")  # this venv's
+    cache = json.loads(path.read_text())
     assert (
         cache[str(target)][4] == first.distribution("watched-pkg").files["watched_pkg/__init__.py"]
     )  # type: ignore[union-attr]

@@ -1,0 +1,402 @@
+"""Benchmark: every performance target of envsync in one run, each ratio next to its target.
+
+All commands run as fresh processes, interleaved round by round (so that the load of
+this machine weighs on all of them alike); the median wall time of each is used, and the
+peak RSS of each process is read by GNU time (`time` on Debian), which runs it. Measured:
+
+  diff        warm `envsync diff ct129 ct200` (graph and hashes cached on both hosts),
+              cold (--no-cache), against `pip check` of the target (the built-in example)
+  snapshot    warm `envsync snapshot` of benchmarks/snapshot.py's venv (106 distributions,
+              SGLang watched: 2,540 files) against `pip freeze` there
+  editable    an editable SGLang checkout against the wheel install (benchmarks/editable.py)
+  fleets      8 SSH hosts against 1 (8 sshd on loopback), next to OpenSSH's own `ssh host
+              true` on the same hosts; the same through a proxy that delays every segment
+              by 50 ms each way; 50 local hosts (peak RSS)
+  scheduling  the real collect_many on 256 simulated hosts (a runner that only sleeps)
+  crash       the smoke test's verdict after the process died, local
+
+The SSH parts need root and sshd; without them they are left out, and said so.
+
+    .venv/bin/python -m benchmarks.all [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from envsync.cli.context import Context, collect_many  # noqa: E402
+from envsync.collect import probe_argv, probe_source  # noqa: E402
+from envsync.inventory import HostSpec, Inventory  # noqa: E402
+from envsync.runner import CommandResult, Runner, Runners  # noqa: E402
+from envsync.runner.local import LocalRunner  # noqa: E402
+from tests.sshd import free_port  # noqa: E402
+
+HOSTS = REPO / "examples" / ".hosts"
+FLEET = 8
+DELAY = 0.05  # seconds, each way, per segment
+MANY = 50
+
+
+def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """(wall seconds, peak RSS in KiB) of one fresh process.
+
+    The peak RSS comes from GNU time, whose small fork runs the command: a process forked
+    from this one would inherit this one's peak RSS (Linux keeps it across exec)."""
+    with tempfile.NamedTemporaryFile("r") as rss:
+        started = time.perf_counter()
+        proc = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *argv],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+        wall = time.perf_counter() - started
+        peak = int(rss.read().split()[-1])
+    if proc.returncode not in (0, 1):  # diff exits 1 on drift, pip check on conflicts
+        raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.decode()[-500:]}")
+    return wall, peak
+
+
+def interleaved(
+    commands: dict[str, list[str]], runs: int, env: dict[str, str]
+) -> tuple[dict[str, float], dict[str, int]]:
+    """Each command once (warming the page cache and the host caches), then `runs`
+    interleaved rounds: the median wall time and the largest peak RSS of each."""
+    for argv in commands.values():
+        run_measured(argv, env)
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    rss: dict[str, int] = dict.fromkeys(commands, 0)
+    for _ in range(runs):
+        for name, argv in commands.items():
+            wall, peak = run_measured(argv, env)
+            walls[name].append(wall)
+            rss[name] = max(rss[name], peak)
+    return {name: statistics.median(s) for name, s in walls.items()}, rss
+
+
+# ---------------------------------------------------------------------------------------
+# The latency test bed: a TCP proxy that delays every segment by DELAY each way
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+    async def deliver() -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            due, data = await queue.get()
+            if due > loop.time():
+                await asyncio.sleep(due - loop.time())
+            if not data:
+                writer.close()
+                return
+            writer.write(data)
+            await writer.drain()
+
+    task = asyncio.ensure_future(deliver())
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            data = await reader.read(65536)
+            queue.put_nowait((loop.time() + DELAY, data))
+            if not data:
+                break
+        await task
+    except (ConnectionError, OSError):
+        task.cancel()
+
+
+@contextmanager
+def delayed(ports: list[int]) -> Iterator[list[int]]:
+    """One proxy per upstream port on 127.0.0.1; yields the proxies' ports."""
+    loop = asyncio.new_event_loop()
+    servers: list[asyncio.base_events.Server] = []
+
+    def handler(upstream: int):  # type: ignore[no-untyped-def]
+        async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            ur, uw = await asyncio.open_connection("127.0.0.1", upstream)
+            await asyncio.gather(_pipe(r, uw), _pipe(ur, w))
+
+        return handle
+
+    async def start() -> list[int]:
+        for port in ports:
+            servers.append(await asyncio.start_server(handler(port), "127.0.0.1", 0))
+        return [s.sockets[0].getsockname()[1] for s in servers]
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    finally:
+        # The loop's thread is a daemon: it ends with the benchmark, its pipes with it.
+        for s in servers:
+            loop.call_soon_threadsafe(s.close)
+
+
+# ---------------------------------------------------------------------------------------
+# Scheduling: the real collect_many on hosts whose runner only sleeps
+
+
+class _Sleeper:
+    def __init__(self, host: str, latency: float, stdout: bytes) -> None:
+        self.host, self.latency, self.stdout = host, latency, stdout
+
+    def run(self, argv: list[str], *, input: bytes | None = None, timeout: float) -> CommandResult:
+        time.sleep(self.latency)
+        return CommandResult(
+            argv=tuple(argv), returncode=0, stdout=self.stdout, stderr=b"", duration_s=0.0
+        )
+
+
+class _SleepingRunners(Runners):
+    def __init__(self, latency: float, stdout: bytes) -> None:
+        super().__init__()
+        self.latency, self.stdout = latency, stdout
+
+    def __call__(self, spec: HostSpec) -> Runner:
+        return _Sleeper(spec.name, self.latency, self.stdout)
+
+
+def simulated_fleet(hosts: int, jobs: int, latency: float) -> float:
+    """Wall seconds of collect_many over `hosts` hosts that each take `latency`."""
+    spec = HostSpec(name="one", python=str(HOSTS / "ct129" / "bin" / "python"))
+    stdout = LocalRunner("one").run(probe_argv(spec, _light()), input=probe_source(), timeout=60)
+    specs = {f"h{i}": HostSpec(name=f"h{i}", python="python3") for i in range(hosts)}
+    ctx = Context(
+        inventory=Inventory(path=None, hosts=specs),
+        runners=_SleepingRunners(latency, stdout.stdout),
+        quiet=True,
+        jobs=jobs,
+    )
+    started = time.perf_counter()
+    results = collect_many(ctx, [(name, None) for name in specs])
+    wall = time.perf_counter() - started
+    assert len(results) == hosts and all(not isinstance(r, Exception) for r in results)
+    return wall
+
+
+def _light():  # type: ignore[no-untyped-def]
+    from envsync.collect import ProbeOptions
+
+    return ProbeOptions(cache_dir="")
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def crash_after_death(inventory_path: Path, host: str, runs: int) -> float:
+    """Median seconds from the service's death to envsync smoke's `crashed` verdict: the
+    example's ct200 service, which dies at once (its death is timed by running it here)."""
+    from envsync.apply import Agent
+    from envsync.inventory import load_inventory
+    from envsync.service import deploy, smoke
+
+    inventory = load_inventory(str(inventory_path), os.environ)
+    spec = inventory.host(host)
+    assert spec.service is not None
+    runners = Runners()
+    runner = runners(spec)
+    lags = []
+    for _ in range(runs):
+        deployment = deploy(spec, runner, spec.service, None)
+        verdict = smoke(spec, runner, deployment, deadline=120)
+        assert verdict.kind == "crashed", verdict
+        started = time.perf_counter()
+        subprocess.run(list(deployment.command), capture_output=True, check=False)
+        lags.append(verdict.seconds - (time.perf_counter() - started))
+    Agent(spec, runner).call({"op": "stop", "name": "service"})
+    runners.close()
+    return statistics.median(lags)
+
+
+def _inventory(
+    folder: Path,
+    servers: list,  # type: ignore[type-arg]
+    proxies: list[int],
+    pythons: dict[str, Path],
+) -> Path:
+    python = HOSTS / "ct129" / "bin" / "python"
+    text = (REPO / "examples" / "envsync.toml").read_text()
+    text = text.replace('".hosts/', f'"{HOSTS}/').replace("{inventory_dir}", str(REPO / "examples"))
+    for i in range(MANY):
+        text += f'[hosts.m{i}]\npython = "{python}"\n'
+        text += f'[hosts.l{i}]\npython = "{python}"\nwatch = []\n'
+    for name, py in pythons.items():
+        text += f'[hosts.{name}]\npython = "{py}"\n'
+    known = folder / "known_hosts"
+    lines = []
+    for i, s in enumerate(servers):
+        lines.append(s.host_key_line())
+        common = f'python = "{python}"\nidentity = "{s.client_key}"\nknown_hosts = "{known}"\n'
+        text += f'[hosts.h{i}]\nssh = "{s.target}"\n{common}'
+        if i == 0:  # the service, on an SSH host
+            ct200 = HOSTS / "ct200" / "bin" / "python"
+            port = free_port()
+            text += (
+                f'[hosts.s0]\nssh = "{s.target}"\npython = "{ct200}"\nidentity = '
+                f'"{s.client_key}"\nknown_hosts = "{known}"\nservice = {{ port = {port} }}\n'
+            )
+        if proxies:
+            lines.append(s.host_key_line().replace(f":{s.port} ", f":{proxies[i]} "))
+            text += f'[hosts.d{i}]\nssh = "root@127.0.0.1:{proxies[i]}"\n{common}'
+    known.write_text("".join(lines))
+    path = folder / "envsync.toml"
+    path.write_text(text)
+    return path
+
+
+def _openssh_true(
+    servers: list,  # type: ignore[type-arg]
+    known: Path,
+    ports: list[int] | None = None,
+) -> list[str]:
+    """OpenSSH's own client running `true` on these hosts at once (through `ports`)."""
+    line = " ".join(
+        f"ssh -o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes -o BatchMode=yes "
+        f"-i {s.client_key} -p {port} root@127.0.0.1 true &"
+        for s, port in zip(servers, ports or [s.port for s in servers], strict=True)
+    )
+    return ["bash", "-c", f"{line} wait"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--no-editable", action="store_true", help="skip the editable venvs")
+    args = parser.parse_args()
+    subprocess.run(
+        [sys.executable, str(REPO / "examples" / "build_hosts.py")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    from benchmarks.snapshot import build as build_snapshot_venv
+    from benchmarks.snapshot import install_envsync
+
+    bench = build_snapshot_venv()
+    tool = install_envsync()  # a regular install, as users get it: no editable finder
+    editable: dict[str, Path] = {}
+    if not args.no_editable:
+        from benchmarks.editable import build
+
+        editable = build()
+    from tests.sshd import SSHD, available
+
+    why = available()
+    ct200 = str(HOSTS / "ct200" / "bin" / "python")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        servers = [] if why else [SSHD(folder, name=f"sshd{i}").start() for i in range(FLEET)]
+        try:
+            with delayed([s.port for s in servers]) as proxies:
+                inv = _inventory(folder, servers, proxies, {**editable, "bench": bench})
+                env = {**os.environ, "XDG_CACHE_HOME": str(folder / "cache")}
+                env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' envsync has its bytecode
+                envsync = [str(tool.parent / "envsync"), "--inventory", str(inv), "-q"]
+                pip = [ct200, "-m", "pip", "--disable-pip-version-check"]
+                bench_pip = [str(bench), "-m", "pip", "--disable-pip-version-check"]
+                commands = {
+                    "diff (warm)": [*envsync, "diff", "ct129", "ct200"],
+                    "diff (cold)": [*envsync, "diff", "--no-cache", "ct129", "ct200"],
+                    "pip check": [*pip, "check"],
+                    "snapshot (warm)": [*envsync, "snapshot", "bench"],
+                    "snapshot (no cache)": [*envsync, "snapshot", "bench", "--no-cache"],
+                    "pip freeze": [*bench_pip, "freeze"],
+                    f"snapshot, {MANY} hosts": [
+                        *envsync,
+                        "snapshot",
+                        *(f"m{i}" for i in range(MANY)),
+                    ],
+                    f"snapshot, {MANY} hosts, no watch": [
+                        *envsync,
+                        "snapshot",
+                        *(f"l{i}" for i in range(MANY)),
+                    ],
+                }
+                for name in editable:
+                    commands[f"snapshot {name}"] = [*envsync, "snapshot", name]
+                if servers:
+                    known = folder / "known_hosts"
+                    hosts = [f"h{i}" for i in range(FLEET)]
+                    slow = [f"d{i}" for i in range(FLEET)]
+                    commands |= {
+                        "ssh, 1 host": [*envsync, "snapshot", "h0"],
+                        f"ssh, {FLEET} hosts": [*envsync, "snapshot", *hosts, "-j", "8"],
+                        "openssh true, 1 host": _openssh_true(servers[:1], known),
+                        f"openssh true, {FLEET} hosts": _openssh_true(servers, known),
+                        "delayed, 1 host": [*envsync, "snapshot", "d0"],
+                        f"delayed, {FLEET} hosts": [*envsync, "snapshot", *slow, "-j", "8"],
+                        "delayed openssh true, 1 host": _openssh_true(
+                            servers[:1], known, proxies[:1]
+                        ),
+                        f"delayed openssh true, {FLEET} hosts": _openssh_true(
+                            servers, known, proxies
+                        ),
+                    }
+                medians, rss = interleaved(commands, args.runs, env)
+                crash_runs = max(3, args.runs // 2)
+                crash = {"local": crash_after_death(inv, "ct200", crash_runs)}
+                if servers:
+                    crash["ssh"] = crash_after_death(inv, "s0", crash_runs)
+        finally:
+            for s in servers:
+                s.stop()
+    jobs, latency = 8, 0.05
+    fleet = simulated_fleet(256, jobs, latency)
+
+    print(f"runs: {args.runs}, interleaved, fresh processes; medians (peak RSS: largest)")
+    for name, value in medians.items():
+        print(f"  {name:24s} {value * 1000:8.1f} ms  {rss[name] / 1024:6.1f} MiB")
+    m = medians
+    rows = [
+        ("diff warm / pip check", m["diff (warm)"] / m["pip check"], 0.5, ""),
+        ("diff cold / pip check", m["diff (cold)"] / m["pip check"], 3.0, ""),
+        ("snapshot warm / pip freeze", m["snapshot (warm)"] / m["pip freeze"], 0.25, ""),
+    ]
+    if editable:
+        rows.append(("editable / wheel", m["snapshot editable"] / m["snapshot wheel"], 1.2, ""))
+    if servers:
+        floor = m[f"openssh true, {FLEET} hosts"] / m["openssh true, 1 host"]
+        value = m[f"ssh, {FLEET} hosts"] / m["ssh, 1 host"]
+        rows.append((f"ssh {FLEET} hosts / 1 host", value, floor, "(openssh's own)"))
+        value = m[f"delayed, {FLEET} hosts"] / m["delayed, 1 host"]
+        rows.append((f"+{DELAY * 1000:.0f} ms: {FLEET} hosts / 1 host", value, 1.5, ""))
+        floor = m[f"delayed openssh true, {FLEET} hosts"] / m["delayed openssh true, 1 host"]
+        rows.append((f"+{DELAY * 1000:.0f} ms: same, openssh `true`", floor, 1.5, "(floor)"))
+    ideal = math.ceil(256 / jobs) * latency
+    rows.append((f"256 sim. hosts / ceil(256/{jobs})x{latency:g}s", fleet / ideal, 1.1, ""))
+    for where, limit in (("local", 0.3), ("ssh", 1.0)):
+        if where in crash:
+            rows.append(("crash verdict after death, s", crash[where], limit, f"({where})"))
+    print("ratios:")
+    for label, value, limit, note in rows:
+        met = "met" if value <= limit else "NOT met"
+        print(f"  {label:34s} {value:6.2f}   target <= {limit:<5.2f} {note:16s} {met}")
+    print(
+        f"peak RSS: diff {rss['diff (warm)'] / 1024:.1f} MiB; snapshot of {MANY} hosts "
+        f"{rss[f'snapshot, {MANY} hosts'] / 1024:.1f} MiB (SGLang's files hashed on each), "
+        f"{rss[f'snapshot, {MANY} hosts, no watch'] / 1024:.1f} MiB (nothing watched)"
+    )
+    if why:
+        print(f"(SSH fleets left out: {why})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

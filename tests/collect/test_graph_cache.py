@@ -1,0 +1,94 @@
+"""The host's cache of whole startup graphs: reused while nothing it read has changed.
+
+A real venv with a small service package; the probe runs for real. Files are dated back
+so that the cache may hold them (nothing touched in the last seconds is cached).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from envsync.collect import ProbeOptions, collect
+from envsync.inventory import HostSpec
+from envsync.model import StartupGraph
+from envsync.runner.local import LocalRunner
+from tests.helpers import make_venv, site_packages
+
+OLD = 1_600_000_000_000_000_000
+OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
+
+
+def _age(root: Path) -> None:
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, ns=(OLD, OLD))
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    python = make_venv(tmp_path / "venv")
+    pkg = site_packages(python) / "svc"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "main.py").write_text("import svc.util\nimport json\n")
+    (pkg / "util.py").write_text("import alpha\n")
+    _age(pkg)
+    os.utime(pkg.parent, ns=(OLD, OLD))
+    return python
+
+
+def _graph(python: Path) -> StartupGraph:
+    spec = HostSpec(name="t", python=str(python))
+    graph = collect(spec, LocalRunner("t"), OPTIONS).startup
+    assert graph is not None
+    return graph
+
+
+def _imports(graph: StartupGraph, name: str) -> list[str]:
+    return [e.module for e in graph.modules[name].imports]
+
+
+def test_an_unchanged_graph_is_reused_whole(venv: Path) -> None:
+    first = _graph(venv)
+    second = _graph(venv)
+    assert first.parsed == 3 and second.parsed == 0 and second.cached == 3
+    assert second.modules == first.modules
+    cached = list((Path.home() / ".cache" / "envsync").glob("graph-*.json"))
+    assert len(cached) == 1
+
+
+def test_a_module_changed_behind_its_mtime_is_read_again(venv: Path) -> None:
+    util = site_packages(venv) / "svc" / "util.py"
+    assert _imports(_graph(venv), "svc.util") == ["alpha"]
+    # same size, mtime set back: only the ctime (and the content) differ
+    util.write_text("import gamma\n")
+    os.utime(util, ns=(OLD, OLD))
+    graph = _graph(venv)
+    assert _imports(graph, "svc.util") == ["gamma"]
+    assert graph.modules["gamma"].kind == "missing" and "alpha" not in graph.modules
+
+
+def test_a_module_that_appears_is_found(venv: Path) -> None:
+    sp = site_packages(venv)
+    assert _graph(venv).modules["alpha"].kind == "missing"
+    (sp / "alpha.py").write_text("X = 1\n")  # a new file changes its folder's mtime
+    os.utime(sp / "alpha.py", ns=(OLD, OLD))
+    assert _graph(venv).modules["alpha"].kind == "source"
+
+
+def test_a_module_touched_just_now_is_not_cached(venv: Path) -> None:
+    (site_packages(venv) / "svc" / "util.py").write_text("import alpha\n")  # mtime: now
+    _graph(venv)
+    assert not list((Path.home() / ".cache" / "envsync").glob("graph-*.json"))
+    assert _graph(venv).parsed == 0  # per-module facts are still cached by content
+
+
+def test_no_cache_reads_everything(venv: Path) -> None:
+    from dataclasses import replace
+
+    _graph(venv)
+    spec = HostSpec(name="t", python=str(venv))
+    graph = collect(spec, LocalRunner("t"), replace(OPTIONS, cache_dir="")).startup
+    assert graph is not None and graph.parsed == 3
