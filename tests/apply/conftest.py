@@ -156,14 +156,24 @@ def envsync(inv: Path, *argv: str) -> subprocess.Popen[str]:
     )
 
 
-def lock_files() -> list[Path]:
-    """Lock files in this test's home and in the SSH user's (root's) home."""
+def _lock_files() -> list[Path]:
     homes = {Path.home(), Path(pwd.getpwuid(os.getuid()).pw_dir)}
     found = []
     for home in homes:
         locks = home / ".envsync" / "locks"
         found += [p for p in locks.glob("*") if p.is_file() and "." not in p.name]
     return found
+
+
+# Locks that were in root's home before this test session (an earlier run that was killed
+# outright) are not this session's to account for.
+_BEFORE = frozenset(_lock_files())
+
+
+def lock_files() -> list[Path]:
+    """Lock files in this test's home and in the SSH user's (root's) home, left by this
+    session's commands."""
+    return [p for p in _lock_files() if p not in _BEFORE]
 
 
 def wait_held(timeout: float = 60) -> dict[str, object]:

@@ -142,7 +142,8 @@ def test_deploy_and_smoke_over_ssh(
         assert code == 0, out + err
         assert out.startswith("remote: ready in ")
     finally:
-        stop(inv, "good", venvs["good"])
+        # over SSH the service's run files are in the SSH user's home, not this test's
+        run(capsys, "--inventory", str(inv), "-q", "stop", "remote")
 
 
 def test_repair_apply_ends_with_deploy_and_smoke(
