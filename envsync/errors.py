@@ -16,7 +16,9 @@ class EnvsyncError(Exception):
         self.tip = tip
 
     def __str__(self) -> str:
-        return self.message if not self.tip else f"{self.message} (Tip: {self.tip})"
+        line = self.message if not self.tip else f"{self.message} (Tip: {self.tip})"
+        # One line whatever a name in it holds (a host named "a\nb" in a crafted file).
+        return line.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class InputError(EnvsyncError):

@@ -246,3 +246,11 @@ def test_a_host_may_name_its_installer(tmp_path: Path) -> None:
     inventory = load_inventory(str(path), {})
     assert inventory.host("a").installer == "uv"
     assert inventory.host("b").installer is None
+
+
+def test_an_error_naming_a_crafted_host_is_one_line(tmp_path: Path) -> None:
+    # found by the hostile-input tests: a host named "\n" broke the one-line error
+    path = write(tmp_path, '[hosts]\n"\\n" = false\n')
+    with pytest.raises(InventoryError) as raised:
+        load_inventory(str(path), {})
+    assert "\n" not in str(raised.value) and "[hosts.\\n] must be a table" in str(raised.value)
