@@ -85,6 +85,63 @@ class _Analysis:
         return {(f.module, f.missing_name) for f in self.failures if f.context == "module"}
 
 
+class _ReferenceSide:
+    """The same startup (the target's command) read on the reference's graph: whether an
+    import that fails on the target works there. Computed only when a failure asks."""
+
+    def __init__(self, reference: Snapshot, startup: Startup) -> None:
+        self.reference = reference
+        self.startup = startup
+        self._analysis: _Analysis | None = None
+
+    @property
+    def why_unchecked(self) -> str | None:
+        if self.reference.startup is None:
+            return (
+                f"the reference {self.reference.host} has no import graph (a lock or "
+                "snapshot file): envsync did not check it there"
+            )
+        return None
+
+    def analysis(self) -> _Analysis:
+        if self._analysis is None:
+            self._analysis = _Analysis(self.reference.startup, self.startup, self.startup.command)
+        return self._analysis
+
+    def fails_too(self, failure: Failure) -> bool:
+        """The reference's own startup stops on the same statement (not drift)."""
+        if self.reference.startup is None:
+            return False
+        key = (failure.importer, failure.module, failure.missing_name, failure.edge.line)
+        return any(
+            (f.importer, f.module, f.missing_name, f.edge.line) == key and f.context == "module"
+            for f in self.analysis().failures
+        )
+
+    def works(self, failure: Failure) -> Evidence | None:
+        """Evidence that the statement failing on the target succeeds on the reference."""
+        if self.reference.startup is None:
+            return None
+        index = self.analysis().index
+        assert index is not None
+        verdict, where = index.import_works(failure.edge.module, failure.missing_name)
+        if verdict is not True or where is None:
+            return None
+        facts = self.reference.startup.modules.get(where)
+        owner = _owner(self.reference, where)
+        file = _short_file(facts.file if facts else None, where) or where
+        what = (
+            f"defines {failure.missing_name} ({file})"
+            if failure.missing_name
+            else f"installs {failure.edge.module} ({file})"
+        )
+        return Evidence(
+            source="name-check" if failure.missing_name else "import-graph",
+            detail=f"on the reference, {owner} {what}",
+            file=facts.file if facts else None,
+        )
+
+
 def classify(
     reference: Snapshot,
     target: Snapshot,
@@ -96,8 +153,11 @@ def classify(
     graph = None if blind else target.startup
     analysis = _Analysis(graph, startup, startup.command)
     notes = [blind] if blind else []
+    side = _ReferenceSide(reference, startup)
     findings = [
-        _classify_one(d, reference, target, analysis, startup) for d in diffs if d.kind != "commit"
+        _classify_one(d, reference, target, analysis, startup, side)
+        for d in diffs
+        if d.kind != "commit"
     ]
     if blind:
         # Without the startup graph envsync cannot show that startup does not use it.
@@ -158,10 +218,15 @@ def _import_names(name: str, *snaps: Snapshot) -> set[str]:
 
 
 def _classify_one(
-    diff: Difference, reference: Snapshot, target: Snapshot, analysis: _Analysis, startup: Startup
+    diff: Difference,
+    reference: Snapshot,
+    target: Snapshot,
+    analysis: _Analysis,
+    startup: Startup,
+    side: _ReferenceSide,
 ) -> Finding:
     if diff.kind in PACKAGE_KINDS:
-        return _classify_dist(diff, reference, target, analysis, startup)
+        return _classify_dist(diff, reference, target, analysis, startup, side)
     if diff.kind == "file":
         return _classify_file(diff, reference, target, analysis)
     return _classify_fact(diff, analysis)
@@ -202,21 +267,47 @@ def _why_runs(failure: Failure, analysis: _Analysis) -> str:
     return f"startup reaches it: {' -> '.join(shown)} ({chain[0]}: {label})"
 
 
-def _failure_reason(failure: Failure, analysis: _Analysis, target: Snapshot) -> str:
+def _failure_reason(
+    failure: Failure, analysis: _Analysis, target: Snapshot, side: _ReferenceSide
+) -> str:
     where = CONTEXT_WORDS[failure.context]
+    at = _statement_at(failure)
     if failure.missing_name:
-        dist = next((d for d in target.distributions if failure.top in d.top_level), None)
-        owner = f"{dist.display_name} {dist.version}" if dist else failure.module
         head = (
-            f"{owner} lacks {failure.missing_name}, which {failure.importer} imports from "
-            f"{failure.module} {where}"
+            f"{_owner(target, failure.module)} lacks {failure.missing_name}, which "
+            f"{failure.importer} imports from {failure.module} {where} ({at})"
         )
     else:
         head = (
-            f"{failure.importer} imports {failure.module} {where}, "
+            f"{failure.importer} imports {failure.module} {where} ({at}), "
             f"and the target has no {failure.missing_module}"
         )
+    works = side.works(failure)
+    if works is not None:
+        head += f"; {works.detail}"
     return f"{head}; {_why_runs(failure, analysis)}."
+
+
+def _statement_at(failure: Failure) -> str:
+    """`file:line` of a failing import, the file as the package names it."""
+    return f"{_short_file(failure.file, failure.importer) or failure.importer}:{failure.edge.line}"
+
+
+def _short_file(file: str | None, module: str) -> str | None:
+    """A module's file from its import root: sglang/srt/server_args.py, whatever the host's
+    site-packages or checkout is called."""
+    if not file:
+        return None
+    parts = file.replace("\\", "/").split("/")
+    keep = module.count(".") + 1 + (parts[-1] == "__init__.py")
+    return "/".join(parts[-keep:]) if module != "__main__" else file
+
+
+def _owner(snap: Snapshot, module: str) -> str:
+    """The distribution that installs a module, with its version ("xgrammar 0.1.10")."""
+    top = module.partition(".")[0]
+    dist = next((d for d in snap.distributions if top in d.top_level), None)
+    return f"{dist.display_name} {dist.version}" if dist else module
 
 
 def _requirement_evidence(name: str, reference: Snapshot, target: Snapshot) -> list[Evidence]:
@@ -343,7 +434,12 @@ def _flag_fixes(related: list[Failure], analysis: _Analysis, startup: Startup) -
 
 
 def _classify_dist(
-    diff: Difference, reference: Snapshot, target: Snapshot, analysis: _Analysis, startup: Startup
+    diff: Difference,
+    reference: Snapshot,
+    target: Snapshot,
+    analysis: _Analysis,
+    startup: Startup,
+    side: _ReferenceSide,
 ) -> Finding:
     name = diff.subject
     names = _import_names(name, reference, target)
@@ -353,20 +449,44 @@ def _classify_dist(
     requirements = _requirement_evidence(name, reference, target) if diff.kind != "extra" else []
     fixes = _dist_fixes(name, reference, target) if diff.kind != "extra" else []
     related = [f for f in analysis.failures if f.top in names]
+    # A statement that stops the reference's startup as well is not this difference's doing.
+    shared = [f for f in related if f.context == "module" and side.fails_too(f)]
+    related = [f for f in related if f not in shared]
     if related:
         # Failures come surest first, then in the order startup runs them: the first is
         # the one that stops startup; every one of them is evidence.
         worst = related[0]
         severity: Severity = SEVERITY_OF_CONTEXT[worst.context]
-        evidence = list(dict.fromkeys(e for f in related for e in _failure_evidence(f, analysis)))
+        evidence: list[Evidence] = []
+        for f in related:
+            evidence += _failure_evidence(f, analysis)
+            works = side.works(f) if f.context == "module" else None
+            if works is not None:
+                evidence.append(works)
+        if severity == "fatal" and side.why_unchecked:
+            evidence.append(Evidence(source="facts", detail=side.why_unchecked))
+        evidence = list(dict.fromkeys(evidence))
         if severity == "fatal":
             fixes += _flag_fixes(related, analysis, startup)
         return _finding(
             diff,
             severity=severity,
-            reason=_failure_reason(worst, analysis, target),
+            reason=_failure_reason(worst, analysis, target, side),
             decided_by=evidence[0].source,
             evidence=tuple(evidence + requirements),
+            fixes=tuple(fixes),
+        )
+    if shared:
+        first = shared[0]
+        return _finding(
+            diff,
+            severity="unknown",
+            reason=f"{name} {shown}: envsync reads `{first.edge.statement}` "
+            f"({_statement_at(first)}) as failing on the reference too ({first.message()}), "
+            "so this difference does not explain it and envsync cannot tell what it does.",
+            decided_by=_failure_evidence(first, analysis)[0].source,
+            evidence=tuple(dict.fromkeys(e for f in shared for e in _failure_evidence(f, analysis)))
+            + tuple(requirements),
             fixes=tuple(fixes),
         )
     if analysis.graph is None:

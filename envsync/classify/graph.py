@@ -246,6 +246,36 @@ class GraphIndex:
             return None, None
         return False, module
 
+    def import_works(self, module: str, name: str | None) -> tuple[bool | None, str | None]:
+        """Whether `import module` (`from module import name`) succeeds on this host.
+
+        None: this host's graph cannot tell (the module was not read here). The second
+        item is the module that settles it: the one that defines the name (through a lazy
+        table, the submodule it names), the module itself, or the part that is missing.
+        """
+        modules = self.graph.modules
+        parts = module.split(".")
+        for i in range(len(parts)):
+            prefix = ".".join(parts[: i + 1])
+            facts = modules.get(prefix)
+            if facts is None:
+                return None, None
+            if facts.kind == "missing":
+                return False, prefix
+        if name is None:
+            return True, module
+        verdict, where = self.lookup(module, name)
+        if verdict is not True:
+            return verdict, where or module
+        facts = modules[module]
+        if modules.get(f"{module}.{name}") is not None or facts.defines is None:
+            return True, module
+        if name not in facts.defines and facts.lazy is not None:
+            owner = facts.lazy.names.get(name)
+            if owner is not None and owner in modules:
+                return True, owner
+        return True, module
+
     def _exports(self, module: str, name: str) -> bool | None:
         """Whether `from module import *` binds `name` (None: cannot tell)."""
         facts = self.graph.modules.get(module)

@@ -26,6 +26,7 @@ from envsync.vocab import SEVERITY_RANK
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from envsync.collect import ProbeOptions
     from envsync.compare import Target
     from envsync.findings import Report
     from envsync.plan import Plan
@@ -164,13 +165,33 @@ def _compare(
     )
 
 
+def _reference_request(
+    ctx: Context, ref_name: str, targets: list[Target]
+) -> tuple[str, ProbeOptions | None]:
+    """The reference, collected with the targets' startup roots too: an import that fails
+    on a target is read on the reference as well, so a fatal finding says it works there."""
+    rooted = [t.options for t in targets if t.options.roots]
+    if not rooted or not isinstance(resolve(ref_name, ctx.inventory), HostSource):
+        return ref_name, None
+    (own,) = _targets(ctx, [ref_name])
+    base = own.options if own.options.roots else rooted[0]
+    every = [base, *rooted]
+    return ref_name, replace(
+        base,
+        roots=tuple(dict.fromkeys(r for o in every for r in o.roots)),
+        internal=tuple(dict.fromkeys(i for o in every for i in o.internal)),
+    )
+
+
 def _diff_pair(
     ctx: Context, args: argparse.Namespace, ref_name: str, tgt_name: str
 ) -> tuple[Target, Snapshot, Snapshot, Report]:
     """Collect the reference and the target together and compare them."""
     resolve(ref_name, ctx.inventory)  # both names are checked before anything is collected
     (target,) = _targets(ctx, [tgt_name])
-    reference, snap = collect_all(ctx, [(ref_name, None), (tgt_name, target.options)])
+    reference, snap = collect_all(
+        ctx, [_reference_request(ctx, ref_name, [target]), (tgt_name, target.options)]
+    )
     return target, reference, snap, _compare(ctx, args, reference, target, snap)
 
 
@@ -192,7 +213,10 @@ def _diff_fleet(args: argparse.Namespace, ctx: Context) -> ExitCode:
     ref_name = args.reference
     resolve(ref_name, ctx.inventory)  # every name is checked before anything is collected
     targets = _targets(ctx, args.targets)
-    results = collect_many(ctx, [(ref_name, None), *[(t.name, t.options) for t in targets]])
+    results = collect_many(
+        ctx,
+        [_reference_request(ctx, ref_name, targets), *[(t.name, t.options) for t in targets]],
+    )
     reference = results[0]
     if isinstance(reference, CollectError):
         raise reference

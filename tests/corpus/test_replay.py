@@ -96,6 +96,13 @@ def test_envsync_rates_the_culprit_as_reported(
             and f"cannot import name {b.name!r}" in e["detail"]
         ]
         assert named, culprit["evidence"]
+        if case.expected == "fatal":
+            # the reason names the statement that fails on the target, and where the
+            # reference defines the name (the file the wheel's source says binds it)
+            assert f"({b.file}:{b.line})" in culprit["reason"], culprit["reason"]
+            assert b.defined_in is not None
+            assert "on the reference, " in culprit["reason"]
+            assert f"defines {b.name} ({b.defined_in})" in culprit["reason"], culprit["reason"]
     if case.expected != "fatal":
         assert not [f for f in culprit["fixes"] if f["kind"] == "flag"]
     if case.never_imported:
