@@ -270,10 +270,14 @@ class GraphIndex:
         facts = modules[module]
         if modules.get(f"{module}.{name}") is not None or facts.defines is None:
             return True, module
-        if name not in facts.defines and facts.lazy is not None:
-            owner = facts.lazy.names.get(name)
+        lazy = facts.lazy
+        if name not in facts.defines and lazy is not None:
+            owner = lazy.names.get(name)
             if owner is not None and owner in modules:
                 return True, owner
+            for star in lazy.candidates.get(name, lazy.stars):
+                if self._exports(star, name):
+                    return True, star
         return True, module
 
     def _exports(self, module: str, name: str) -> bool | None:

@@ -182,7 +182,8 @@ def test_every_context_gets_its_severity(
     got = findings(capsys, inventory(hosts, tmp_path, ""))
     assert {s: (f["kind"], f["severity"], f["decided_by"]) for s, f in got.items()} == EXPECTED
     beta = got["beta"]
-    (evidence,) = [e for e in beta["evidence"] if e["source"] == "name-check"]
+    evidence, on_reference = [e for e in beta["evidence"] if e["source"] == "name-check"]
+    assert on_reference["detail"] == "on the reference, beta 2.0 defines needed (beta/__init__.py)"
     assert (
         evidence["line"] == 3
         and evidence["statement"]

@@ -128,7 +128,12 @@ def test_lazy_names_are_checked_in_the_submodule_their_table_names(
     assert "lacks is_valid" in lazyt_["reason"]
     details = " ".join(e["detail"] for e in lazyt_["evidence"])
     assert "PretrainedConfig" not in details  # lazyt.configuration_utils defines it
-    (evidence,) = [e for e in lazyt_["evidence"] if e["source"] == "name-check"]
+    evidence, on_reference = [e for e in lazyt_["evidence"] if e["source"] == "name-check"]
+    # on the reference the lazy table sends the name to the submodule that defines it
+    assert on_reference["detail"] == (
+        "on the reference, lazyt 2.0 defines is_valid (lazyt/vision/processing.py)"
+    )
+    assert on_reference["file"].endswith("lazyt/vision/processing.py")
     assert evidence["line"] == 2 and evidence["file"].endswith("svc/main.py")
     # the __getattr__ table sends Engine to lazyg.engine, which lacks it on the target;
     # Unlisted is in no table: "cannot tell", never "lacks"
