@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
 from envsync.collect import ProbeOptions, collect
 from envsync.documents import read_json_object
@@ -131,8 +132,17 @@ def check_writable(path: Path) -> None:
         raise OutputError(f"{path}: cannot write: Permission denied")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file and os.replace: all or nothing.
+def _write(f: IO[str], text: str | Iterable[str]) -> None:
+    if isinstance(text, str):
+        f.write(text)
+    else:
+        for piece in text:
+            f.write(piece)
+
+
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write `text` (a string, or its pieces as they are made) to `path` through a
+    temporary file and os.replace: all or nothing.
 
     A target that exists and is not a regular file (/dev/stdout, a FIFO) is written in
     place: replacing it would swap a device node for a file.
@@ -140,7 +150,7 @@ def write_atomic(path: Path, text: str) -> None:
     if path.exists() and not path.is_file() and not path.is_dir():
         try:
             with path.open("w", encoding="utf-8") as f:
-                f.write(text)
+                _write(f, text)
         except OSError as e:
             raise OutputError(f"{path}: cannot write: {e.strerror}") from e
         return
@@ -153,10 +163,12 @@ def write_atomic(path: Path, text: str) -> None:
         raise OutputError(f"{path}: cannot write: {e.strerror}") from e
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            _write(f, text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except OSError as e:
+    except BaseException as e:  # a piece that fails to be made leaves no half file either
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise OutputError(f"{path}: cannot write: {e.strerror}") from e
+        if isinstance(e, OSError):
+            raise OutputError(f"{path}: cannot write: {e.strerror}") from e
+        raise

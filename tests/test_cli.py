@@ -385,3 +385,31 @@ def test_options_only_where_they_mean_something(
         main(argv)
     assert exited.value.code == 2
     assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_a_multi_host_snapshot_is_spooled_and_written_in_the_order_named(tmp_path: Path) -> None:
+    """Snapshots go to a spool file as their hosts answer (in any order); the document
+    lists them in the order the hosts were named, byte for byte what json.dumps makes."""
+    import tempfile
+
+    from envsync.cli.commands import _Spooled
+    from envsync.errors import CollectError
+    from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot, from_data, to_data
+
+    data = json.loads((Path(__file__).parent / "data" / "snapshots" / "ct129.json").read_text())
+    snaps = [
+        from_data(Snapshot, {**data, "host": name}, name) for name in ("h0", "h1", "h2", "h3")
+    ]
+    with tempfile.TemporaryFile() as spool:
+        doc = _Spooled(spool)
+        doc.add(3, snaps[3])
+        doc.errors[2] = ("h2", CollectError('h2: probe said "\\u0000" and {"snapshots": []}'))
+        doc.add(0, snaps[0])
+        doc.add(1, snaps[1])
+        text = "".join(doc.pieces())
+    expected = {
+        "schema_version": SNAPSHOT_SCHEMA_VERSION,
+        "snapshots": [to_data(snaps[i]) for i in (0, 1, 3)],
+        "errors": [{"host": "h2", "error": str(doc.errors[2][1])}],
+    }
+    assert text == json.dumps(expected, indent=2) + "\n"

@@ -6,13 +6,14 @@ import argparse
 import contextlib
 import json
 import os
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from envsync import redact
-from envsync.cli.context import Context, collect_all, collect_many, collect_one
+from envsync.cli.context import Context, collect_all, collect_each, collect_many, collect_one
 from envsync.cli.output import emit, err, indent, render
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
 from envsync.errors import CollectError, InputError
@@ -55,29 +56,67 @@ def _pair_names(args: argparse.Namespace, ctx: Context, command: str) -> tuple[s
 
 def cmd_snapshot(args: argparse.Namespace, ctx: Context) -> ExitCode:
     _writable(args.output)
-    results = collect_many(ctx, [(name, None) for name in args.hosts])
-    errors = [
-        (name, r)
-        for name, r in zip(args.hosts, results, strict=True)
-        if isinstance(r, CollectError)
-    ]
-    snaps = [r for r in results if not isinstance(r, CollectError)]
-    for _, e in errors:
-        err(str(e))
     if len(args.hosts) == 1:
-        if errors:
+        (result,) = collect_many(ctx, [(args.hosts[0], None)])
+        if isinstance(result, CollectError):
+            err(str(result))
             return ExitCode.COLLECT
-        text = dumps_snapshot(snaps[0])
-    else:
+        emit(dumps_snapshot(result), args.output)
+        return ExitCode.OK
+    with tempfile.TemporaryFile() as spool:
+        doc = _snapshots_document(ctx, args.hosts, spool)
+        emit(doc.pieces(), args.output)
+    return ExitCode.COLLECT if doc.errors else ExitCode.OK
+
+
+class _Spooled:
+    """A multi-host snapshot document whose snapshots wait in a spool file, each written
+    there as its host answers: the command holds at most --jobs snapshots at a time, and
+    the document still lists them in the order the hosts were named."""
+
+    def __init__(self, spool: IO[bytes]) -> None:
+        self.spool = spool
+        self.placed: dict[int, tuple[int, int]] = {}  # host index -> (offset, length)
+        self.errors: dict[int, tuple[str, CollectError]] = {}
+
+    def add(self, i: int, snap: Snapshot) -> None:
+        # Each line indented as json.dumps(indent=2) indents an item of "snapshots" (a JSON
+        # string never holds a raw newline, so the replace touches only the layout).
+        data = json.dumps(to_data(snap), indent=2).replace("\n", "\n    ").encode()
+        self.spool.seek(0, os.SEEK_END)
+        self.placed[i] = (self.spool.tell(), len(data))
+        self.spool.write(data)
+
+    def pieces(self) -> Iterator[str]:
+        marks = {i: f"\0envsync-snapshot-{i}\0" for i in sorted(self.placed)}
         doc: dict[str, object] = {
             "schema_version": SNAPSHOT_SCHEMA_VERSION,
-            "snapshots": [to_data(s) for s in snaps],
+            "snapshots": list(marks.values()),
         }
-        if errors:
-            doc["errors"] = [{"host": name, "error": str(e)} for name, e in errors]
+        if self.errors:
+            doc["errors"] = [
+                {"host": name, "error": str(e)} for _, (name, e) in sorted(self.errors.items())
+            ]
         text = json.dumps(doc, indent=2) + "\n"
-    emit(text, args.output)
-    return ExitCode.COLLECT if errors else ExitCode.OK
+        for i, mark in marks.items():
+            before, text = text.split(json.dumps(mark), 1)
+            yield before
+            offset, length = self.placed[i]
+            self.spool.seek(offset)
+            yield self.spool.read(length).decode()
+        yield text
+
+
+def _snapshots_document(ctx: Context, hosts: list[str], spool: IO[bytes]) -> _Spooled:
+    doc = _Spooled(spool)
+    for i, result in collect_each(ctx, [(name, None) for name in hosts]):
+        if isinstance(result, CollectError):
+            err(str(result))
+            doc.errors[i] = (hosts[i], result)
+        else:
+            doc.add(i, result)
+        del result
+    return doc
 
 
 def cmd_lock(args: argparse.Namespace, ctx: Context) -> ExitCode:
@@ -213,19 +252,29 @@ def _diff_fleet(args: argparse.Namespace, ctx: Context) -> ExitCode:
     ref_name = args.reference
     resolve(ref_name, ctx.inventory)  # every name is checked before anything is collected
     targets = _targets(ctx, args.targets)
-    results = collect_many(
-        ctx,
-        [_reference_request(ctx, ref_name, targets), *[(t.name, t.options) for t in targets]],
-    )
-    reference = results[0]
-    if isinstance(reference, CollectError):
-        raise reference
-    reports: list[Report] = []
-    for target, snap in zip(targets, results[1:], strict=True):
-        if isinstance(snap, CollectError):
-            err(str(snap))
-            continue
-        reports.append(_compare(ctx, args, reference, target, snap))
+    requests = [_reference_request(ctx, ref_name, targets), *[(t.name, t.options) for t in targets]]
+    # Each target is compared as it arrives and only its report is kept (targets that
+    # answer before the reference wait for it).
+    reference: Snapshot | None = None
+    waiting: dict[int, Snapshot] = {}
+    done: dict[int, Report] = {}
+    failures: dict[int, CollectError] = {}
+    for i, result in collect_each(ctx, requests):
+        if isinstance(result, CollectError):
+            if i == 0:
+                raise result
+            failures[i - 1] = result
+        elif i == 0:
+            reference = result
+        else:
+            waiting[i - 1] = result
+        del result
+        if reference is not None:
+            for j in list(waiting):
+                done[j] = _compare(ctx, args, reference, targets[j], waiting.pop(j))
+    for j in sorted(failures):
+        err(str(failures[j]))
+    reports = [done[j] for j in sorted(done)]
     if reports:
         emit(render(args.format, reports, args.output, fleet=True), args.output)
     for report in reports:
@@ -246,15 +295,19 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> ExitCode:
         )
     reference = read_lock(Path(args.lock))
     targets = _targets(ctx, hosts)
-    snaps = collect_many(ctx, [(t.name, t.options) for t in targets])
-    reports: list[Report] = []
-    failed = False
-    for target, snap in zip(targets, snaps, strict=True):
+    done: dict[int, Report] = {}
+    failures: dict[int, CollectError] = {}
+    # each target is compared as it arrives: only its report is kept
+    for i, snap in collect_each(ctx, [(t.name, t.options) for t in targets]):
         if isinstance(snap, CollectError):
-            err(str(snap))
-            failed = True
-            continue
-        reports.append(_compare(ctx, args, reference, target, snap))
+            failures[i] = snap
+        else:
+            done[i] = _compare(ctx, args, reference, targets[i], snap)
+        del snap
+    for i in sorted(failures):
+        err(str(failures[i]))
+    failed = bool(failures)
+    reports = [done[i] for i in sorted(done)]
     from envsync.report import render as render_reports
 
     emit(render(args.format, reports, args.output), args.output)

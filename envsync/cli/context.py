@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from envsync.cli.output import note
@@ -64,20 +64,24 @@ def collect_one(ctx: Context, name: str, options: ProbeOptions | None = None) ->
     return snap
 
 
-def collect_many(ctx: Context, requests: Sequence[Request]) -> list[Snapshot | CollectError]:
-    """Snapshots of several HOSTs in parallel (at most --jobs at once), in the order asked;
-    a host that fails gives its CollectError in its place and does not stop the others."""
+def collect_each(
+    ctx: Context, requests: Sequence[Request]
+) -> Iterator[tuple[int, Snapshot | CollectError]]:
+    """Snapshots of several HOSTs in parallel (at most --jobs at once), each as it arrives,
+    with its index in `requests`; a host that fails gives its CollectError and does not
+    stop the others. Nothing is kept once it is handed on: a caller that writes each
+    snapshot out holds at most --jobs of them, however many hosts there are."""
     for name, _ in requests:
         resolve(name, ctx.inventory)  # every name is checked before anything is collected
     if len(requests) == 1:
         name, options = requests[0]
         try:
-            return [collect_one(ctx, name, options)]
+            yield 0, collect_one(ctx, name, options)
         except CollectError as e:
-            return [e]
+            yield 0, e
+        return
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    results: list[Snapshot | CollectError | None] = [None] * len(requests)
     progress = None
     if sys.stderr.isatty() and not ctx.quiet:
         from rich.console import Console
@@ -93,13 +97,28 @@ def collect_many(ctx: Context, requests: Sequence[Request]) -> list[Snapshot | C
             pool.submit(collect_one, ctx, name, options): i
             for i, (name, options) in enumerate(requests)
         }
-        for job in as_completed(jobs):
-            try:
-                results[jobs[job]] = job.result()
-            except CollectError as e:
-                results[jobs[job]] = e
-            if progress is not None and task is not None:
-                progress.advance(task)
+        try:
+            for job in as_completed(jobs):
+                i = jobs.pop(job)  # as_completed lets go of it too: its snapshot goes with it
+                try:
+                    result: Snapshot | CollectError = job.result()
+                except CollectError as e:
+                    result = e
+                del job
+                if progress is not None and task is not None:
+                    progress.advance(task)
+                yield i, result
+                del result
+        finally:  # a caller that stops early (an error): hosts not started are not collected
+            for job in jobs:
+                job.cancel()
+
+
+def collect_many(ctx: Context, requests: Sequence[Request]) -> list[Snapshot | CollectError]:
+    """collect_each's results in the order asked."""
+    results: list[Snapshot | CollectError | None] = [None] * len(requests)
+    for i, result in collect_each(ctx, requests):
+        results[i] = result
     return [r for r in results if r is not None]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,11 +26,16 @@ def note(quiet: bool, message: str) -> None:
         print(redact.text(message), file=sys.stderr)
 
 
-def emit(text: str, output: str | None) -> None:
+def emit(text: str | Iterable[str], output: str | None) -> None:
+    """Write the command's output (a string, or its pieces as they are made) to the -o
+    file, all or nothing, or to stdout."""
     if output:
         write_atomic(Path(output), text)
-    else:
+    elif isinstance(text, str):
         sys.stdout.write(text)
+    else:
+        for piece in text:
+            sys.stdout.write(piece)
 
 
 def render(fmt: str, reports: Sequence[Report], output: str | None, *, fleet: bool = False) -> str:
