@@ -397,9 +397,7 @@ def test_a_multi_host_snapshot_is_spooled_and_written_in_the_order_named(tmp_pat
     from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot, from_data, to_data
 
     data = json.loads((Path(__file__).parent / "data" / "snapshots" / "ct129.json").read_text())
-    snaps = [
-        from_data(Snapshot, {**data, "host": name}, name) for name in ("h0", "h1", "h2", "h3")
-    ]
+    snaps = [from_data(Snapshot, {**data, "host": name}, name) for name in ("h0", "h1", "h2", "h3")]
     with tempfile.TemporaryFile() as spool:
         doc = _Spooled(spool)
         doc.add(3, snaps[3])

@@ -86,13 +86,13 @@ class _Analysis:
 
 
 class _ReferenceSide:
-    """The same startup (the target's command) read on the reference's graph: whether an
-    import that fails on the target works there. Computed only when a failure asks."""
+    """Whether an import that fails on the target fails on the reference too, read on the
+    reference's graph (collected for the same startup). Only the statements asked about
+    are looked at: no reachability is computed on the reference."""
 
-    def __init__(self, reference: Snapshot, startup: Startup) -> None:
+    def __init__(self, reference: Snapshot) -> None:
         self.reference = reference
-        self.startup = startup
-        self._analysis: _Analysis | None = None
+        self.index = GraphIndex(reference.startup) if reference.startup is not None else None
 
     @property
     def why_unchecked(self) -> str | None:
@@ -103,28 +103,24 @@ class _ReferenceSide:
             )
         return None
 
-    def analysis(self) -> _Analysis:
-        if self._analysis is None:
-            self._analysis = _Analysis(self.reference.startup, self.startup, self.startup.command)
-        return self._analysis
-
     def fails_too(self, failure: Failure) -> bool:
-        """The reference's own startup stops on the same statement (not drift)."""
-        if self.reference.startup is None:
+        """The reference's own module holds the same import in the same context, and it
+        cannot succeed there either: not this difference's doing."""
+        if self.index is None:
             return False
-        key = (failure.importer, failure.module, failure.missing_name, failure.edge.line)
         return any(
-            (f.importer, f.module, f.missing_name, f.edge.line) == key and f.context == "module"
-            for f in self.analysis().failures
+            b.module == failure.module
+            and b.missing_name == failure.missing_name
+            and b.edge.context == failure.edge.context
+            and b.edge.statement == failure.edge.statement
+            for b in self.index.broken_imports(failure.importer)
         )
 
     def works(self, failure: Failure) -> Evidence | None:
         """Evidence that the statement failing on the target succeeds on the reference."""
-        if self.reference.startup is None:
+        if self.index is None or self.reference.startup is None:
             return None
-        index = self.analysis().index
-        assert index is not None
-        verdict, where = index.import_works(failure.edge.module, failure.missing_name)
+        verdict, where = self.index.import_works(failure.edge.module, failure.missing_name)
         if verdict is not True or where is None:
             return None
         facts = self.reference.startup.modules.get(where)
@@ -153,7 +149,7 @@ def classify(
     graph = None if blind else target.startup
     analysis = _Analysis(graph, startup, startup.command)
     notes = [blind] if blind else []
-    side = _ReferenceSide(reference, startup)
+    side = _ReferenceSide(reference)
     findings = [
         _classify_one(d, reference, target, analysis, startup, side)
         for d in diffs

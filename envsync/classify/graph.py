@@ -148,6 +148,8 @@ class GraphIndex:
         self._bound: dict[str, set[str] | None] = {}
         self._lookups: dict[tuple[str, str], tuple[bool | None, str | None]] = {}
         self._steps: dict[str, Steps] = {}
+        self._ordered: dict[str, list[tuple[int, list[str]]]] = {}
+        self._internal = frozenset(graph.internal)
 
     def steps(self, name: str) -> Steps:
         """_steps of a module, computed once for every root and flag tried."""
@@ -298,34 +300,51 @@ class GraphIndex:
         a depth-first walk in line order. The first broken import in this order is the
         one that stops startup.
         """
-        modules = self.graph.modules
-        internal = set(self.graph.internal)
         order: dict[tuple[str, int], int] = {}
         seen: set[str] = set()
         for start in (name for root in roots for name in seeds(self.graph, root)):
             if start in seen:
                 continue
             seen.add(start)
-            stack = [iter(sorted(modules[start].imports, key=lambda e: e.line))]
+            stack = [iter(self._running(start))]
             names = [start]
             while stack:
-                edge = next(stack[-1], None)
-                if edge is None:
+                step = next(stack[-1], None)
+                if step is None:
                     stack.pop()
                     names.pop()
                     continue
-                if edge.context not in RUNS:
-                    continue
-                order.setdefault((names[-1], edge.line), len(order))
-                for target in _targets(edge, modules):
-                    if target in seen or target.partition(".")[0] not in internal:
+                line, targets = step
+                order.setdefault((names[-1], line), len(order))
+                for target in targets:
+                    if target in seen:
                         continue
                     seen.add(target)
-                    facts = modules.get(target)
-                    if facts is not None:
-                        stack.append(iter(sorted(facts.imports, key=lambda e: e.line)))
-                        names.append(target)
+                    stack.append(iter(self._running(target)))
+                    names.append(target)
         return order
+
+    def _running(self, name: str) -> list[tuple[int, list[str]]]:
+        """A module's running import statements in line order, each with the modules of
+        the followed packages it imports (computed once for every root and flag tried)."""
+        found = self._ordered.get(name)
+        if found is None:
+            modules = self.graph.modules
+            internal = self._internal
+            facts = modules.get(name)
+            found = self._ordered[name] = [
+                (
+                    edge.line,
+                    [
+                        t
+                        for t in _targets(edge, modules)
+                        if t.partition(".")[0] in internal and t in modules
+                    ],
+                )
+                for edge in sorted(facts.imports if facts else (), key=lambda e: e.line)
+                if edge.context in RUNS
+            ]
+        return found
 
     def failures(self, reached: dict[str, Reach], roots: Sequence[Root] = ()) -> list[Failure]:
         """Imports in reached modules (lazy ones inside functions too) that cannot succeed.
