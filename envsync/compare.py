@@ -10,7 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from envsync.classify import Startup, classify
-from envsync.classify.rules import RulePack, active_roots, all_modules, packs_for, script_rule
+from envsync.classify.rules import (
+    RulePack,
+    active_roots,
+    all_modules,
+    for_version,
+    packs_for,
+    script_rule,
+)
 from envsync.collect import ProbeOptions
 from envsync.collect.importcheck import check_imports
 from envsync.command import effective_command, launch_of, parse_flags
@@ -126,7 +133,8 @@ def startup(target: Target, snap: Snapshot) -> Startup:
     return Startup(
         entrypoint=entry,
         command=command,
-        packs=target.packs,
+        # a flag's default as the target's version of the package has it
+        packs=for_version(target.packs, {d.name: d.version for d in snap.distributions}),
         launcher=tuple(r for r in launcher if ":" not in r),
         shown=target.shown,
         unreadable=target.unreadable,

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from envsync.documents import read_toml
 from envsync.errors import InputError
@@ -35,10 +39,20 @@ class FlagValue:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class VersionDefault:
+    """The flag's default in the versions of the pack's package that `version` matches."""
+
+    version: str  # a PEP 440 specifier set: "<0.4.4.post2"
+    value: str
+    source: str = ""  # where the package's source says so
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FlagRule:
     flag: str
     reason: str
     default: str | None = None
+    defaults: tuple[VersionDefault, ...] = ()  # the first that matches wins over `default`
     values: Mapping[str, FlagValue] = field(default_factory=dict)
     prefer: tuple[str, ...] = ()  # order in which values are offered as workarounds
     workaround: bool = True
@@ -61,6 +75,7 @@ class RulePack:
     name: str
     origin: str
     description: str = ""
+    package: str = ""  # the distribution whose version picks versioned defaults (its name)
     entrypoints: tuple[str, ...] = ()
     startup: tuple[StartupModule, ...] = ()
     flags: tuple[FlagRule, ...] = ()
@@ -157,6 +172,24 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
         default = item.get("default")
         if default is not None and (not isinstance(default, str) or default not in values):
             raise RulesError(f"{origin}: {where}.default {default!r} is not one of its values")
+        versioned = []
+        for j, entry in enumerate(_array(item, "defaults", origin)):
+            at = f"{where}.defaults[{j}]"
+            if not isinstance(entry, dict):
+                raise RulesError(f"{origin}: {at} must be a table")
+            spec = _str(entry, "version", at, origin)
+            try:
+                SpecifierSet(spec)
+            except InvalidSpecifier as e:
+                raise RulesError(f"{origin}: {at}.version {spec!r} is not a version range") from e
+            value = _str(entry, "value", at, origin)
+            if value not in values:
+                raise RulesError(f"{origin}: {at}.value {value!r} is not one of its values")
+            versioned.append(
+                VersionDefault(
+                    version=spec, value=value, source=_str(entry, "source", at, origin, "")
+                )
+            )
         workaround = item.get("workaround", True)
         if not isinstance(workaround, bool):
             raise RulesError(f"{origin}: {where}.workaround must be true or false")
@@ -165,6 +198,7 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
                 flag=flag,
                 reason=_str(item, "reason", where, origin, ""),
                 default=default,
+                defaults=tuple(versioned),
                 values=values,
                 prefer=prefer,
                 workaround=workaround,
@@ -191,6 +225,7 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
         name=_str(pack, "name", "pack", origin),
         origin=origin,
         description=_str(pack, "description", "pack", origin, ""),
+        package=_str(pack, "package", "pack", origin, _str(pack, "name", "pack", origin)),
         entrypoints=_str_list(pack.get("entrypoints", []), "pack.entrypoints", origin),
         startup=tuple(startup),
         flags=tuple(flags),
@@ -289,3 +324,28 @@ def active_roots(
                     )
                 )
     return tuple(roots)
+
+
+def for_version(packs: Sequence[RulePack], versions: Mapping[str, str]) -> tuple[RulePack, ...]:
+    """The packs with each flag's default as the installed version of the pack's package
+    has it (`versions`: distribution name -> version on the target). A version envsync
+    cannot read keeps the pack's plain default."""
+    out = []
+    for pack in packs:
+        raw = versions.get(canonicalize_name(pack.package))
+        try:
+            version = Version(raw) if raw else None
+        except InvalidVersion:
+            version = None
+        if version is None or not any(rule.defaults for rule in pack.flags):
+            out.append(pack)
+            continue
+        flags = []
+        for rule in pack.flags:
+            match = next(
+                (d for d in rule.defaults if version in SpecifierSet(d.version, prereleases=True)),
+                None,
+            )
+            flags.append(replace(rule, default=match.value) if match else rule)
+        out.append(replace(pack, flags=tuple(flags)))
+    return tuple(out)

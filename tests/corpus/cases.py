@@ -137,6 +137,32 @@ CASES = (
         ),
     ),
     Case(
+        id="xgrammar-cached-compiler-default-backend",
+        report="sgl-project/sglang#2166, launched without --grammar-backend",
+        reported="the reporter chose --grammar-backend xgrammar; 0.3.6's default is outlines",
+        sglang="sglang==0.3.6",
+        reference=(),
+        target=("xgrammar==0.1.6",),
+        culprit="xgrammar",
+        expected="benign",
+        why="0.3.6's default grammar backend is outlines: the scheduler imports "
+        "xgrammar_backend only when --grammar-backend xgrammar is given, and no other "
+        "module imports xgrammar",
+        source_facts=(
+            ("sglang/srt/server_args.py", 117, 'grammar_backend: Optional[str] = "outlines"'),
+            (
+                "sglang/srt/managers/scheduler.py",
+                272,
+                'elif server_args.grammar_backend == "xgrammar":',
+            ),
+            (
+                "sglang/srt/managers/scheduler.py",
+                273,
+                "from sglang.srt.constrained.xgrammar_backend",
+            ),
+        ),
+    ),
+    Case(
         id="transformers-5.3-gemma4",
         report="SGLang's model registry: 'Ignore import error when loading sglang.srt.models.X' "
         "(mechanism from sgl-project/sglang PR #1513)",
