@@ -219,6 +219,7 @@ def _reference_request(
         base,
         roots=tuple(dict.fromkeys(r for o in every for r in o.roots)),
         internal=tuple(dict.fromkeys(i for o in every for i in o.internal)),
+        lazy_graph=True,
     )
 
 

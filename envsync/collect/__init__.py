@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from envsync.documents import NESTED, too_large
 from envsync.errors import CollectError
 from envsync.inventory import HostSpec
-from envsync.model import DecodeError, Snapshot, from_data
+from envsync.model import DecodeError, ModuleFacts, Snapshot, from_data
 from envsync.runner import CommandNotFound, Runner
 
 DEFAULT_TIMEOUT = 300.0
@@ -52,6 +54,9 @@ class ProbeOptions:
     # host (default: home); isolated (-I, -P): its folder is not put first on sys.path.
     workdir: str | None = None
     isolated: bool = False
+    # envsync's side only: decode the graph's modules when they are looked at (the
+    # reference's graph, of which a diff reads a few statements)
+    lazy_graph: bool = False
 
 
 def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
@@ -92,10 +97,10 @@ def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None)
         raise CollectError(
             f"{host.name}: probe failed with exit code {result.returncode}: {tail or 'no output'}"
         )
-    return parse_probe_output(host.name, result.stdout)
+    return parse_probe_output(host.name, result.stdout, lazy_graph=options.lazy_graph)
 
 
-def parse_probe_output(host: str, stdout: bytes) -> Snapshot:
+def parse_probe_output(host: str, stdout: bytes, *, lazy_graph: bool = False) -> Snapshot:
     why = too_large(len(stdout), host, "the probe's output")
     if why:
         raise CollectError(why)
@@ -109,7 +114,45 @@ def parse_probe_output(host: str, stdout: bytes) -> Snapshot:
             f"{host}: probe output is not JSON ({e.__class__.__name__}: {e}); it began {head!r}",
             tip="is the host's `python` a Python 3.8+ interpreter?",
         ) from e
+    graph = data.get("startup") if lazy_graph and isinstance(data, dict) else None
+    modules = graph.get("modules") if isinstance(graph, dict) else None
+    if isinstance(modules, dict):
+        data["startup"] = {**graph, "modules": {}}  # type: ignore[dict-item]
     try:
-        return from_data(Snapshot, data, host)
+        snap = from_data(Snapshot, data, host)
     except DecodeError as e:
         raise CollectError(f"{host}: probe output is not an envsync snapshot: {e}") from e
+    if isinstance(modules, dict) and snap.startup is not None:
+        lazy = LazyModules(modules, f"{host}.startup.modules")
+        snap = replace(snap, startup=replace(snap.startup, modules=lazy))
+    return snap
+
+
+class LazyModules(Mapping[str, ModuleFacts]):
+    """A graph's modules, each decoded when it is first looked at. One that does not
+    decode reads as an unreadable module (kind "error"): envsync cannot tell from it."""
+
+    def __init__(self, raw: dict[str, Any], where: str) -> None:
+        self._raw = raw
+        self._where = where
+        self._done: dict[str, ModuleFacts] = {}
+
+    def __getitem__(self, name: str) -> ModuleFacts:
+        found = self._done.get(name)
+        if found is None:
+            raw = self._raw[name]
+            try:
+                found = from_data(ModuleFacts, raw, f"{self._where}.{name}")
+            except DecodeError as e:
+                found = ModuleFacts(kind="error", error=str(e))
+            self._done[name] = found
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._raw

@@ -1,0 +1,38 @@
+"""The reference's graph is decoded module by module, when classification looks (a diff
+reads a few statements of it); a module that does not decode cannot break the command."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from envsync.collect import ProbeOptions, parse_probe_output, probe_argv, probe_source
+from envsync.inventory import HostSpec
+from envsync.runner.local import LocalRunner
+
+
+def probe_output() -> bytes:
+    spec = HostSpec(name="here", python=sys.executable)
+    options = ProbeOptions(roots=("envsync.vocab",), internal=("envsync",), cache_dir="")
+    result = LocalRunner("here").run(probe_argv(spec, options), input=probe_source(), timeout=120)
+    assert result.returncode == 0, result.stderr_tail()
+    return result.stdout
+
+
+def test_lazy_modules_decode_to_what_the_eager_decoder_gives() -> None:
+    out = probe_output()
+    eager = parse_probe_output("here", out).startup
+    lazy = parse_probe_output("here", out, lazy_graph=True).startup
+    assert eager is not None and lazy is not None
+    assert type(lazy.modules).__name__ == "LazyModules"
+    assert len(lazy.modules) == len(eager.modules) > 1
+    assert dict(lazy.modules) == dict(eager.modules)
+
+
+def test_a_module_that_does_not_decode_reads_as_unreadable() -> None:
+    data = json.loads(probe_output())
+    data["startup"]["modules"]["envsync.vocab"]["imports"] = "not a list"
+    lazy = parse_probe_output("here", json.dumps(data).encode(), lazy_graph=True).startup
+    assert lazy is not None
+    broken = lazy.modules["envsync.vocab"]
+    assert broken.kind == "error" and "envsync.vocab" in (broken.error or "")
