@@ -118,12 +118,12 @@ class _ReferenceSide:
 
     def works(self, failure: Failure) -> Evidence | None:
         """Evidence that the statement failing on the target succeeds on the reference."""
-        if self.index is None or self.reference.startup is None:
+        if self.index is None:
             return None
         verdict, where = self.index.import_works(failure.edge.module, failure.missing_name)
         if verdict is not True or where is None:
             return None
-        facts = self.reference.startup.modules.get(where)
+        facts = self.index.graph.modules.get(where)
         owner = _owner(self.reference, where)
         file = _short_file(facts.file if facts else None, where) or where
         what = (

@@ -221,11 +221,12 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
                 reason=_str(item, "reason", where, origin, ""),
             )
         )
+    name = _str(pack, "name", "pack", origin)
     return RulePack(
-        name=_str(pack, "name", "pack", origin),
+        name=name,
         origin=origin,
         description=_str(pack, "description", "pack", origin, ""),
-        package=_str(pack, "package", "pack", origin, _str(pack, "name", "pack", origin)),
+        package=_str(pack, "package", "pack", origin, name),
         entrypoints=_str_list(pack.get("entrypoints", []), "pack.entrypoints", origin),
         startup=tuple(startup),
         flags=tuple(flags),

@@ -223,6 +223,46 @@ def _reference_request(
     )
 
 
+def _compare_each(
+    ctx: Context,
+    args: argparse.Namespace,
+    targets: list[Target],
+    *,
+    reference: Snapshot | tuple[str, ProbeOptions | None],
+) -> tuple[list[Report], bool]:
+    """Collect the targets (and the reference, when it is a request) in parallel and
+    compare each target as it arrives, keeping only its report (targets that answer
+    before the reference wait for it). The reports in the order the targets were named,
+    and whether any target could not be collected (each said on stderr); a reference
+    that cannot be collected is raised."""
+    requests: list[tuple[str, ProbeOptions | None]] = [(t.name, t.options) for t in targets]
+    ref: Snapshot | None = None
+    if isinstance(reference, Snapshot):
+        ref, first = reference, 0  # first: the index of the first target among the requests
+    else:
+        requests.insert(0, reference)
+        first = 1
+    waiting: dict[int, Snapshot] = {}
+    done: dict[int, Report] = {}
+    failures: dict[int, CollectError] = {}
+    for i, result in collect_each(ctx, requests):
+        if i < first:
+            if isinstance(result, CollectError):
+                raise result
+            ref = result
+        elif isinstance(result, CollectError):
+            failures[i - first] = result
+        else:
+            waiting[i - first] = result
+        del result
+        if ref is not None:
+            for j in list(waiting):
+                done[j] = _compare(ctx, args, ref, targets[j], waiting.pop(j))
+    for j in sorted(failures):
+        err(str(failures[j]))
+    return [done[j] for j in sorted(done)], bool(failures)
+
+
 def _diff_pair(
     ctx: Context, args: argparse.Namespace, ref_name: str, tgt_name: str
 ) -> tuple[Target, Snapshot, Snapshot, Report]:
@@ -253,34 +293,14 @@ def _diff_fleet(args: argparse.Namespace, ctx: Context) -> ExitCode:
     ref_name = args.reference
     resolve(ref_name, ctx.inventory)  # every name is checked before anything is collected
     targets = _targets(ctx, args.targets)
-    requests = [_reference_request(ctx, ref_name, targets), *[(t.name, t.options) for t in targets]]
-    # Each target is compared as it arrives and only its report is kept (targets that
-    # answer before the reference wait for it).
-    reference: Snapshot | None = None
-    waiting: dict[int, Snapshot] = {}
-    done: dict[int, Report] = {}
-    failures: dict[int, CollectError] = {}
-    for i, result in collect_each(ctx, requests):
-        if isinstance(result, CollectError):
-            if i == 0:
-                raise result
-            failures[i - 1] = result
-        elif i == 0:
-            reference = result
-        else:
-            waiting[i - 1] = result
-        del result
-        if reference is not None:
-            for j in list(waiting):
-                done[j] = _compare(ctx, args, reference, targets[j], waiting.pop(j))
-    for j in sorted(failures):
-        err(str(failures[j]))
-    reports = [done[j] for j in sorted(done)]
+    reports, failed = _compare_each(
+        ctx, args, targets, reference=_reference_request(ctx, ref_name, targets)
+    )
     if reports:
         emit(render(args.format, reports, args.output, fleet=True), args.output)
     for report in reports:
         ctx.note(report.summary_line())
-    if len(reports) < len(targets):
+    if failed:
         return ExitCode.COLLECT
     return ExitCode.DRIFT if any(r.findings for r in reports) else ExitCode.OK
 
@@ -296,19 +316,7 @@ def cmd_check(args: argparse.Namespace, ctx: Context) -> ExitCode:
         )
     reference = read_lock(Path(args.lock))
     targets = _targets(ctx, hosts)
-    done: dict[int, Report] = {}
-    failures: dict[int, CollectError] = {}
-    # each target is compared as it arrives: only its report is kept
-    for i, snap in collect_each(ctx, [(t.name, t.options) for t in targets]):
-        if isinstance(snap, CollectError):
-            failures[i] = snap
-        else:
-            done[i] = _compare(ctx, args, reference, targets[i], snap)
-        del snap
-    for i in sorted(failures):
-        err(str(failures[i]))
-    failed = bool(failures)
-    reports = [done[i] for i in sorted(done)]
+    reports, failed = _compare_each(ctx, args, targets, reference=reference)
     from envsync.report import render as render_reports
 
     emit(render(args.format, reports, args.output), args.output)
