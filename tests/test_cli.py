@@ -231,6 +231,20 @@ def test_lock_without_host_or_reference_is_a_usage_error(
             2,
             "invalid requirements file",
         ),
+        # pip-api reads option lines with argparse, which would print its usage and exit
+        # (found by the hostile-input tests)
+        (
+            lambda d: (d / "r.txt").write_text("-h\n"),
+            ["snapshot", "{d}/r.txt"],
+            2,
+            "r.txt: invalid requirements file: an option line asks for help",
+        ),
+        (
+            lambda d: (d / "r.txt").write_text("xgrammar==0.1.32\n-e\n"),
+            ["snapshot", "{d}/r.txt"],
+            2,
+            "r.txt: invalid requirements file: argument -e/--editable: expected one argument",
+        ),
         (
             lambda d: (d / "r.txt").write_text("# nothing\n"),
             ["snapshot", "{d}/r.txt"],
