@@ -132,7 +132,8 @@ def check_writable(path: Path) -> None:
         raise OutputError(f"{path}: cannot write: Permission denied")
 
 
-def _write(f: IO[str], text: str | Iterable[str]) -> None:
+def write_pieces(f: IO[str], text: str | Iterable[str]) -> None:
+    """Write a string, or its pieces as they are made, to an open text file."""
     if isinstance(text, str):
         f.write(text)
     else:
@@ -150,7 +151,7 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     if path.exists() and not path.is_file() and not path.is_dir():
         try:
             with path.open("w", encoding="utf-8") as f:
-                _write(f, text)
+                write_pieces(f, text)
         except OSError as e:
             raise OutputError(f"{path}: cannot write: {e.strerror}") from e
         return
@@ -163,7 +164,7 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
         raise OutputError(f"{path}: cannot write: {e.strerror}") from e
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            _write(f, text)
+            write_pieces(f, text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException as e:  # a piece that fails to be made leaves no half file either

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envsync import redact
-from envsync.snapshot import write_atomic
+from envsync.snapshot import write_atomic, write_pieces
 
 if TYPE_CHECKING:
     from envsync.findings import Report
@@ -31,11 +31,8 @@ def emit(text: str | Iterable[str], output: str | None) -> None:
     file, all or nothing, or to stdout."""
     if output:
         write_atomic(Path(output), text)
-    elif isinstance(text, str):
-        sys.stdout.write(text)
     else:
-        for piece in text:
-            sys.stdout.write(piece)
+        write_pieces(sys.stdout, text)
 
 
 def render(fmt: str, reports: Sequence[Report], output: str | None, *, fleet: bool = False) -> str:
