@@ -221,7 +221,7 @@ def crash_after_death(inventory_path: Path, host: str, runs: int) -> float:
         started = time.perf_counter()
         subprocess.run(list(deployment.command), capture_output=True, check=False)
         lags.append(verdict.seconds - (time.perf_counter() - started))
-    Agent(spec, runner).call({"op": "stop", "name": "service"})
+    Agent(spec, runner).stop("service")
     runners.close()
     return statistics.median(lags)
 

@@ -64,7 +64,7 @@ def main() -> int:
         verdicts.append(verdict.seconds)
         deaths.append(death_time(spec.python, list(deployment.command)))
         assert verdict.kind == "crashed", verdict
-    Agent(spec, runner).call({"op": "stop", "name": "service"})
+    Agent(spec, runner).stop("service")
     envsync = statistics.median(verdicts)
     death = statistics.median(deaths)
     # The plain poll: checks /health at 0, 5, 10 ... s; a dead server never answers, so

@@ -29,6 +29,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from envsync.errors import CollectError
+from envsync.hostside.shared import strip_credentials
 from envsync.inventory import HostSpec
 from envsync.runner import Runner
 
@@ -123,10 +124,7 @@ def read_config(spec: HostSpec, runner: Runner) -> IndexConfig:
 
 def redact(url: str) -> str:
     """The URL without `user:password@`: credentials never go into a lock."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return strip_credentials(url)
 
 
 # ---------------------------------------------------------------------------------------
