@@ -2,8 +2,8 @@
 
 It travels as one bundle (envsync/bundle.py) and runs under another package name on hosts
 (boot.PACKAGE): its modules import only the standard library and, relatively, each other.
-The programs: `collect` (the probe), `agent.ops` (the agent), `importcheck`; boot.py loads
-them, torchdeep.py runs alone in a child interpreter.
+The programs: `collect` (the probe), `agent.ops` (the agent), `importcheck`, `pipconfig`;
+boot.py loads them, torchdeep.py runs alone in a child interpreter.
 
   probe     collect, interpreter, dists, files, editable, git, gitindex, machine, state,
             caches, finder, roots, startup, mentions, graphcache, analyse, astutil, lazy

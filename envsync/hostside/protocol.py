@@ -11,6 +11,7 @@ from __future__ import annotations
 COLLECT = "collect"  # the probe: the facts of a snapshot
 AGENT = "agent.ops"  # the agent: one operation that changes the host
 IMPORT_CHECK = "importcheck"  # the real-import check of the startup modules
+PIP_CONFIG = "pipconfig"  # the host pip's wheel tags and index configuration
 
 # The agent's operations: argv carries one JSON object {"op": NAME, ...}; archives travel
 # on stdin (unpack) and stdout (pack); the answer is one JSON object on stdout's last line.
