@@ -204,7 +204,7 @@ def _light():  # type: ignore[no-untyped-def]
 def crash_after_death(inventory_path: Path, host: str, runs: int) -> float:
     """Median seconds from the service's death to envsync smoke's `crashed` verdict: the
     example's ct200 service, which dies at once (its death is timed by running it here)."""
-    from envsync.apply import Agent
+    from envsync.apply.agent import Agent
     from envsync.inventory import load_inventory
     from envsync.service import deploy, smoke
 

@@ -257,16 +257,3 @@ def rollback(
         if e.kind == "no-backup":
             raise RollbackError(f"{spec.name}: no envsync backup on this host") from e
         raise RollbackError(e.message) from e
-
-
-__all__ = [
-    "Agent",
-    "AgentError",
-    "Applied",
-    "ApplyError",
-    "RollbackError",
-    "StalePlan",
-    "apply_plan",
-    "install_argv",
-    "rollback",
-]

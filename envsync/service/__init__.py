@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envsync import redact
-from envsync.apply import Agent, AgentError
+from envsync.apply.agent import Agent, AgentError
 from envsync.command import effective_command
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
