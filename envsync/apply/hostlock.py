@@ -104,17 +104,18 @@ def _taken(
         state = agent.locked(token)
         if state.ours:
             return state.stale
-    ended = outcome[0] if outcome else None
-    if isinstance(ended, EnvsyncError):
-        raise ended
-    if isinstance(ended, HoldRefused):
-        step = f"; its step (pid {ended.busy[0]}) is still running" if ended.busy else ""
-        waited = f" after waiting {ended.waited:g}s" if ended.waited else ""
-        raise TargetLocked(
-            f"{agent.spec.name}: locked by another envsync{waited}: {describe(ended.who)}{step}",
-            tip="wait for it to finish, or pass --wait SECONDS to queue behind it",
-        )
-    raise TargetLocked(
-        f"{agent.spec.name}: could not take the target's lock (its holder ended at once)",
-        tip="check that the host can run its python and write ~/.envsync/locks",
-    )
+    match outcome[0] if outcome else None:
+        case EnvsyncError() as error:
+            raise error
+        case HoldRefused(who=who, busy=busy, waited=wait):
+            step = f"; its step (pid {busy[0]}) is still running" if busy else ""
+            waited = f" after waiting {wait:g}s" if wait else ""
+            raise TargetLocked(
+                f"{agent.spec.name}: locked by another envsync{waited}: {describe(who)}{step}",
+                tip="wait for it to finish, or pass --wait SECONDS to queue behind it",
+            )
+        case _:  # the hold ended before it held: it could not take the lock at all
+            raise TargetLocked(
+                f"{agent.spec.name}: could not take the target's lock (its holder ended at once)",
+                tip="check that the host can run its python and write ~/.envsync/locks",
+            )
