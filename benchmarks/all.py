@@ -204,7 +204,7 @@ def _light():  # type: ignore[no-untyped-def]
 def crash_after_death(inventory_path: Path, host: str, runs: int) -> float:
     """Median seconds from the service's death to envsync smoke's `crashed` verdict: the
     example's ct200 service, which dies at once (its death is timed by running it here)."""
-    from envsync.apply import Agent
+    from envsync.apply.agent import Agent
     from envsync.inventory import load_inventory
     from envsync.service import deploy, smoke
 
@@ -221,7 +221,7 @@ def crash_after_death(inventory_path: Path, host: str, runs: int) -> float:
         started = time.perf_counter()
         subprocess.run(list(deployment.command), capture_output=True, check=False)
         lags.append(verdict.seconds - (time.perf_counter() - started))
-    Agent(spec, runner).call({"op": "stop", "name": "service"})
+    Agent(spec, runner).stop("service")
     runners.close()
     return statistics.median(lags)
 

@@ -1,8 +1,8 @@
 """Benchmark: collecting over SSH (real OpenSSH on loopback) against collecting locally.
 
 Three measurements, medians of interleaved runs, fresh `envsync` processes:
-  1. how to ship the probe: on stdin (what envsync does), as a `-c` argument, or uploaded
-     with SFTP then run (one connection each, same host);
+  1. how the probe runs: the host side's bundle on stdin, run from the host's cached copy
+     of it (what envsync does) or from memory (--no-cache), one connection, same host;
   2. overhead: `envsync snapshot` of a venv over SSH against the same venv locally;
   3. fleets: 8 hosts (8 sshd instances on loopback, each its own host) against 1.
 
@@ -27,7 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envsync.collect import BOOTSTRAP, probe_source  # noqa: E402
+from envsync.bundle import host_argv, host_input  # noqa: E402
+from envsync.hostside import protocol  # noqa: E402
 from envsync.inventory import HostSpec  # noqa: E402
 from envsync.runner.ssh import SSHRunner  # noqa: E402
 from tests.sshd import SSHD, available  # noqa: E402
@@ -54,32 +55,29 @@ def _openssh_true(servers: list[SSHD], known: Path) -> list[str]:
 
 
 def ship_methods(spec: HostSpec, python: str, runs: int) -> dict[str, float]:
-    """Median seconds per probe run for each way of shipping it, on one open connection."""
-    source = probe_source()
-    options = json.dumps({"watch": ["sglang"], "env": []})
+    """Median seconds per probe run for each way the host side may run, on one open
+    connection: from the host's cached copy of the bundle (its bytecode reused), or from
+    memory (--no-cache: nothing written on the host). Both ship the bundle on stdin."""
     runner = SSHRunner(spec)
-    conn = runner.connection()
-    remote_file = f"/tmp/envsync-probe-{time.time_ns()}.py"
-    conn.put(__import__("io").BytesIO(source), remote_file)
+    options = json.dumps({"watch": ["sglang"], "env": []})
 
-    def stdin() -> None:
-        runner.run([python, "-c", BOOTSTRAP, options], input=source, timeout=120)
+    def cached() -> None:
+        argv = host_argv(python, protocol.COLLECT, [options])
+        runner.run(argv, input=host_input(), timeout=120)
 
-    def argument() -> None:
-        runner.run([python, "-c", source.decode(), options], timeout=120)
+    def memory() -> None:
+        argv = host_argv(python, protocol.COLLECT, [options], cache_dir="")
+        runner.run(argv, input=host_input(), timeout=120)
 
-    def upload() -> None:
-        conn.put(__import__("io").BytesIO(source), remote_file)
-        runner.run([python, remote_file, options], timeout=120)
-
-    methods = {"stdin": stdin, "argument": argument, "upload (sftp) + run": upload}
+    methods = {"stdin, cached copy": cached, "stdin, from memory": memory}
     samples: dict[str, list[float]] = {name: [] for name in methods}
+    for fn in methods.values():
+        fn()  # the first run writes the cached copy
     for _ in range(runs):
         for name, fn in methods.items():
             started = time.perf_counter()
             fn()
             samples[name].append(time.perf_counter() - started)
-    runner.run(["rm", "-f", remote_file], timeout=30)
     runner.close()
     return {name: statistics.median(s) for name, s in samples.items()}
 
@@ -153,7 +151,7 @@ def main() -> int:
                 s.stop()
     medians = {name: statistics.median(s) for name, s in samples.items()}
     print(f"venv: {args.venv} (SGLang watched); runs: {args.runs}, interleaved; medians")
-    print("shipping the probe over one open SSH connection:")
+    print("the probe over one open SSH connection:")
     for name, value in sorted(shipping.items(), key=lambda kv: kv[1]):
         print(f"  {name:22s} {value * 1000:8.1f} ms")
     print("envsync snapshot, whole command:")

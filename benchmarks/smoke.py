@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envsync.apply import Agent  # noqa: E402
+from envsync.apply.agent import Agent  # noqa: E402
 from envsync.inventory import load_inventory  # noqa: E402
 from envsync.runner.local import LocalRunner  # noqa: E402
 from envsync.service import deploy, smoke  # noqa: E402
@@ -64,7 +64,7 @@ def main() -> int:
         verdicts.append(verdict.seconds)
         deaths.append(death_time(spec.python, list(deployment.command)))
         assert verdict.kind == "crashed", verdict
-    Agent(spec, runner).call({"op": "stop", "name": "service"})
+    Agent(spec, runner).stop("service")
     envsync = statistics.median(verdicts)
     death = statistics.median(deaths)
     # The plain poll: checks /health at 0, 5, 10 ... s; a dead server never answers, so

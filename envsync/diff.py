@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from envsync.collect.probe import package_file
 from envsync.findings import Difference
+from envsync.hostside.shared import package_file
 from envsync.model import Distribution, GitState, GpuInfo, Snapshot, Unavailable
 from envsync.vocab import KIND_RANK, Kind
 

@@ -28,31 +28,16 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from envsync.bundle import host_argv, host_input
 from envsync.errors import CollectError
+from envsync.hostside import protocol
+from envsync.hostside.shared import strip_credentials
 from envsync.inventory import HostSpec
 from envsync.runner import Runner
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 ACCEPT = f"{JSON_TYPE}, text/html;q=0.1"
 TIMEOUT = 30.0
-
-# Run by the host's interpreter (3.8+, stdlib and the host's own pip): the wheel tags it
-# accepts, pip's default index, and `pip config list` (files and PIP_* variables alike).
-SCRIPT = (
-    "import json,subprocess,sys\n"
-    "out={'tags':[],'default':None,'config':[],'error':None}\n"
-    "try:\n"
-    "    from pip._vendor.packaging.tags import sys_tags\n"
-    "    from pip._internal.models.index import PyPI\n"
-    "    out['tags']=[str(t) for t in sys_tags()]\n"
-    "    out['default']=PyPI.simple_url\n"
-    "    r=subprocess.run([sys.executable,'-m','pip','config','list'],"
-    "stdout=subprocess.PIPE,stderr=subprocess.PIPE,universal_newlines=True)\n"
-    "    out['config']=r.stdout.splitlines()\n"
-    "except Exception as e:\n"
-    "    out['error']='%s: %s'%(type(e).__name__,e)\n"
-    "sys.stdout.write(json.dumps(out))\n"
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +91,8 @@ def parse_config(lines: Sequence[str], default: str | None) -> tuple[tuple[str, 
 
 def read_config(spec: HostSpec, runner: Runner) -> IndexConfig:
     """The host's index configuration, read with its own interpreter and pip."""
-    result = runner.run([spec.python, "-c", SCRIPT], timeout=TIMEOUT)
+    argv = host_argv(spec.python, protocol.PIP_CONFIG)  # envsync/hostside/pipconfig.py
+    result = runner.run(argv, input=host_input(), timeout=TIMEOUT)
     try:
         data = json.loads(result.stdout.decode("utf-8", "replace"))
     except ValueError:
@@ -123,10 +109,7 @@ def read_config(spec: HostSpec, runner: Runner) -> IndexConfig:
 
 def redact(url: str) -> str:
     """The URL without `user:password@`: credentials never go into a lock."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return strip_credentials(url)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,15 +1,15 @@
-"""Secrets kept out of everything envsync shows or saves: the probe's rules, for envsync.
+"""Secrets kept out of everything envsync shows or saves: the host side's rules, for envsync.
 
-The rules live once, in the probe (envsync/collect/probe.py), which must run alone on a
-host; the probe redacts what a host sends, and envsync what it prints and writes itself:
-the service's command (its --api-key ...), the service's log, error lines.
+The rules live once, in envsync/hostside/shared.py, which runs alone on hosts too: the
+probe redacts what a host sends, and envsync what it prints and writes itself: the
+service's command (its --api-key ...), the service's log, error lines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envsync.collect import probe as _rules
+from envsync.hostside import shared as _rules
 
 REDACTED = _rules.REDACTED
 

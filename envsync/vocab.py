@@ -1,12 +1,15 @@
 """The vocabularies of envsync, each defined once, in its one order (surest or worst first).
 
-Every rank, sort order and CLI choice is derived from these tuples; a copy elsewhere (the
-probe, which runs on hosts without envsync) is tied to them by a test.
+Every rank, sort order and CLI choice is derived from these tuples. The import contexts
+are the host side's (envsync/hostside/shared.py: the probe records them on hosts, where
+envsync's own modules do not run).
 """
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
+
+from envsync.hostside import shared as _host
 
 # How much a difference matters to the service's startup, worst first.
 # unknown: envsync could not read the service's startup, so it cannot say; never benign.
@@ -27,11 +30,15 @@ FIX_KINDS: tuple[FixKind, ...] = get_args(FixKind)
 # Where an import statement stands, surest to run first. A path is as weak as its weakest
 # edge: a module reached through a `try` is guarded even if its own imports are not.
 # "fallback": an except body, which runs only when its try failed (judged with that try).
-Context = Literal["module", "if", "try", "fallback", "function", "typing"]
-CONTEXTS: tuple[Context, ...] = get_args(Context)
-CONTEXT_RANK: dict[str, int] = {c: i for i, c in enumerate(CONTEXTS)}
+# The one order is the host side's; the codec checks values against it at run time.
+if TYPE_CHECKING:
+    from envsync.hostside.shared import Context as Context
+else:
+    Context = Literal[_host.CONTEXTS]
+CONTEXTS: tuple[Context, ...] = _host.CONTEXTS
+CONTEXT_RANK: dict[str, int] = _host.CONTEXT_RANK
 # contexts that run when the module does
-RUNS: tuple[Context, ...] = ("module", "if", "try", "fallback")
+RUNS: tuple[Context, ...] = _host.RUNS
 
 # Which evidence decided a finding.
 EvidenceSource = Literal[
@@ -39,9 +46,8 @@ EvidenceSource = Literal[
 ]
 
 
-def weaker(a: Context, b: Context) -> Context:
-    """The less sure of two contexts (an import is as sure as the weakest step to it)."""
-    return a if CONTEXT_RANK[a] >= CONTEXT_RANK[b] else b
+# The less sure of two contexts (an import is as sure as the weakest step to it).
+weaker = _host.weaker
 
 
 # --prefer: pins and syncs; launch-flag workarounds wherever one exists; a flag only when

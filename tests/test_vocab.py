@@ -1,13 +1,18 @@
-"""Each vocabulary is defined once; every order derives from it, and host-side copies match."""
+"""Each vocabulary is defined once; every order derives from it, the host side's included."""
 
 from __future__ import annotations
 
+import ast
 import inspect
+from pathlib import Path
+from typing import get_args
 
 from envsync import vocab
-from envsync.apply import agent
-from envsync.collect import probe
 from envsync.findings import Report
+from envsync.hostside import shared
+from envsync.hostside.agent import paths as agent_paths
+from envsync.hostside.agent import service as agent_service
+from envsync.hostside.state import service_state
 
 
 def test_ranks_derive_from_the_one_order() -> None:
@@ -20,15 +25,38 @@ def test_ranks_derive_from_the_one_order() -> None:
     assert list(Report(reference="a", target="b").summary) == list(vocab.SEVERITIES)
 
 
-def test_the_probe_orders_contexts_as_envsync_does() -> None:
-    # the probe runs on hosts without envsync: it keeps a copy, tied here
-    assert probe.CONTEXTS == vocab.CONTEXTS
-    assert probe.deeper("function", "typing") == probe.deeper("typing", "function") == "typing"
+def test_envsync_uses_the_import_contexts_the_probe_records() -> None:
+    # one definition, on the host side: envsync's vocabulary is that very object
+    assert vocab.CONTEXTS is shared.CONTEXTS
+    assert vocab.RUNS is shared.RUNS
+    assert vocab.weaker is shared.weaker
+    # the codec checks graph edges against the same values
+    assert get_args(vocab.Context) == shared.CONTEXTS
+    # the type checkers' spelling of them (shared.Context) names the same values
+    tree = ast.parse(Path(shared.__file__).read_text())
+    (alias,) = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["Context"]
+    ]
+    assert isinstance(alias, ast.Subscript)
+    assert tuple(ast.literal_eval(alias.slice)) == shared.CONTEXTS
 
 
-def test_the_probe_and_the_agent_key_a_host_environment_alike(tmp_path: object) -> None:
-    # backups (agent) and kept service flags (probe) are found under the same key
-    assert inspect.getsource(probe.env_key) == inspect.getsource(agent.env_key)
+def test_the_probe_and_the_agent_key_a_host_environment_alike(tmp_path: Path) -> None:
+    # backups (agent) and kept service flags (probe) are found under the same key: both
+    # take their paths from the one StatePaths, and nobody else spells the key
     for prefix in ("/opt/venv", "/usr", str(tmp_path)):
-        assert probe.env_key(prefix) == agent.env_key(prefix)
-    assert len(probe.env_key("/opt/venv")) == 12
+        assert shared.StatePaths(prefix).key == shared.env_key(prefix)
+    assert len(shared.env_key("/opt/venv")) == 12
+    assert isinstance(agent_paths.STATE, shared.StatePaths)
+    hostside = Path(shared.__file__).parent
+    spelled = [
+        p.relative_to(hostside).as_posix()
+        for p in hostside.rglob("*.py")
+        if "hexdigest()[:12]" in p.read_text() or '"~/.envsync"' in p.read_text()
+    ]
+    assert spelled == ["shared.py"]
+    assert "StatePaths(" in inspect.getsource(service_state)
+    assert "STATE.service" in inspect.getsource(agent_service.read_service)

@@ -2,29 +2,25 @@
 
 The one stage with side effects. Every change goes through the host's Runner: pip runs
 with the target's own interpreter (and so its own pip configuration and index), files move
-as tar archives between the reference's and the target's agent (envsync/apply/agent.py).
+as tar archives between the reference's and the target's agent (envsync/hostside/agent/,
+through its client envsync/apply/agent.py).
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
-from typing import Any
 
-from envsync.apply.agent import ERROR_MARKER
+from envsync.apply.agent import Agent, AgentError, Restored
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import HostSpec
 from envsync.model import Snapshot, Unavailable
 from envsync.plan import Plan, Step
-from envsync.runner import CommandResult, Runner
+from envsync.runner import Runner
 
-AGENT_TIMEOUT = 600.0
 # pip's words (pip 20 to 26), then uv's, when an index cannot serve a requirement.
 _NOT_ON_INDEX = (
     "No matching distribution found",
@@ -34,22 +30,6 @@ _NOT_ON_INDEX = (
     "no versions of",
 )
 PIP_TIMEOUT = 1800.0
-# The agent travels as the -c argument (stdin carries its archives); the first line drops
-# the current directory from sys.path, as the probe's bootstrap does.
-_PREFIX = "import sys;sys.path[:1]==['']and sys.path.pop(0)\n"
-# The lock's own operations, and reads of the reference, are not done under the lock.
-_UNLOCKED_OPS = frozenset({"hold", "locked", "unlock", "pack", "watch"})
-
-
-class AgentError(EnvsyncError):
-    """The host agent failed: `kind` says how (its own word, or "crashed"); the caller
-    decides what that means for the user and which exit code it gets."""
-
-    exit_code = ExitCode.APPLY
-
-    def __init__(self, message: str, *, kind: str, tip: str | None = None) -> None:
-        super().__init__(message, tip=tip)
-        self.kind = kind
 
 
 class ApplyError(EnvsyncError):
@@ -66,63 +46,6 @@ class RollbackError(EnvsyncError):
 
 class StalePlan(EnvsyncError):
     """The target changed since the plan was made."""
-
-
-@cache
-def agent_source() -> str:
-    return _PREFIX + Path(__file__).with_name("agent.py").read_text(encoding="utf-8")
-
-
-class Agent:
-    """The agent on one host, through that host's runner.
-
-    With `lock` (the token of the target's lock, envsync/apply/hostlock.py) every operation
-    checks that this command still holds the lock and counts as running under it.
-    """
-
-    def __init__(self, spec: HostSpec, runner: Runner, *, lock: str | None = None) -> None:
-        self.spec = spec
-        self.runner = runner
-        self.lock = lock
-
-    def argv(self, op: dict[str, Any]) -> list[str]:
-        if self.lock is not None and op["op"] not in _UNLOCKED_OPS:
-            op = {**op, "lock": self.lock}
-        return [self.spec.python, "-c", agent_source(), json.dumps(op)]
-
-    def raw(
-        self, op: dict[str, Any], payload: bytes | None = None, *, timeout: float = AGENT_TIMEOUT
-    ) -> CommandResult:
-        result = self.runner.run(self.argv(op), input=payload, timeout=timeout)
-        if result.returncode != 0:
-            text = result.stderr.decode("utf-8", "replace")
-            marked = next(
-                (ln for ln in reversed(text.splitlines()) if ln.startswith(ERROR_MARKER)), None
-            )
-            kind, message = "crashed", result.stderr_tail(3) or "no output"
-            if marked is not None:
-                try:
-                    error = json.loads(marked[len(ERROR_MARKER) :])
-                    kind, message = str(error["kind"]), str(error["message"])
-                except (ValueError, KeyError, TypeError):
-                    pass
-            raise AgentError(f"{self.spec.name}: {op['op']}: {message}", kind=kind)
-        return result
-
-    def call(
-        self, op: dict[str, Any], payload: bytes | None = None, *, timeout: float = AGENT_TIMEOUT
-    ) -> dict[str, Any]:
-        stdout = self.raw(op, payload, timeout=timeout).stdout
-        out = stdout.decode("utf-8", "replace").strip().splitlines()
-        try:
-            answer = json.loads(out[-1]) if out else {}
-        except (ValueError, RecursionError):
-            answer = None
-        if not isinstance(answer, dict):
-            raise AgentError(
-                f"{self.spec.name}: {op['op']}: the agent answered no JSON object", kind="crashed"
-            )
-        return answer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,21 +136,20 @@ def apply_plan(
         if step.kind == "sync-file" and step.dist:
             files += _file_paths(target, step.dist, (*step.files, *step.remove)).values()
     try:
-        made = agent.call({"op": "backup", "id": ident, "dists": dists, "files": files})
+        backup = agent.backup(ident, dists=dists, files=files).path
     except AgentError as e:
         raise ApplyError(f"{e.message}; the backup failed, nothing was changed") from e
-    backup = str(made["backup"])
     try:
         for i, step in enumerate(plan.steps, 1):
             if on_step is not None:
                 on_step(i, step)
-            agent.call({"op": "journal", "id": ident, "event": f"step {i} started: {step.summary}"})
+            agent.journal(ident, f"step {i} started: {step.summary}")
             _run_step(
                 step, plan, agent, target, backup, runners, reference_spec, reference, pip_options
             )
-            agent.call({"op": "journal", "id": ident, "event": f"step {i} done"})
+            agent.journal(ident, f"step {i} done")
         # Applied once the journal says so: an interrupt before that is undone like a failure.
-        agent.call({"op": "journal", "id": ident, "event": "applied", "state": "applied"})
+        agent.journal(ident, "applied", state="applied")
     except EnvsyncError as e:
         _rollback_after(agent, ident, f"step {i} ({step.kind}: {step.summary}) failed: {e.message}")
     except BaseException:
@@ -251,7 +173,7 @@ def _check_paths(plan: Plan) -> None:
 
 def _rollback_after(agent: Agent, ident: str, why: str) -> None:
     try:
-        agent.call({"op": "restore", "id": ident})
+        agent.restore(ident)
     except EnvsyncError as e:
         raise RollbackError(
             f"{why}; rolling back ALSO failed: {e.message}",
@@ -275,28 +197,28 @@ def _run_step(
     spec = agent.spec
     if step.kind == "pin":
         constraints = f"{backup}/constraints.txt"
-        agent.call({"op": "write", "path": constraints, "text": _constraints(target, step.dists)})
+        agent.write(constraints, _constraints(target, step.dists))
         argv = install_argv(step, target, spec.python, constraints, pip_options)
         # Through the agent, so that the target's lock knows the installer is running.
         try:
-            result = agent.call({"op": "run", "argv": argv}, timeout=PIP_TIMEOUT)
+            result = agent.run(argv, timeout=PIP_TIMEOUT)
         except AgentError as e:
             if e.kind == "not-found":
                 raise ApplyError(f"{argv[0]} not found on {spec.name}") from e
             raise
-        if result["returncode"] == 0:
+        if result.returncode == 0:
             return
-        stderr = result["stderr"]
+        stderr = result.stderr
         unavailable = any(m in stderr for m in _NOT_ON_INDEX)
         if not (unavailable and step.fallback and reference_spec is not None):
             why = f"; {step.no_fallback}" if unavailable and step.no_fallback else ""
             tail = " | ".join(x.strip() for x in stderr.strip().splitlines()[-2:] if x.strip())
-            raise ApplyError(f"{step.installer} exited {result['returncode']}: {tail}{why}")
+            raise ApplyError(f"{step.installer} exited {result.returncode}: {tail}{why}")
         # The index cannot serve it: the reference's installed files can.
         _sync_dists(step.dists, agent, target, Agent(reference_spec, runners(reference_spec)))
         return
     if step.kind == "flag":
-        agent.call({"op": "set-service", "flags": dict(plan.flags)})
+        agent.set_flags(plan.flags)
         return
     if reference_spec is None or reference is None:
         raise ApplyError(f"{step.kind} needs the reference host, and it is a file here")
@@ -310,10 +232,8 @@ def _run_step(
         ref_paths = _file_paths(reference, step.dist, step.files)
         tgt_paths = _file_paths(target, step.dist, step.files)
         removed = _file_paths(target, step.dist, step.remove)
-        archive = source.raw({"op": "pack", "paths": ref_paths}).stdout
-        agent.call(
-            {"op": "unpack", "paths": tgt_paths, "remove": sorted(removed.values())}, archive
-        )
+        archive = source.pack_paths(ref_paths)
+        agent.unpack_paths(tgt_paths, archive, remove=sorted(removed.values()))
         return
     raise ApplyError(f"unknown step kind {step.kind!r}")
 
@@ -321,18 +241,18 @@ def _run_step(
 def _sync_dists(dists: Sequence[str], agent: Agent, target: Snapshot, source: Agent) -> None:
     """Replace each distribution's installed files with the reference's (per RECORD)."""
     for dist in dists:
-        archive = source.raw({"op": "pack", "root": "", "dist": dist}).stdout
-        agent.call({"op": "remove-dist", "name": dist})
+        archive = source.pack_dist(dist)
+        agent.remove_dist(dist)
         root = _location(target, dist) or "purelib"
-        agent.call({"op": "unpack", "root": root}, archive)
+        agent.unpack(root, archive)
 
 
 def rollback(
     spec: HostSpec, runner: Runner, ident: str = "latest", *, lock: str | None = None
-) -> dict[str, Any]:
+) -> Restored:
     """Restore the host's latest (or a named) backup; works after a killed apply too."""
     try:
-        return Agent(spec, runner, lock=lock).call({"op": "restore", "id": ident})
+        return Agent(spec, runner, lock=lock).restore(ident)
     except AgentError as e:
         if e.kind == "no-backup":
             raise RollbackError(f"{spec.name}: no envsync backup on this host") from e

@@ -9,7 +9,6 @@ A lock whose holder died with it is stale and taken over, with a message.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import socket
@@ -17,9 +16,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
 
-from envsync.apply import Agent
+from envsync.apply.agent import Agent, HoldEnded, Holder, HoldRefused
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import HostSpec
@@ -34,14 +32,12 @@ class TargetLocked(EnvsyncError):
     exit_code = ExitCode.LOCKED
 
 
-def describe(who: dict[str, Any]) -> str:
+def describe(who: Holder) -> str:
     """'pid 123 on buildbox (envsync repair --apply tgt) since 2026-...' from a lock's holder."""
-    if not who or who.get("damaged"):
+    if who.damaged:
         return "an unreadable lock file"
-    return (
-        f"pid {who.get('pid', '?')} on {who.get('host', '?')} "
-        f"({who.get('command', 'envsync')}) since {who.get('since', '?')}"
-    )
+    pid = who.pid if who.pid is not None else "?"
+    return f"pid {pid} on {who.host or '?'} ({who.command or 'envsync'}) since {who.since or '?'}"
 
 
 @contextmanager
@@ -55,16 +51,17 @@ def target_lock(
 ) -> Iterator[str]:
     """Hold the target's lock for the body; yields the token that operations carry."""
     token = secrets.token_hex(8)
-    who = {
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "command": command,
-        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+    who = Holder(
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        command=command,
+        since=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
     agent = Agent(spec, runner)
-    outcome: dict[str, Any] = {}
-    hold = {"op": "hold", "token": token, "who": who, "wait": max(0.0, wait)}
-    holder = threading.Thread(target=_hold, args=(agent, hold, outcome), daemon=True)
+    outcome: list[HoldRefused | HoldEnded | EnvsyncError] = []
+    holder = threading.Thread(
+        target=_hold, args=(agent, token, who, max(0.0, wait), outcome), daemon=True
+    )
     holder.start()
     stale = _taken(agent, token, holder, outcome)
     if stale is not None and on_stale is not None:
@@ -73,48 +70,52 @@ def target_lock(
         yield token
     finally:
         with suppress(EnvsyncError):
-            agent.call({"op": "unlock", "token": token})
+            agent.unlock(token)
         holder.join(timeout=10)
 
 
-def _hold(agent: Agent, hold: dict[str, Any], outcome: dict[str, Any]) -> None:
-    # The hold's output is a heartbeat, then its answer when it ends: at once when the lock
-    # is held by another, else when the lock is released or its client is gone.
+def _hold(
+    agent: Agent,
+    token: str,
+    who: Holder,
+    wait: float,
+    outcome: list[HoldRefused | HoldEnded | EnvsyncError],
+) -> None:
+    # The hold answers at once when the lock is held by another, else when the lock is
+    # released or its client is gone.
     try:
-        out = agent.raw(hold, timeout=float(hold["wait"]) + HOLD_TIMEOUT).stdout
-        lines = out.decode("utf-8", "replace").strip().strip(".").splitlines()
-        outcome.update(json.loads(lines[-1]) if lines else {})
-    except (EnvsyncError, ValueError) as e:
-        outcome["error"] = e
+        outcome.append(agent.hold(token, who, wait=wait, timeout=wait + HOLD_TIMEOUT))
+    except EnvsyncError as e:
+        outcome.append(e)
 
 
 def _taken(
-    agent: Agent, token: str, holder: threading.Thread, outcome: dict[str, Any]
-) -> dict[str, Any] | None:
+    agent: Agent,
+    token: str,
+    holder: threading.Thread,
+    outcome: list[HoldRefused | HoldEnded | EnvsyncError],
+) -> Holder | None:
     """Wait until the hold has the lock (its stale predecessor, if any), or say who has it."""
     started = time.monotonic()
     while True:
         holder.join(timeout=0.05 if time.monotonic() - started < 2 else 0.5)
         if not holder.is_alive():
             break
-        state = agent.call({"op": "locked", "token": token})
-        if state.get("ours"):
-            stale = state.get("stale")
-            return dict(stale) if isinstance(stale, dict) else None
-    error = outcome.get("error")
-    if isinstance(error, EnvsyncError):
-        raise error
-    if outcome.get("acquired") is False:
-        busy = outcome.get("busy") or []
-        step = f"; its step (pid {busy[0]}) is still running" if busy else ""
-        wait = float(outcome.get("waited") or 0)
-        waited = f" after waiting {wait:g}s" if wait else ""
-        raise TargetLocked(
-            f"{agent.spec.name}: locked by another envsync{waited}: "
-            f"{describe(outcome.get('who') or {})}{step}",
-            tip="wait for it to finish, or pass --wait SECONDS to queue behind it",
-        )
-    raise TargetLocked(
-        f"{agent.spec.name}: could not take the target's lock (its holder ended at once)",
-        tip="check that the host can run its python and write ~/.envsync/locks",
-    )
+        state = agent.locked(token)
+        if state.ours:
+            return state.stale
+    match outcome[0] if outcome else None:
+        case EnvsyncError() as error:
+            raise error
+        case HoldRefused(who=who, busy=busy, waited=wait):
+            step = f"; its step (pid {busy[0]}) is still running" if busy else ""
+            waited = f" after waiting {wait:g}s" if wait else ""
+            raise TargetLocked(
+                f"{agent.spec.name}: locked by another envsync{waited}: {describe(who)}{step}",
+                tip="wait for it to finish, or pass --wait SECONDS to queue behind it",
+            )
+        case _:  # the hold ended before it held: it could not take the lock at all
+            raise TargetLocked(
+                f"{agent.spec.name}: could not take the target's lock (its holder ended at once)",
+                tip="check that the host can run its python and write ~/.envsync/locks",
+            )

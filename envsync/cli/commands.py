@@ -594,7 +594,6 @@ def cmd_rollback(args: argparse.Namespace, ctx: Context) -> ExitCode:
     with _locked(ctx, args, spec) as lock:
         result = rollback(spec, ctx.runners(spec), args.backup or "latest", lock=lock)
     ctx.note(
-        f"{args.host}: restored {result.get('backup')} "
-        f"({', '.join(result.get('dists') or []) or 'files only'})",
+        f"{args.host}: restored {result.backup} ({', '.join(result.dists) or 'files only'})",
     )
     return ExitCode.OK

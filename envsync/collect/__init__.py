@@ -2,51 +2,34 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from functools import cache
-from pathlib import Path
 from typing import Any
 
+from envsync.bundle import host_argv, host_input
 from envsync.documents import NESTED, too_large
 from envsync.errors import CollectError
+from envsync.hostside import protocol
 from envsync.inventory import HostSpec
 from envsync.model import DecodeError, ModuleFacts, Snapshot, from_data
 from envsync.runner import CommandNotFound, Runner
 
 DEFAULT_TIMEOUT = 300.0
 
-# Read the probe from stdin and run it as __main__ with the host's own sys.path, minus
-# the current directory that `-c` puts first (a stray json.py there must not shadow the
-# stdlib).
-BOOTSTRAP = (
-    "import sys;sys.version_info<(3,8)and sys.exit("
-    "'envsync: the probe needs Python 3.8 or newer, this is '+sys.version.split()[0]);"
-    "sys.path[:1]==['']and sys.path.pop(0);"
-    "exec(compile(sys.stdin.read(),'<envsync-probe>','exec'),{'__name__':'__main__'})"
-)
 
-
-@cache
 def probe_source() -> bytes:
-    return Path(__file__).with_name("probe.py").read_bytes()
-
-
-@cache
-def probe_id() -> str:
-    """The probe's digest: its host-side caches of parsed facts are keyed by it."""
-    return hashlib.sha256(probe_source()).hexdigest()[:12]
+    """What the probe's command reads on stdin: the host side's bundle."""
+    return host_input()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeOptions:
     deep: bool = False
     timeout: float = DEFAULT_TIMEOUT
-    # The host-side cache folder for file hashes and the import graph (None:
-    # ~/.cache/envsync on the host, "": no cache). Startup import graph: the modules to
-    # start from (none: no graph) and the top-level packages to follow.
+    # The host-side cache folder for file hashes, the import graph and the host side's
+    # copy (None: ~/.cache/envsync on the host, "": none, nothing written). Startup import
+    # graph: the modules to start from (none: no graph) and the top-level packages to follow.
     roots: tuple[str, ...] = ()
     internal: tuple[str, ...] = ()
     cache_dir: str | None = None
@@ -66,14 +49,13 @@ def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
         "env": list(host.env),
         "deep": options.deep,
     }
-    payload["cache_dir"] = options.cache_dir
-    payload["probe_id"] = probe_id()
     if options.roots:
         payload["roots"] = list(options.roots)
         payload["internal"] = list(options.internal)
         payload["workdir"] = options.workdir
         payload["isolated"] = options.isolated
-    return [host.python, "-c", BOOTSTRAP, json.dumps(payload, separators=(",", ":"))]
+    options_json = json.dumps(payload, separators=(",", ":"))
+    return host_argv(host.python, protocol.COLLECT, [options_json], cache_dir=options.cache_dir)
 
 
 def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None) -> Snapshot:

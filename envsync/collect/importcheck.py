@@ -1,7 +1,7 @@
 """The real-import check (`--probe`): import the startup modules in the target's interpreter.
 
-Ground truth where the host's stack is importable; runs on the host like the probe, through
-the host's runner.
+Ground truth where the host's stack is importable; runs on the host like the probe
+(envsync/hostside/importcheck.py), through the host's runner.
 """
 
 from __future__ import annotations
@@ -9,31 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from envsync.bundle import host_argv, host_input
 from envsync.errors import CollectError
+from envsync.hostside import protocol
 from envsync.inventory import HostSpec
 from envsync.model import DecodeError, ImportOutcome, from_data
 from envsync.runner import CommandTimeout, Runner
 
-MARKER = "@@envsync-import-check@@"
-# Each module in turn, in one process, stopping at the first failure as startup would;
-# the outcome line is marked because the modules may print to stdout themselves.
-SCRIPT = (
-    "import sys;sys.path[:1]==['']and sys.path.pop(0)\n"
-    "import importlib,json,traceback\n"
-    "out=[]\n"
-    "for name in json.loads(sys.argv[1]):\n"
-    "    try:\n"
-    "        importlib.import_module(name)\n"
-    "        out.append({'module':name,'ok':True})\n"
-    "    except BaseException as e:\n"
-    "        tb=traceback.extract_tb(e.__traceback__)\n"
-    "        last=tb[-1] if tb else None\n"
-    "        out.append({'module':name,'ok':False,'exception':type(e).__name__,"
-    "'message':str(e).splitlines()[0] if str(e) else '',"
-    "'file':last.filename if last else None,'line':last.lineno if last else None})\n"
-    "        break\n"
-    f"sys.stdout.write('\\n{MARKER}'+json.dumps(out)+'\\n')\n"
-)
+MARKER = protocol.IMPORT_CHECK_MARKER
 DEFAULT_TIMEOUT = 180.0
 
 
@@ -41,7 +24,8 @@ def check_imports(
     host: HostSpec, runner: Runner, modules: Sequence[str], timeout: float = DEFAULT_TIMEOUT
 ) -> list[ImportOutcome]:
     try:
-        result = runner.run([host.python, "-c", SCRIPT, json.dumps(list(modules))], timeout=timeout)
+        argv = host_argv(host.python, protocol.IMPORT_CHECK, [json.dumps(list(modules))])
+        result = runner.run(argv, input=host_input(), timeout=timeout)
     except CommandTimeout:
         return [
             ImportOutcome(

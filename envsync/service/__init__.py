@@ -11,18 +11,19 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from envsync import redact
-from envsync.apply import Agent, AgentError
+from envsync.apply.agent import Agent, AgentError
 from envsync.command import effective_command
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec, parse_target
-from envsync.model import Crash, to_data
+from envsync.model import Crash
 from envsync.runner import Runner
 
 POLL_SECONDS = 0.2
@@ -40,12 +41,11 @@ class DeployError(EnvsyncError):
     exit_code = ExitCode.SMOKE
 
 
-def _agent_call(
-    spec: HostSpec, runner: Runner, op: dict[str, Any], lock: str | None = None
-) -> dict[str, Any]:
-    """The agent's answer; its failure is the service's (exit 5), not an apply's."""
+@contextmanager
+def _agent(spec: HostSpec, runner: Runner, lock: str | None = None) -> Iterator[Agent]:
+    """The host's agent; its failure is the service's (exit 5), not an apply's."""
     try:
-        return Agent(spec, runner, lock=lock).call(op)
+        yield Agent(spec, runner, lock=lock)
     except AgentError as e:
         raise DeployError(e.message) from e
 
@@ -128,16 +128,11 @@ def deploy(
     command = effective_command(service, spec, flags)
     if service.unit:
         unit = service.unit
-        _agent_call(
-            spec,
-            runner,
-            {
-                "op": "write-dropin",
-                "path": f"/etc/systemd/system/{unit}.d/envsync.conf",
-                "text": dropin_text(command, service.env, service.workdir),
-            },
-            lock,
-        )
+        with _agent(spec, runner, lock) as agent:
+            agent.write_dropin(
+                f"/etc/systemd/system/{unit}.d/envsync.conf",
+                dropin_text(command, service.env, service.workdir),
+            )
         since = time.strftime("%Y-%m-%d %H:%M:%S")
         for argv in (["systemctl", "daemon-reload"], ["systemctl", "restart", unit]):
             result = runner.run(argv, timeout=120)
@@ -146,20 +141,15 @@ def deploy(
                     f"{spec.name}: {shlex.join(argv)} failed: {result.stderr_tail(2)}"
                 )
         return _deployment(spec, service, command, since=since)
-    started = _agent_call(
-        spec,
-        runner,
-        {
-            "op": "start",
-            "name": PROCESS_NAME,
-            "argv": list(command),
-            "env": dict(service.env),
-            "cwd": service.workdir,
-            "port": service.port,
-        },
-        lock,
-    )
-    return _deployment(spec, service, command, pid=started.get("pid"))
+    with _agent(spec, runner, lock) as agent:
+        started = agent.start(
+            name=PROCESS_NAME,
+            argv=command,
+            env=service.env,
+            cwd=service.workdir,
+            port=service.port,
+        )
+    return _deployment(spec, service, command, pid=started.pid)
 
 
 def _deployment(
@@ -180,7 +170,8 @@ def _deployment(
 
 def keep_crash(spec: HostSpec, runner: Runner, crash: Crash | None) -> None:
     """Keep on the host the crash the smoke test saw (None: forget it, the service is up)."""
-    _agent_call(spec, runner, {"op": "set-service", "crash": to_data(crash) if crash else None})
+    with _agent(spec, runner) as agent:
+        agent.set_crash(crash)
 
 
 def stop(spec: HostSpec, runner: Runner, service: ServiceSpec, *, lock: str | None = None) -> str:
@@ -192,7 +183,8 @@ def stop(spec: HostSpec, runner: Runner, service: ServiceSpec, *, lock: str | No
                 f"{spec.name}: systemctl stop {service.unit} failed: {result.stderr_tail(2)}"
             )
         return f"unit {service.unit}"
-    stopped = _agent_call(spec, runner, {"op": "stop", "name": PROCESS_NAME}, lock).get("stopped")
+    with _agent(spec, runner, lock) as agent:
+        stopped = agent.stop(PROCESS_NAME)
     return f"process {stopped}" if stopped else "nothing (not running)"
 
 
@@ -263,12 +255,11 @@ class _Watch:
         """Read what is new; return whether the service is still alive."""
         d = self.deployment
         if d.mode == "process":
-            state = _agent_call(
-                self.spec, self.runner, {"op": "watch", "name": d.name, "offset": self.offset}
-            )
-            self.offset = state["offset"]
-            self.log += state["log"]
-            return bool(state["alive"])
+            with _agent(self.spec, self.runner) as agent:
+                state = agent.watch(d.name, self.offset)
+            self.offset = state.offset
+            self.log += state.log
+            return state.alive
         show = self.runner.run(
             ["systemctl", "show", d.name, "--property=ActiveState,SubState,MainPID,ExecMainStatus"],
             timeout=30,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from envsync.apply import Agent, AgentError, RollbackError, rollback
-from envsync.apply.agent import MANIFEST_MEMBER
+from envsync.hostside.agent.transfer import MANIFEST_MEMBER
 from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
 from tests.figures import add

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from envsync.collect.probe import analyze_source
+from envsync.hostside.analyse import analyze_source
 
 
 def contexts(source: str) -> dict[str, tuple[str, int | None]]:

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from envsync.collect import probe
+from envsync.hostside import dists, gitindex, machine, shared
+from envsync.hostside import git as checkout
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
 def test_probe_source_is_python38_syntax() -> None:
-    source = (Path(probe.__file__)).read_text()
-    ast.parse(source, feature_version=(3, 8))
+    for path in Path(shared.__file__).parent.rglob("*.py"):
+        ast.parse(path.read_text(), feature_version=(3, 8))
 
 
 @pytest.mark.parametrize(
@@ -27,7 +28,7 @@ def test_probe_source_is_python38_syntax() -> None:
     ],
 )
 def test_normalize(raw: str, normalized: str) -> None:
-    assert probe.normalize(raw) == normalized
+    assert shared.normalize(raw) == normalized
 
 
 def test_metadata_headers_stop_at_body_and_fold_continuations() -> None:
@@ -36,7 +37,7 @@ def test_metadata_headers_stop_at_body_and_fold_continuations() -> None:
         "Requires-Dist: torch>=1.10\nRequires-Dist: pydantic\nLicense: Apache\n  2.0\n\n"
         "Name: not-a-header\n"
     )
-    headers = probe.parse_metadata_headers(text)
+    headers = dists.parse_metadata_headers(text)
     assert headers["name"] == ["xgrammar"]
     assert headers["requires-dist"] == ["torch>=1.10", "pydantic"]
     assert headers["license"] == ["Apache\n2.0"]
@@ -44,7 +45,7 @@ def test_metadata_headers_stop_at_body_and_fold_continuations() -> None:
 
 def test_metadata_header_without_colon_is_malformed() -> None:
     with pytest.raises(ValueError, match="malformed header"):
-        probe.parse_metadata_headers("Name: x\nthis is not a header\n")
+        dists.parse_metadata_headers("Name: x\nthis is not a header\n")
 
 
 def test_record_rows_decode_urlsafe_base64_digests() -> None:
@@ -53,7 +54,7 @@ def test_record_rows_decode_urlsafe_base64_digests() -> None:
         '"pkg/a,b.py",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n'
         "pkg-1.dist-info/RECORD,,\n"
     )
-    rows = probe.parse_record(record)
+    rows = dists.parse_record(record)
     empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     assert rows == [
         ("pkg/__init__.py", empty),
@@ -76,12 +77,12 @@ def test_record_rows_decode_urlsafe_base64_digests() -> None:
     ],
 )
 def test_top_level_from_record_paths(paths: list[str], names: list[str]) -> None:
-    assert probe.top_level_from_files(paths) == names
+    assert dists.top_level_from_files(paths) == names
 
 
 def test_egg_requires_sections_become_markers() -> None:
     text = 'requests>=2\n\n[socks]\nPySocks!=1.5.7\n\n[:python_version < "3.8"]\nzipp\n'
-    assert probe.egg_requires(text) == [
+    assert dists.egg_requires(text) == [
         "requests>=2",
         'PySocks!=1.5.7; extra == "socks"',
         'zipp; python_version < "3.8"',
@@ -89,7 +90,7 @@ def test_egg_requires_sections_become_markers() -> None:
 
 
 def test_gpu_csv_recorded_blackwell_host() -> None:
-    gpus = probe.parse_gpu_csv((DATA / "nvidia-smi" / "ct200-query.csv").read_text())
+    gpus = machine.parse_gpu_csv((DATA / "nvidia-smi" / "ct200-query.csv").read_text())
     assert len(gpus) == 8
     assert gpus[0] == {
         "index": 0,
@@ -101,20 +102,20 @@ def test_gpu_csv_recorded_blackwell_host() -> None:
 
 
 def test_gpu_csv_not_available_fields_are_none() -> None:
-    (gpu,) = probe.parse_gpu_csv((DATA / "nvidia-smi" / "old-driver-query.csv").read_text())
+    (gpu,) = machine.parse_gpu_csv((DATA / "nvidia-smi" / "old-driver-query.csv").read_text())
     assert gpu["compute_capability"] is None
     assert gpu["name"] == "Tesla T4"
 
 
 def test_gpu_csv_garbage_is_an_error() -> None:
     with pytest.raises(ValueError, match="unexpected nvidia-smi line"):
-        probe.parse_gpu_csv("NVIDIA-SMI has failed because it couldn't communicate\n")
+        machine.parse_gpu_csv("NVIDIA-SMI has failed because it couldn't communicate\n")
 
 
 def test_cuda_version_from_the_nvidia_smi_banner() -> None:
     text = (DATA / "nvidia-smi" / "ct200-nvidia-smi.txt").read_text()
-    assert probe.parse_cuda_version(text) == "13.0"
-    assert probe.parse_cuda_version("no banner") is None
+    assert machine.parse_cuda_version(text) == "13.0"
+    assert machine.parse_cuda_version("no banner") is None
 
 
 @pytest.mark.parametrize(
@@ -135,12 +136,12 @@ def test_cuda_version_from_the_nvidia_smi_banner() -> None:
     ],
 )
 def test_secret_environment_values_are_redacted(name: str, value: str, shown: str) -> None:
-    assert probe.redact_env(name, value) == shown
+    assert shared.redact_env(name, value) == shown
 
 
 def test_direct_url_credentials_are_redacted() -> None:
     data = {"url": "git+https://tok:x-oauth@git.example/org/sglang.git", "vcs_info": {"vcs": "git"}}
-    assert probe.redact_data(data)["url"] == "git+https://<redacted>@git.example/org/sglang.git"
+    assert shared.redact_data(data)["url"] == "git+https://<redacted>@git.example/org/sglang.git"
 
 
 @pytest.mark.parametrize(
@@ -153,7 +154,7 @@ def test_direct_url_credentials_are_redacted() -> None:
     ],
 )
 def test_remote_urls_lose_their_credentials(url: str, clean: str) -> None:
-    assert probe.strip_credentials(url) == clean
+    assert shared.strip_credentials(url) == clean
 
 
 def test_git_state_of_a_linked_worktree_with_an_intent_to_add_entry(tmp_path: Path) -> None:
@@ -171,11 +172,11 @@ def test_git_state_of_a_linked_worktree_with_an_intent_to_add_entry(tmp_path: Pa
     (side / "pkg" / "b.py").write_text("B = 1\n")
     git(side, "add", "-N", "pkg/b.py")
     head = git(side, "rev-parse", "HEAD")
-    entries, width, _ = probe.read_index(
+    entries, width, _ = gitindex.read_index(
         str(Path(git(side, "rev-parse", "--absolute-git-dir")) / "index"), ("pkg/",)
     )
     assert width == 20 and [e["path"] for e in entries] == ["pkg/a.py", "pkg/b.py"]
-    state = probe.git_state({"pkg": str(side / "pkg")}, {"pkg/a.py", "pkg/b.py"})
+    state = checkout.git_state({"pkg": str(side / "pkg")}, {"pkg/a.py", "pkg/b.py"})
     assert (state["root"], state["commit"], state["branch"]) == (str(side), head, "side")
     assert state["added"] == ["pkg/b.py"] and state["modified"] == []
     assert state["untracked"] == [] and state["deleted"] == []

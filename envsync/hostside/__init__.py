@@ -1,0 +1,17 @@
+"""The host side: every line envsync runs on a host, stdlib only, Python 3.8 and newer.
+
+It travels as one bundle (envsync/bundle.py) and runs under another package name on hosts
+(boot.PACKAGE): its modules import only the standard library and, relatively, each other.
+The programs: `collect` (the probe), `agent.ops` (the agent), `importcheck`, `pipconfig`;
+boot.py loads them, torchdeep.py runs alone in a child interpreter.
+
+  probe     collect, interpreter, dists, files, editable, git, gitindex, machine, state,
+            caches, finder, roots, startup, mentions, graphcache, analyse, astutil, lazy
+  agent     agent/: ops (dispatch), paths, failure, transfer, backup, service, lock
+
+envsync itself may import only these: `shared` (redaction, names, the environment key,
+state paths, package files, temporary names, import contexts), `protocol` (program and
+operation names, markers), `boot` (the guard, the frame, the cache folder), and the pure
+parsers `dists` (metadata, RECORD, requires.txt), `machine` (nvidia-smi's output) and
+`gitindex` (a git index); tests read the rest.
+"""

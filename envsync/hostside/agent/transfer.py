@@ -1,0 +1,200 @@
+"""Files in and out of an environment: tar archives with their sha256, atomic writes.
+
+Every file is written through a fresh temporary one (never through a planted symlink);
+every archive entry is checked before the first is written, and every written file
+against the sender's manifest after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+
+from ..shared import is_temp_name, temp_name
+from .failure import Failure, refuse
+from .paths import STATE, dist_paths, in_package, inside, installed, package_root, relative
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import IO, Any
+
+MANIFEST_MEMBER = "__envsync_sha256__.json"
+
+
+def sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_json(path: str, data: Any) -> None:
+    """A JSON file of envsync's own, replaced whole and flushed to disk."""
+    tmp = temp_name(path)
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def put(target: str, source: IO[bytes], mode: int, mtime: float | None = None) -> None:
+    """Write a file through a fresh temporary one (never through a planted symlink)."""
+    directory = os.path.dirname(target)
+    if not os.path.isdir(directory):
+        os.makedirs(directory)
+    tmp = temp_name(target)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileExistsError:
+        os.unlink(tmp)  # a leftover of a killed run (unlinking a link is harmless)
+        fd = os.open(tmp, flags, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            shutil.copyfileobj(source, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode & 0o777)
+        if mtime is not None:
+            os.utime(tmp, (mtime, mtime))
+        os.replace(tmp, target)
+    except BaseException:
+        unlink(tmp)
+        raise
+
+
+def unlink(path: str) -> None:
+    """Remove a file if it is there (best effort)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        return
+
+
+def sweep(directories: list[str]) -> None:
+    """Remove the temporary files of writes that were killed half-way (see put)."""
+    for directory in directories:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            if is_temp_name(name):
+                unlink(os.path.join(directory, name))
+
+
+def op_pack(op: dict[str, Any]) -> bytes:
+    if "paths" in op:
+        for full in op["paths"].values():
+            if not in_package(full):
+                refuse(full, "not in a package directory of this environment")
+            if os.path.islink(full) or not os.path.isfile(full):
+                raise Failure("not-installed", f"{full} is not a file here")
+        return pack(op["paths"])
+    files = op.get("files")
+    if files is None:
+        found = installed(op["dist"])
+        if found is None:
+            raise Failure("not-installed", "{} is not installed here".format(op["dist"]))
+        location, entry, record = found
+        root = location
+        files = [os.path.relpath(p, location) for p in dist_paths(location, entry, record)]
+    else:
+        root = package_root(op["root"])
+        for rel in files:
+            relative(root, rel)
+    entries = {}
+    for rel in files:
+        full = os.path.join(root, rel)
+        # Scripts in bin/ carry this venv's own path: not copied.
+        if inside(root, rel) and os.path.isfile(full) and not os.path.islink(full):
+            entries[rel] = full
+    return pack(entries)
+
+
+def pack(entries: dict[str, str]) -> bytes:
+    """A tar of files {name in the archive: path here}, with a manifest of their sha256."""
+    hashes = {}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, full in sorted(entries.items()):
+            hashes[name] = sha256(full)
+            tar.add(full, arcname=name, recursive=False)
+        data = json.dumps(hashes).encode()
+        info = tarfile.TarInfo(MANIFEST_MEMBER)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def unpack(
+    payload: bytes, place: Callable[[tarfile.TarInfo], str | None], remove: list[str]
+) -> dict[str, Any]:
+    """Write each archived file where `place(member)` says (every entry checked before the
+    first is written), delete `remove` (absolute paths), then check every written file's
+    sha256 against the sender's manifest."""
+    written = {}
+    with tarfile.open(fileobj=io.BytesIO(payload)) as tar:
+        members = tar.getmembers()
+        expected: dict[str, str] = {}
+        targets = []
+        for member in members:
+            if member.name == MANIFEST_MEMBER:
+                if member.isfile():
+                    source = tar.extractfile(member)
+                    expected = json.loads(source.read().decode()) if source else {}
+                continue
+            if not member.isfile():
+                refuse(member.name, "not a regular file")
+            target = place(member)
+            if target is None:
+                refuse(member.name, "not a file of the plan")
+            targets.append((member, target))
+        for member, target in targets:
+            data = tar.extractfile(member)
+            if data is None:
+                continue
+            put(target, data, member.mode)
+            written[member.name] = sha256(target)
+    for path in remove:
+        if os.path.isfile(path) or os.path.islink(path):
+            os.unlink(path)
+    bad = sorted(rel for rel, digest in expected.items() if written.get(rel) != digest)
+    if bad:
+        raise Failure("hash-mismatch", "written files differ from the reference: " + ", ".join(bad))
+    return {"written": sorted(written)}
+
+
+def op_unpack(op: dict[str, Any], payload: bytes) -> dict[str, Any]:
+    """Files under `root` (by their relative names), or each key at its own path; every
+    path inside the environment's package directories (an editable's source tree too)."""
+    if "paths" in op:
+        paths = op["paths"]
+        for full in list(paths.values()) + list(op.get("remove", [])):
+            if not in_package(full):
+                refuse(full, "not in a package directory of this environment")
+        result = unpack(payload, lambda m: paths.get(m.name), op.get("remove", []))
+        missing = sorted(set(paths) - set(result["written"]))
+        if missing:
+            raise Failure("hash-mismatch", "the archive lacks " + ", ".join(missing))
+        return result
+    root = package_root(op["root"])
+    remove = [relative(root, r) for r in op.get("remove", [])]
+    return unpack(payload, lambda m: relative(root, m.name), remove)
+
+
+def op_write(op: dict[str, Any]) -> dict[str, Any]:
+    """A file of envsync's own (a backup's constraints): only under ~/.envsync/backups."""
+    path = op["path"]
+    backups = STATE.backups
+    if not isinstance(path, str) or not inside(backups, os.path.relpath(path, backups)):
+        refuse(path, "not in this environment's backup folder")
+    put(path, io.BytesIO(op["text"].encode()), 0o644)
+    return {}

@@ -1,0 +1,342 @@
+"""One module's source read with ast: its import edges, the names it binds, its lazy table.
+
+Each import edge records its context: "module" (runs when the module is imported), "if"
+(module level, under a condition), "try" (module level, inside a try whose first
+ImportError-catching handler swallows it), "fallback" (inside such a handler's body or
+another except body: runs only when the try failed; `group` names the try, so that the
+two are judged together), "typing" (under `if TYPE_CHECKING:`, never runs) or "function"
+(inside a def: runs only when called).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .astutil import (
+    bound_names,
+    call_name,
+    catches_import_error,
+    constant_import,
+    guards_import,
+    is_main_guard,
+    is_sys_modules_self,
+    is_try,
+    is_type_checking,
+    literal_strings,
+    suppresses_import_error,
+)
+from .lazy import LazyExports
+from .shared import CONTEXT_RANK, RUNS, weaker
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple, Union
+
+    from .shared import Context
+
+    Edge = Dict[str, Any]
+    FunctionDef = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+    Condition = Optional[str]
+    Group = Optional[int]
+    Bodies = Dict[str, Tuple[FunctionDef, List[Edge]]]
+
+STATEMENT_CHARS = 160
+
+
+def analyze_source(text: str, modname: str, is_package: bool) -> dict[str, Any]:
+    """Import edges, bound names and any lazy-export table of one module's source."""
+    return Analyser(text, modname, is_package).run(ast.parse(text))
+
+
+class Analyser:
+    """Reads one module's statements in the order Python runs them."""
+
+    def __init__(self, text: str, modname: str, is_package: bool) -> None:
+        self.lines = text.splitlines()
+        self.modname = modname
+        self.as_main = modname == "__main__"  # a script: its `if __name__ == "__main__":` runs
+        self.package = modname if is_package else modname.rpartition(".")[0]
+        # module-level function -> its imports, as if its body ran at module level
+        self.bodies: Bodies = {}
+        self.rerun = False  # reading a function's body again for `bodies`
+        self.imports: list[Edge] = []
+        self.defines: set[str] = set()
+        self.all: list[str] | None = None
+        self.dynamic = False
+        self.stars: list[str] = []
+        self.lazy = LazyExports(self.package, modname)
+        self.dynamic_imports = "import_module" in text or "__import__" in text
+
+    def run(self, tree: ast.Module) -> dict[str, Any]:
+        self.visit(tree.body, "module", None)
+        self.run_called(tree)
+        return {
+            "imports": self.imports,
+            "defines": sorted(self.defines),
+            "all": self.all,
+            "dynamic": self.dynamic,
+            "stars": self.stars,
+            "lazy": self.lazy.facts(),
+        }
+
+    # -- edges ----------------------------------------------------------------------------
+
+    def statement(self, node: ast.stmt | ast.expr) -> str:
+        lines = self.lines
+        first = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
+        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+        if end > node.lineno:
+            first += " ..."
+        return first[:STATEMENT_CHARS]
+
+    def absolute(self, node: ast.ImportFrom) -> str:
+        if not node.level:
+            return node.module or ""
+        base = self.package
+        for _ in range(node.level - 1):
+            base = base.rpartition(".")[0]
+        return base + ("." + node.module if node.module else "") if base else (node.module or "")
+
+    def add_edge(
+        self,
+        module: str,
+        names: list[str],
+        node: ast.stmt | ast.expr,
+        context: Context,
+        condition: Condition,
+        group: Group,
+    ) -> None:
+        self.imports.append(
+            {
+                "module": module,
+                "names": names,
+                "line": node.lineno,
+                "context": context,
+                "statement": self.statement(node),
+                "condition": condition,
+                "group": group,
+            }
+        )
+
+    def calls(self, node: ast.AST, context: Context, condition: Condition, group: Group) -> None:
+        """Constant importlib.import_module(...) calls anywhere in a statement."""
+        if not self.dynamic_imports:
+            return
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                module = constant_import(sub)
+                if module:
+                    self.add_edge(module, [], sub, context, condition, group)
+
+    # -- statements -----------------------------------------------------------------------
+
+    def visit(
+        self, body: list[ast.stmt], context: Context, condition: Condition, group: Group = None
+    ) -> None:
+        for node in body:
+            top = context in RUNS
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    self.add_edge(alias.name, [], node, context, condition, group)
+                    if top:
+                        self.defines.add(alias.asname or alias.name.partition(".")[0])
+            elif isinstance(node, ast.ImportFrom):
+                self.import_from(node, context, condition, group, top)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.function(node, context, condition, top)
+            elif isinstance(node, ast.ClassDef):
+                if top:
+                    self.defines.add(node.name)
+                self.visit(node.body, context, condition, group)
+            elif isinstance(node, ast.If):
+                self.branch(node, context, condition, group)
+            elif is_try(node):
+                self.attempt(node, context, condition, group)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    self.calls(item, context, condition, group)
+                if any(suppresses_import_error(i) for i in node.items):
+                    self.visit(node.body, weaker(context, "try"), condition, node.lineno)
+                else:
+                    self.visit(node.body, context, condition, group)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                if top and isinstance(node, (ast.For, ast.AsyncFor)):
+                    bound_names(node.target, self.defines)
+                self.visit(node.body, context, condition, group)
+                self.visit(node.orelse, context, condition, group)
+            elif isinstance(node, ast.Assign):
+                self.calls(node, context, condition, group)
+                if top and not self.rerun:
+                    self.assign(node)
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                self.calls(node, context, condition, group)
+                if top:
+                    bound_names(node.target, self.defines)
+                    if isinstance(node.target, ast.Name) and not self.rerun:
+                        self.lazy.tables.assign(node.target.id, node.value)
+            elif isinstance(node, ast.AugAssign):
+                self.calls(node, context, condition, group)
+                target = node.target
+                if top and isinstance(target, ast.Name) and target.id == "__all__":
+                    extra = literal_strings(node.value)
+                    if extra is not None and self.all is not None:
+                        self.all = self.all + extra
+            elif isinstance(node, (ast.Expr, ast.Return)):
+                self.calls(node, context, condition, group)
+                if top and not self.rerun:
+                    self.lazy.tables.mutate(node)
+
+    def import_from(
+        self, node: ast.ImportFrom, context: Context, condition: Condition, group: Group, top: bool
+    ) -> None:
+        target = self.absolute(node)
+        self.add_edge(target, [a.name for a in node.names], node, context, condition, group)
+        if top:
+            for alias in node.names:
+                if alias.name == "*":
+                    self.stars.append(target)
+                else:
+                    self.defines.add(alias.asname or alias.name)
+        elif context == "typing" and target.startswith(self.modname + ".") and not self.rerun:
+            # a lazy module's table may name what it imports for type checkers only
+            for alias in node.names:
+                if alias.name == "*":
+                    self.lazy.typing_stars.append(target)
+                else:
+                    self.lazy.typing_names.setdefault(alias.asname or alias.name, target)
+
+    def function(
+        self, node: FunctionDef, context: Context, condition: Condition, top: bool
+    ) -> None:
+        if top:
+            self.defines.add(node.name)
+            if node.name == "__getattr__" and not self.rerun:
+                self.dynamic = True
+                self.lazy.getattr = sorted(
+                    {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                )
+        self.visit(node.body, "function", condition)
+        if context == "module":
+            # Its imports once more, as if its body ran at module level (for a call of it
+            # while the module runs); its names are not the module's.
+            saved = (self.imports, self.defines, self.stars, self.all, self.dynamic)
+            self.imports, self.defines, self.stars = [], set(), []
+            self.rerun = True
+            self.visit(node.body, "module", None)
+            self.rerun = False
+            self.bodies[node.name] = (node, self.imports)
+            self.imports, self.defines, self.stars, self.all, self.dynamic = saved
+
+    def branch(self, node: ast.If, context: Context, condition: Condition, group: Group) -> None:
+        if self.as_main and is_main_guard(node.test):
+            self.visit(node.body, context, condition, group)
+        elif is_type_checking(node.test):
+            self.visit(node.body, weaker(context, "typing"), condition, group)
+            self.visit(node.orelse, context, condition, group)
+        else:
+            cond = condition or self.statement(node)
+            self.visit(node.body, weaker(context, "if"), cond, group)
+            self.visit(node.orelse, weaker(context, "if"), cond, group)
+
+    def attempt(self, node: ast.stmt, context: Context, condition: Condition, group: Group) -> None:
+        """A try statement (ast.TryStar too, which Python 3.8's ast does not know)."""
+        here = node.lineno
+        handlers: list[ast.ExceptHandler] = getattr(node, "handlers", [])
+        body: list[ast.stmt] = getattr(node, "body", [])
+        guarded = guards_import(handlers)
+        self.visit(body, weaker(context, "try") if guarded else context, condition, here)
+        for handler in handlers:
+            self.visit(handler.body, weaker(context, "fallback"), condition, here)
+        self.visit(getattr(node, "orelse", []), context, condition, group)
+        self.visit(getattr(node, "finalbody", []), context, condition, group)
+
+    def assign(self, node: ast.Assign) -> None:
+        """A module-level assignment: the names it binds, `__all__`, a lazy table."""
+        self.lazy.tables.mutate(node)
+        for target in node.targets:
+            bound_names(target, self.defines)
+            if isinstance(target, ast.Name):
+                if target.id == "__all__":
+                    self.all = literal_strings(node.value)
+                self.lazy.tables.assign(target.id, node.value)
+            if is_sys_modules_self(target):
+                self.lazy.replaced = True
+                self.lazy.replacement(node.value)
+        if call_name(node.value) == "attach" and isinstance(node.value, ast.Call):
+            self.lazy.attach(node.value)
+
+    # -- functions the module calls while it runs -----------------------------------------
+
+    def run_called(self, tree: ast.Module) -> None:
+        """A function the module calls while it runs imports what it imports then, as
+        surely as the call runs: `main()` at the bottom of a script is startup, not a
+        lazy import."""
+        functions = {name: body[0] for name, body in self.bodies.items()}
+        for name, context in called_at_import(tree, functions, self.as_main).items():
+            node, edges = self.bodies[name]
+            end = getattr(node, "end_lineno", None) or node.lineno
+            inside = {
+                (e["line"], e["module"])
+                for e in edges
+                if node.lineno <= e["line"] <= end and e["context"] != "function"
+            }
+            self.imports = [
+                e
+                for e in self.imports
+                if not (e["context"] == "function" and (e["line"], e["module"]) in inside)
+            ]
+            for edge in edges:
+                if (edge["line"], edge["module"]) in inside:
+                    ran = dict(edge, context=weaker(context, edge["context"]))
+                    ran["condition"] = ran["condition"] or f"{name}() runs while the module runs"
+                    self.imports.append(ran)
+
+
+def called_at_import(
+    tree: ast.Module, functions: dict[str, FunctionDef], as_main: bool
+) -> dict[str, Context]:
+    """Module-level functions the module calls while it runs (`main()`, `sys.exit(main())`,
+    and under `if __name__ == "__main__":` when it runs as a script), with the context of
+    the surest call; followed through the calls those functions make in turn."""
+    called: dict[str, Context] = {}
+
+    def calls(node: ast.AST) -> list[str]:
+        return [
+            c.func.id
+            for c in ast.walk(node)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in functions
+        ]
+
+    def note(name: str, context: Context) -> None:
+        if name not in called or CONTEXT_RANK[context] < CONTEXT_RANK[called[name]]:
+            called[name] = context
+            for inner in calls(functions[name]):
+                note(inner, context)
+
+    def scan(body: list[ast.stmt], context: Context) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.If):
+                if is_type_checking(node.test):
+                    continue
+                if is_main_guard(node.test):
+                    scan(node.body if as_main else node.orelse, context)
+                    continue
+                scan(node.body, weaker(context, "if"))
+                scan(node.orelse, weaker(context, "if"))
+                continue
+            if is_try(node):
+                handlers: list[ast.ExceptHandler] = getattr(node, "handlers", [])
+                guarded = any(catches_import_error(h) for h in handlers)
+                scan(getattr(node, "body", []), weaker(context, "try") if guarded else context)
+                parts = [h.body for h in handlers]
+                parts += [getattr(node, "orelse", []), getattr(node, "finalbody", [])]
+                for part in parts:
+                    scan(part, context)
+                continue
+            for name in calls(node):
+                note(name, context)
+
+    scan(tree.body, "module")
+    return called

@@ -1,0 +1,163 @@
+"""Small readings of Python syntax trees that the import analyser and the facts share."""
+
+from __future__ import annotations
+
+import ast
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+IMPORT_ERRORS = frozenset(["ImportError", "ModuleNotFoundError", "Exception", "BaseException"])
+EXITS = frozenset(["exit", "_exit", "quit", "abort"])
+
+
+def assignments(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
+    """(name, value node) of each simple module-level assignment, annotated or not."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            yield target.id, value
+
+
+def callee(func: ast.expr) -> str | None:
+    """The name a call's function is known by: `f` of `f(...)` and of `x.f(...)`."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def names_import_error(node: ast.expr | None) -> bool:
+    """Whether an except clause's type (None: bare) catches ImportError."""
+    if node is None:
+        return True
+    types = node.elts if isinstance(node, ast.Tuple) else [node]
+    return any(callee(t) in IMPORT_ERRORS for t in types)
+
+
+def catches_import_error(handler: ast.ExceptHandler) -> bool:
+    return names_import_error(handler.type)
+
+
+def ends_by_raising(body: list[ast.stmt]) -> bool:
+    """Whether a handler body always ends by raising or exiting (it does not swallow)."""
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, ast.Raise):
+        return True
+    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+        return callee(last.value.func) in EXITS
+    if isinstance(last, ast.If):
+        return ends_by_raising(last.body) and ends_by_raising(last.orelse)
+    return False
+
+
+def guards_import(handlers: list[ast.ExceptHandler]) -> bool:
+    """Whether a try statement (its handlers) swallows an ImportError raised in its body.
+
+    The first handler that catches ImportError decides: one that re-raises does not guard.
+    """
+    for handler in handlers:
+        if catches_import_error(handler):
+            return not ends_by_raising(handler.body)
+    return False
+
+
+def is_try(node: ast.stmt) -> bool:
+    """A try statement, `try/except*` (Python 3.11) included."""
+    return isinstance(node, ast.Try) or type(node).__name__ == "TryStar"
+
+
+def suppresses_import_error(item: ast.withitem) -> bool:
+    """`with contextlib.suppress(ImportError, ...):`"""
+    call = item.context_expr
+    if not isinstance(call, ast.Call):
+        return False
+    return callee(call.func) == "suppress" and any(names_import_error(a) for a in call.args)
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def is_main_guard(test: ast.expr) -> bool:
+    """`if __name__ == "__main__":`"""
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
+def bound_names(target: ast.expr, out: set[str]) -> None:
+    """Add the names an assignment target binds to `out`."""
+    if isinstance(target, ast.Name):
+        out.add(target.id)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            bound_names(elt, out)
+    elif isinstance(target, ast.Starred):
+        bound_names(target.value, out)
+
+
+def literal_string(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def literal_strings(node: ast.AST | None) -> list[str] | None:
+    """The strings of a list or tuple display of string constants (None: not one)."""
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        return None
+    out = [literal_string(e) for e in node.elts]
+    return [s for s in out if s is not None] if None not in out else None
+
+
+def pairs(node: ast.Dict) -> list[tuple[ast.expr | None, ast.expr]]:
+    """(key, value) of a dict display (zip(strict=) needs Python 3.10)."""
+    return [(node.keys[i], node.values[i]) for i in range(len(node.keys))]
+
+
+def call_name(node: ast.AST) -> str | None:
+    return callee(node.func) if isinstance(node, ast.Call) else None
+
+
+def constant_import(node: ast.Call) -> str | None:
+    """The module of `importlib.import_module("x")` / `__import__("x")` with a constant name."""
+    if call_name(node) not in ("import_module", "__import__") or not node.args:
+        return None
+    module = literal_string(node.args[0])
+    if not module or module.startswith("."):
+        return None
+    return module
+
+
+def subscript_key(target: ast.Subscript) -> ast.AST:
+    """The key of `x[key]` (Python 3.8 wraps it in an ast.Index)."""
+    key: ast.AST = target.slice
+    if type(key).__name__ == "Index":
+        key = getattr(key, "value", key)
+    return key
+
+
+def is_sys_modules_self(target: ast.expr) -> bool:
+    """`sys.modules[__name__]` as an assignment target."""
+    if not isinstance(target, ast.Subscript):
+        return False
+    value = target.value
+    if not (isinstance(value, ast.Attribute) and value.attr == "modules"):
+        return False
+    key = subscript_key(target)
+    return isinstance(key, ast.Name) and key.id == "__name__"

@@ -1,0 +1,206 @@
+"""The bootstrap of the host-side programs: load the bundle, then run one program of it.
+
+envsync runs `python -c GUARD ARGS... HEADER BOOT` on a host: one command, nothing
+installed, the program's own arguments where they stand when it runs alone. stdin
+carries the bundle (the host side, zlib-compressed JSON {relative path: source}), framed
+by `frame`, then the program's own payload (an archive to unpack). GUARD, in syntax old
+interpreters parse too, refuses a Python older than 3.8 in one line, drops the current
+directory that -c puts first on sys.path, and runs BOOT: this file.
+
+BOOT writes the bundle once to a folder keyed by its digest (the cache folder's
+`host-DIGEST/`, written to a temporary folder and renamed, so that concurrent first runs
+are safe), compiles it there once per interpreter, and imports the package from there, so
+that the compiled bytecode is reused on later runs. Where it must not or cannot write (no
+cache asked, a read-only home) it imports the package from memory. HEADER is a JSON
+object: the program to run (a module of the package), the bundle's digest, and the cache
+folder (null: the default, "": none).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import BinaryIO
+
+# The package's name on hosts: nothing there can clash with it.
+PACKAGE = "envsync_host"
+GUARD = (
+    "import sys;sys.version_info<(3,8)and sys.exit("
+    "'envsync: the host side needs Python 3.8 or newer, this is '+sys.version.split()[0]);"
+    "sys.path[:1]==['']and sys.path.pop(0);"
+    "exec(compile(sys.argv.pop(),'<envsync-boot>','exec'),{'__name__':'__main__'})"
+)
+
+
+def cache_base(option: str | None) -> str | None:
+    """The folder of envsync's caches on this host: `option` when given ("": none), else
+    $XDG_CACHE_HOME/envsync or ~/.cache/envsync."""
+    if option is None:
+        home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return os.path.join(home, "envsync")
+    return option or None
+
+
+def frame(blob: bytes) -> bytes:
+    """The bundle as it travels first on stdin: its length on a line, then its bytes."""
+    return b"%d\n" % len(blob) + blob
+
+
+def read_frame(stream: BinaryIO) -> bytes:
+    """The bundle framed at the head of `stream` (what follows is the program's payload)."""
+    line = stream.readline()
+    size = int(line) if line.strip().isdigit() else -1
+    blob = stream.read(size) if size >= 0 else b""
+    if size < 0 or len(blob) != size:
+        sys.exit("envsync: the host-side bundle did not arrive whole on stdin")
+    return blob
+
+
+def sources(blob: bytes, digest: str) -> dict[str, str]:
+    """{relative path: source} of the bundle, checked against its digest."""
+    import hashlib
+    import json
+    import zlib
+
+    try:
+        text = zlib.decompress(blob)
+    except zlib.error:
+        text = b""
+    if hashlib.sha256(text).hexdigest()[: len(digest)] != digest:
+        sys.exit("envsync: the host-side bundle arrived damaged (its digest differs)")
+    files = json.loads(text.decode("utf-8"))
+    return {str(k): str(v) for k, v in files.items()}
+
+
+def ready(folder: str) -> bool:
+    """Whether a cache folder holds the package (a folder is only ever renamed in whole)."""
+    return os.path.isfile(os.path.join(folder, PACKAGE, "__init__.py"))
+
+
+def write(folder: str, files: dict[str, str]) -> bool:
+    """Write the package to its cache folder once; False where this home is read-only."""
+    # Not shared.temp_name: this runs before the package exists. A folder, renamed whole.
+    partial = f"{folder}.{os.getpid()}.part"
+    try:
+        for rel, text in sorted(files.items()):
+            path = os.path.join(partial, PACKAGE, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        os.rename(partial, folder)
+    except OSError:
+        import shutil
+
+        shutil.rmtree(partial, ignore_errors=True)
+        return ready(folder)  # another first run renamed its folder first
+    return True
+
+
+def compiled(folder: str) -> bool:
+    """Whether this interpreter's bytecode of the package is in its cache folder."""
+    tag = sys.implementation.cache_tag
+    if tag is None:
+        return True  # an interpreter that keeps no bytecode
+    opt = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
+    name = "__init__." + tag + opt + ".pyc"
+    return os.path.isfile(os.path.join(folder, PACKAGE, "__pycache__", name))
+
+
+def compile_all(folder: str) -> None:
+    """Compile every module of the package for this interpreter, once: bytecode that is
+    there is read even where Python writes none (PYTHONDONTWRITEBYTECODE, common in
+    containers). The package's __init__ last: its bytecode says that all is there."""
+    import py_compile
+
+    root = os.path.join(folder, PACKAGE)
+    paths = []
+    for dirpath, _, names in os.walk(root):
+        paths += [os.path.join(dirpath, n) for n in sorted(names) if n.endswith(".py")]
+    init = os.path.join(root, "__init__.py")
+    for path in sorted(paths, key=lambda p: p == init):
+        try:
+            py_compile.compile(path, doraise=True)
+        except (OSError, py_compile.PyCompileError):
+            return  # a read-only copy: the sources alone still run
+
+
+def from_folder(folder: str) -> None:
+    """Import the package from its cache folder (sys.path is left as it was)."""
+    sys.path.insert(0, folder)
+    try:
+        __import__(PACKAGE)
+    finally:
+        sys.path.remove(folder)
+
+
+def from_memory(files: dict[str, str]) -> None:
+    """Import the package from the bundle's sources: nothing is written anywhere."""
+    from importlib.abc import Loader, MetaPathFinder
+    from importlib.machinery import ModuleSpec
+
+    class Bundle(MetaPathFinder, Loader):
+        """Finds and loads the package's modules in the bundle; after every other finder,
+        so that it is never asked for anything else first."""
+
+        def key(self, name: str) -> tuple[str, bool] | None:
+            if name != PACKAGE and not name.startswith(PACKAGE + "."):
+                return None
+            rel = name[len(PACKAGE) + 1 :].replace(".", "/")
+            init = rel + "/__init__.py" if rel else "__init__.py"
+            if init in files:
+                return init, True
+            if rel + ".py" in files:
+                return rel + ".py", False
+            return None
+
+        def find_spec(
+            self, fullname: str, path: object = None, target: object = None
+        ) -> ModuleSpec | None:
+            found = self.key(fullname)
+            if found is None:
+                return None
+            return ModuleSpec(fullname, self, origin="<envsync>/" + found[0], is_package=found[1])
+
+        def exec_module(self, module: ModuleType) -> None:
+            found = self.key(module.__name__)
+            if found is None:
+                raise ImportError(f"{module.__name__} is not in the bundle")
+            exec(compile(files[found[0]], "<envsync>/" + found[0], "exec"), module.__dict__)
+
+        def get_source(self, fullname: str) -> str | None:
+            found = self.key(fullname)
+            return files[found[0]] if found else None
+
+    sys.meta_path.append(Bundle())
+    __import__(PACKAGE)
+
+
+def main() -> int:
+    import json
+
+    head = json.loads(sys.argv.pop())  # the program sees its own arguments only
+    digest = str(head["digest"])
+    base = cache_base(head.get("cache"))
+    blob = read_frame(sys.stdin.buffer)
+    folder = os.path.join(base, "host-" + digest) if base else None
+    if folder is None or not ready(folder):  # else the warm path: nothing decompressed
+        files = sources(blob, digest)
+        if folder is None or not write(folder, files):
+            folder = None
+            from_memory(files)
+    if folder is not None:
+        if not compiled(folder):
+            compile_all(folder)
+        from_folder(folder)
+    name = PACKAGE + "." + str(head["program"])
+    __import__(name)
+    return int(sys.modules[name].main(sys.argv[1:], digest, base))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

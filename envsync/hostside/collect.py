@@ -1,0 +1,75 @@
+"""The probe: the facts of an envsync snapshot, as one JSON document on stdout.
+
+It installs nothing; its only writes are its caches (caches.py). Options come as one JSON
+object in its first argument: {"host", "watch": [...], "env": [...], "deep": false,
+"roots": [...], "internal": [...], "workdir", "isolated"}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from .caches import cache_path, load_cache, save_cache
+from .dists import scan_distributions
+from .editable import editable_mapping
+from .finder import ModuleFinder
+from .graphcache import RawJSON, cached_startup_graph
+from .interpreter import interpreter_facts
+from .machine import env_facts, gpu_facts, installer_facts, system_facts, torch_facts
+from .shared import normalize
+from .state import service_state
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str, Any]:
+    """Every fact of a snapshot; `base` is the cache folder (None: no cache)."""
+    started = time.time()
+    paths = [p for p in sys.path if p]
+    hashes_path = cache_path(base, "hashes", digest)
+    hashes = load_cache(hashes_path) if hashes_path else None
+    before = dict(hashes) if hashes is not None else None
+    finder = ModuleFinder(paths, editable_mapping(paths))
+    distributions, broken = scan_distributions(paths, options.get("watch") or [], hashes, finder)
+    if hashes_path and hashes is not None and hashes != before:
+        save_cache(hashes_path, hashes)
+    facts: dict[str, Any] = {
+        "schema_version": 1,
+        "host": options.get("host") or "local",
+        "source": "probe",
+        "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "interpreter": interpreter_facts(),
+        "distributions": distributions,
+        "broken": broken,
+        "watch": sorted({normalize(w) for w in options.get("watch") or []}),
+        "torch": torch_facts(paths, bool(options.get("deep"))),
+        "gpu": gpu_facts(),
+        "system": system_facts(),
+        "env": env_facts(options.get("env") or []),
+        "startup": cached_startup_graph(options, finder, base, digest),
+        "installers": installer_facts(finder),
+    }
+    facts["service_flags"], facts["crash"] = service_state()
+    facts["duration_s"] = round(time.time() - started, 4)
+    return facts
+
+
+def dumps_facts(facts: dict[str, Any]) -> str:
+    """The facts as JSON; a cached graph (RawJSON) goes in as it was stored."""
+    raw = facts.get("startup")
+    if not isinstance(raw, RawJSON):
+        return json.dumps(facts)
+    rest = dict(facts)
+    del rest["startup"]
+    return json.dumps(rest)[:-1] + ', "startup": ' + raw.text + "}"
+
+
+def main(args: list[str], digest: str, cache: str | None) -> int:
+    options = json.loads(args[0]) if args else {}
+    sys.stdout.write(dumps_facts(collect(options, cache, digest)))
+    sys.stdout.write("\n")
+    return 0

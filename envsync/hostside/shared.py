@@ -1,0 +1,229 @@
+"""What the probe, the agent and envsync hold alike: redaction, names, state paths, files.
+
+Each rule here is the only copy: the host-side programs import it relatively, envsync
+imports it as `envsync.hostside.shared`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds on every host run: for the checker only
+    from typing import Any, Literal
+
+    # Where an import statement stands (the probe records it, envsync judges it).
+    Context = Literal["module", "if", "try", "fallback", "function", "typing"]
+
+# ---------------------------------------------------------------------------------------
+# Redaction. A secret is known by the name it is kept under (SECRET_NAME), by its shape
+# wherever it appears (tokens of Hugging Face, OpenAI, Anthropic, GitHub, GitLab, Slack,
+# AWS keys, JWTs), inside a URL (user:password@), and as the value of an option or setting
+# that takes one. The probe applies them on the host; envsync to what it shows and saves.
+
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE|SESSION|AUTH"
+    r"|(?:^|_)KEY(?:$|_)|APIKEY|ACCESS_KEY",
+    re.IGNORECASE,
+)
+REDACTED = "<redacted>"
+SECRET_SHAPE = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{16,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+)
+SECRET_WORD = r"(?:api[-_]?key|token|password|passwd|passphrase|secret|credentials?|auth|key)"
+SECRET_OPTION = re.compile(r"^--?(?:[A-Za-z0-9]+[-_])*" + SECRET_WORD + r"$", re.IGNORECASE)
+# `api_key='...'`, `"hf_token": "..."`, `--api-key VALUE` inside a line of text (a log)
+SECRET_SETTING = re.compile(
+    r"(?P<key>(?<![A-Za-z0-9])(?:--?)?(?:[A-Za-z0-9]+[-_])*" + SECRET_WORD + r"['\"]?)"
+    r"(?P<sep>\s*[=:]\s*|\s+(?=['\"]?[A-Za-z0-9_./+-]{6,}))"
+    r"(?P<quote>['\"]?)(?P<value>[^'\"\s,;)}\]]+)",
+    re.IGNORECASE,
+)
+HARMLESS_VALUES = frozenset(["none", "null", "false", "true", "", REDACTED.lower()])
+# A URL's userinfo runs from its scheme's `//` to the LAST `@` of the authority: a
+# password may hold `@` itself (`https://bob:pa@ssW0rd@index/`), and only `/`, `?`, `#`
+# and whitespace end an authority. A scp-like remote (`git@host:path`) has no scheme.
+USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]+@")
+
+
+def strip_credentials(text: str, mark: str = "") -> str:
+    """Every URL in `text` without its `user:password@` (`mark@` in its place when given).
+
+    The one credential stripper: git remotes and index URLs lose theirs (a lock names an
+    index without them), facts and logs show `<redacted>@` (redact_url).
+    """
+    keep = mark + "@" if mark else ""
+    return USERINFO.sub(lambda m: m.group("scheme") + keep, text)
+
+
+def redact_url(value: str) -> str:
+    """Every URL's credentials in a string replaced by `<redacted>`."""
+    return strip_credentials(value, REDACTED)
+
+
+def _setting(match: re.Match[str]) -> str:
+    value = match.group("value")
+    spaced = not match.group("sep").strip()  # `--api-key VALUE`: options only
+    if value.lower() in HARMLESS_VALUES or value.isdigit():
+        return match.group(0)
+    if spaced and not match.group("key").startswith("-"):
+        return match.group(0)
+    return match.group("key") + match.group("sep") + match.group("quote") + REDACTED
+
+
+def redact_text(value: str) -> str:
+    """Every secret a line of text may hold: URL credentials, token shapes, settings."""
+    value = redact_url(value)
+    value = SECRET_SHAPE.sub(REDACTED, value)
+    return SECRET_SETTING.sub(_setting, value)
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """A command line as it may be shown: the value of every secret-bearing option hidden."""
+    out = []
+    hide = False
+    for arg in argv:
+        if hide:
+            out.append(REDACTED)
+            hide = False
+            continue
+        name, eq, _ = arg.partition("=")
+        if name.startswith("-") and SECRET_OPTION.match(name):
+            if eq:
+                out.append(name + "=" + REDACTED)
+            else:
+                out.append(arg)
+                hide = True
+            continue
+        out.append(redact_text(arg))
+    return out
+
+
+def redact_env(name: str, value: str) -> str:
+    """An environment variable's value as it may be shown."""
+    if SECRET_NAME.search(name):
+        return REDACTED
+    return redact_text(value)
+
+
+def redact_data(value: Any) -> Any:
+    """Every string inside JSON-like data redacted (a direct_url.json)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_data(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# Names
+
+
+def normalize(name: str) -> str:
+    """A distribution's normalized name (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# ---------------------------------------------------------------------------------------
+# State on the host: ~/.envsync, one set of files per environment
+
+STATE_DIR = "~/.envsync"
+
+
+def env_key(prefix: str) -> str:
+    """Several environments may live on one host: each has its own backups, lock and
+    service state, keyed by its interpreter prefix."""
+    return hashlib.sha256(os.path.realpath(prefix).encode()).hexdigest()[:12]
+
+
+class StatePaths:
+    """Where envsync keeps its state for one environment of a host."""
+
+    __slots__ = ("backups", "busy", "key", "lock", "locks", "root", "run", "service")
+
+    def __init__(self, prefix: str) -> None:
+        self.key = env_key(prefix)
+        self.root = os.path.expanduser(STATE_DIR)
+        # the launch flags `repair` chose and the crash the smoke test last saw
+        self.service = os.path.join(self.root, "service", self.key + ".json")
+        self.backups = os.path.join(self.root, "backups", self.key)
+        self.locks = os.path.join(self.root, "locks")
+        self.lock = os.path.join(self.locks, self.key)
+        self.busy = self.lock + ".busy"  # one file per agent process running a step
+        self.run = os.path.join(self.root, "run")  # pid and log files of services
+
+
+# ---------------------------------------------------------------------------------------
+# Files: which belong to a package, and the temporary files of envsync's own writes
+
+# Every write goes through `NAME.envsync-PID.tmp` beside NAME, then os.replace: a write
+# that was killed half-way leaves one behind (older envsync versions: `NAME.envsync-tmp`).
+TEMP_NAME = re.compile(r"\.envsync(?:-[0-9]+\.tmp|-tmp)$")
+
+
+def temp_name(path: str) -> str:
+    """The temporary file through which this process writes `path`."""
+    return f"{path}.envsync-{os.getpid()}.tmp"
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether a file name is one of envsync's temporary files (never a package's file)."""
+    return TEMP_NAME.search(name) is not None
+
+
+# Never part of the package: bytecode, packaging metadata, version control, tool caches.
+# (Only package folders are walked: a checkout's build/ and dist/ are never reached, and
+# a package may ship dot-folders of its own, as SGLang ships .claude/.)
+NOT_PACKAGE_DIRS = frozenset(
+    [
+        "__pycache__",
+        ".git",
+        ".eggs",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+    ]
+)
+NOT_PACKAGE_FILES = frozenset(["uv_cache.json", ".DS_Store"])
+
+
+def not_package_dir(name: str) -> bool:
+    """Whether a folder of that name is never part of a package."""
+    return name in NOT_PACKAGE_DIRS or name.endswith(".egg-info")
+
+
+def package_file_name(name: str) -> bool:
+    """Whether a file of that name may be part of a package."""
+    return not (name in NOT_PACKAGE_FILES or name.endswith((".pyc", ".pyo")) or is_temp_name(name))
+
+
+def package_file(rel: str) -> bool:
+    """Whether a file (a path inside the import root) is part of the package."""
+    parts = rel.split("/")
+    if any(not_package_dir(part) for part in parts[:-1]):
+        return False
+    return package_file_name(parts[-1])
+
+
+# ---------------------------------------------------------------------------------------
+# Import contexts: where an import statement stands, surest to run first (envsync's
+# vocabulary imports this order). A path is as weak as its weakest edge.
+
+CONTEXTS: tuple[Context, ...] = ("module", "if", "try", "fallback", "function", "typing")
+CONTEXT_RANK: dict[str, int] = {c: i for i, c in enumerate(CONTEXTS)}
+# contexts that run when the module does
+RUNS: tuple[Context, ...] = ("module", "if", "try", "fallback")
+
+
+def weaker(a: Context, b: Context) -> Context:
+    """The less sure of two contexts (an import is as sure as the weakest step to it)."""
+    return a if CONTEXT_RANK[a] >= CONTEXT_RANK[b] else b

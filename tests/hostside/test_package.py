@@ -1,0 +1,119 @@
+"""The host side is a package of its own: stdlib only, its own face, checked at Python 3.8."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from envsync import hostside
+from envsync.hostside import protocol
+from envsync.hostside.agent import ops
+
+HOSTSIDE = Path(hostside.__file__).parent
+ENVSYNC = HOSTSIDE.parent
+MODULES = sorted(HOSTSIDE.rglob("*.py"))
+# What envsync may import of it (hostside/__init__.py's docstring says so).
+FACE = {"shared", "protocol", "boot", "dists", "machine", "gitindex"}
+# Modules that run alone (their source is a -c program): not even relative imports.
+ALONE = {"torchdeep.py"}
+# What a module reads of the host's own environment (pip decides the host's wheel tags).
+THE_HOSTS_OWN = {"pipconfig.py": {"pip"}}
+
+
+def imports(path: Path) -> list[tuple[int, str, int]]:
+    """(level, module, line) of every import statement in a file, nested ones too."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(0, alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.level, node.module or "", node.lineno))
+    return out
+
+
+def test_the_host_side_imports_only_the_stdlib_and_itself() -> None:
+    assert len(MODULES) > 20
+    foreign = []
+    for path in MODULES:
+        rel = path.relative_to(HOSTSIDE).as_posix()
+        for level, module, line in imports(path):
+            top = module.partition(".")[0]
+            if level and rel not in ALONE:
+                continue  # itself, relatively: it runs under another name on hosts
+            if not level and top in sys.stdlib_module_names:
+                continue
+            if not level and top in THE_HOSTS_OWN.get(rel, ()):
+                continue
+            foreign.append(f"{rel}:{line}: {'.' * level}{module}")
+    assert foreign == []
+
+
+def test_typing_is_imported_for_the_checker_only() -> None:
+    """typing costs milliseconds on every host run: only under `if TYPE_CHECKING:`."""
+    heavy = {"typing", "dataclasses", "inspect", "tempfile"}
+    found = []
+    for path in MODULES:
+        tree = ast.parse(path.read_text())
+        checking = {
+            id(n)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If)
+            and isinstance(block.test, ast.Name)
+            and block.test.id == "TYPE_CHECKING"
+            for n in ast.walk(block)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in checking:
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                if node_level(node) == 0 and {n.partition(".")[0] for n in names} & heavy:
+                    found.append(f"{path.name}:{node.lineno}")
+    assert found == []
+
+
+def node_level(node: ast.Import | ast.ImportFrom) -> int:
+    return node.level if isinstance(node, ast.ImportFrom) else 0
+
+
+def test_envsync_uses_the_host_side_only_through_its_face() -> None:
+    used = {}
+    for path in sorted(ENVSYNC.rglob("*.py")):
+        if HOSTSIDE in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.relative_to(ENVSYNC)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("envsync.hostside."):
+                        used[where] = alias.name.split(".")[2]
+            elif isinstance(node, ast.ImportFrom) and node.module == "envsync.hostside":
+                for alias in node.names:
+                    used[f"{where} {alias.name}"] = alias.name
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "envsync.hostside."
+            ):
+                used[where] = (node.module or "").split(".")[2]
+    outside = {where: name for where, name in used.items() if name not in FACE}
+    assert used and outside == {}
+    # the package itself is named too: bundle.py reads its sources to ship them
+    assert "bundle.py" in "".join(used)
+
+
+def test_no_module_of_the_host_side_is_over_600_lines() -> None:
+    long = {p.name: n for p in MODULES if (n := len(p.read_text().splitlines())) > 600}
+    assert long == {}
+
+
+def test_the_agent_dispatches_every_operation_of_the_protocol() -> None:
+    handled = set(ops.HANDLERS) | {protocol.PACK, protocol.UNPACK}
+    assert sorted(handled) == sorted(protocol.OPS)
+    assert len(set(protocol.OPS)) == len(protocol.OPS)
+    assert set(protocol.OPS) >= protocol.UNLOCKED_OPS
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(HOSTSIDE).as_posix())
+def test_every_module_parses_as_python_3_8(path: Path) -> None:
+    ast.parse(path.read_text(), feature_version=(3, 8))
