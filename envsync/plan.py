@@ -17,20 +17,12 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from envsync.codec import from_data, to_data
 from envsync.command import with_flags
 from envsync.documents import read_json_object
-from envsync.errors import InputError, PlanError
+from envsync.errors import DecodeError, InputError, PlanError
 from envsync.findings import Finding, Fix, Report
-from envsync.model import (
-    DecodeError,
-    Distribution,
-    Snapshot,
-    Unavailable,
-    from_data,
-    to_data,
-    why_files_cannot_serve,
-    why_no_files,
-)
+from envsync.model import Distribution, Snapshot, Unavailable, why_files_cannot_serve, why_no_files
 from envsync.vocab import ONLY, ONLY_DEFAULT, PREFER, FixKind
 
 PLAN_SCHEMA_VERSION = 1

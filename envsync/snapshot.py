@@ -6,20 +6,19 @@ Wherever a host name stands, the user may name: an inventory host, `local`, a sn
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO
 
+from envsync.codec import from_data, to_data
 from envsync.collect import ProbeOptions, collect
 from envsync.documents import read_json_object
-from envsync.errors import OutputError, SnapshotError
+from envsync.errors import DecodeError, SnapshotError
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.lock import read_lock
-from envsync.model import SNAPSHOT_SCHEMA_VERSION, DecodeError, Snapshot, from_data, to_data
+from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
 from envsync.requirements import read_requirements
 from envsync.runner import Runner
 
@@ -118,58 +117,3 @@ def take(
 
 def dumps_snapshot(snapshot: Snapshot) -> str:
     return json.dumps(to_data(snapshot), indent=2) + "\n"
-
-
-def check_writable(path: Path) -> None:
-    """Fail before a long collection when `path` can never be written."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise OutputError(f"{path}: cannot write: Is a directory")
-    if not parent.is_dir():
-        why = "Not a directory" if parent.exists() else "No such file or directory"
-        raise OutputError(f"{path}: cannot write: {why}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{path}: cannot write: Permission denied")
-
-
-def write_pieces(f: IO[str], text: str | Iterable[str]) -> None:
-    """Write a string, or its pieces as they are made, to an open text file."""
-    if isinstance(text, str):
-        f.write(text)
-    else:
-        for piece in text:
-            f.write(piece)
-
-
-def write_atomic(path: Path, text: str | Iterable[str]) -> None:
-    """Write `text` (a string, or its pieces as they are made) to `path` through a
-    temporary file and os.replace: all or nothing.
-
-    A target that exists and is not a regular file (/dev/stdout, a FIFO) is written in
-    place: replacing it would swap a device node for a file.
-    """
-    if path.exists() and not path.is_file() and not path.is_dir():
-        try:
-            with path.open("w", encoding="utf-8") as f:
-                write_pieces(f, text)
-        except OSError as e:
-            raise OutputError(f"{path}: cannot write: {e.strerror}") from e
-        return
-    import tempfile
-
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise OutputError(f"{path}: cannot write: {e.strerror}") from e
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            write_pieces(f, text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException as e:  # a piece that fails to be made leaves no half file either
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise OutputError(f"{path}: cannot write: {e.strerror}") from e
-        raise

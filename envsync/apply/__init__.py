@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from envsync.apply.agent import ERROR_MARKER
-from envsync.errors import EnvsyncError
-from envsync.exitcodes import ExitCode
+from envsync.errors import AgentError, ApplyError, EnvsyncError, RollbackError, StalePlan
 from envsync.inventory import HostSpec
 from envsync.model import Snapshot, Unavailable
 from envsync.plan import Plan, Step
@@ -39,33 +38,6 @@ PIP_TIMEOUT = 1800.0
 _PREFIX = "import sys;sys.path[:1]==['']and sys.path.pop(0)\n"
 # The lock's own operations, and reads of the reference, are not done under the lock.
 _UNLOCKED_OPS = frozenset({"hold", "locked", "unlock", "pack", "watch"})
-
-
-class AgentError(EnvsyncError):
-    """The host agent failed: `kind` says how (its own word, or "crashed"); the caller
-    decides what that means for the user and which exit code it gets."""
-
-    exit_code = ExitCode.APPLY
-
-    def __init__(self, message: str, *, kind: str, tip: str | None = None) -> None:
-        super().__init__(message, tip=tip)
-        self.kind = kind
-
-
-class ApplyError(EnvsyncError):
-    """A step failed; what was done is rolled back."""
-
-    exit_code = ExitCode.APPLY
-
-
-class RollbackError(EnvsyncError):
-    """Restoring a backup failed, or there is none."""
-
-    exit_code = ExitCode.APPLY
-
-
-class StalePlan(EnvsyncError):
-    """The target changed since the plan was made."""
 
 
 @cache

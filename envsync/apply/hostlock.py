@@ -20,18 +20,11 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from envsync.apply import Agent
-from envsync.errors import EnvsyncError
-from envsync.exitcodes import ExitCode
+from envsync.errors import EnvsyncError, TargetLocked
 from envsync.inventory import HostSpec
 from envsync.runner import Runner
 
 HOLD_TIMEOUT = 7 * 24 * 3600.0  # a hold ends with its command, not by a clock
-
-
-class TargetLocked(EnvsyncError):
-    """Another envsync is changing this target."""
-
-    exit_code = ExitCode.LOCKED
 
 
 def describe(who: dict[str, Any]) -> str:

@@ -12,14 +12,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envsync.documents import read_toml
-from envsync.errors import InputError
+from envsync.errors import RulesError
 from envsync.vocab import Context
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "rules"
-
-
-class RulesError(InputError):
-    """A rule pack cannot be read or is malformed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

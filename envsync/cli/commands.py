@@ -15,13 +15,15 @@ from typing import IO, TYPE_CHECKING
 from envsync import redact
 from envsync.cli.context import Context, collect_all, collect_each, collect_many, collect_one
 from envsync.cli.output import emit, err, indent, render
+from envsync.codec import to_data
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
+from envsync.documents import check_writable, write_atomic
 from envsync.errors import CollectError, InputError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import HostSpec, ServiceSpec
 from envsync.lock import dumps_lock, read_lock
-from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot, to_data
-from envsync.snapshot import HostSource, check_writable, dumps_snapshot, resolve, write_atomic
+from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
+from envsync.snapshot import HostSource, dumps_snapshot, resolve
 from envsync.vocab import SEVERITY_RANK
 
 if TYPE_CHECKING:

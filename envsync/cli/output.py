@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envsync import redact
-from envsync.snapshot import write_atomic, write_pieces
+from envsync.documents import write_atomic, write_pieces
 
 if TYPE_CHECKING:
     from envsync.findings import Report

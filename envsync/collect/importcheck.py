@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from envsync.errors import CollectError
+from envsync.codec import from_data
+from envsync.errors import CollectError, CommandTimeout, DecodeError
 from envsync.inventory import HostSpec
-from envsync.model import DecodeError, ImportOutcome, from_data
-from envsync.runner import CommandTimeout, Runner
+from envsync.model import ImportOutcome
+from envsync.runner import Runner
 
 MARKER = "@@envsync-import-check@@"
 # Each module in turn, in one process, stopping at the first failure as startup would;

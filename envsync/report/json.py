@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from envsync.codec import to_data
 from envsync.findings import Report
-from envsync.model import to_data
 
 
 def report_data(report: Report) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync.apply import Agent, AgentError, RollbackError, rollback
+from envsync.apply import Agent, rollback
 from envsync.apply.agent import MANIFEST_MEMBER
+from envsync.errors import AgentError, RollbackError
 from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
 from tests.figures import add

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from envsync.classify.rules import RulesError, for_version, load_packs, parse_pack
+from envsync.classify.rules import for_version, load_packs, parse_pack
+from envsync.errors import RulesError
 
 PACK = {
     "pack": {"name": "svc", "package": "My_Svc"},
