@@ -12,6 +12,7 @@ from typing import Any
 
 from envsync.documents import read_toml
 from envsync.errors import InventoryError
+from envsync.vocab import INSTALLERS, Installer
 
 DEFAULT_INVENTORY = "envsync.toml"
 INVENTORY_ENV = "ENVSYNC_INVENTORY"
@@ -65,7 +66,7 @@ class HostSpec:
     env: tuple[str, ...] = DEFAULT_ENV
     service: ServiceSpec | None = None  # the inventory's [service] with this host's overrides
     pip_options: tuple[str, ...] = ()  # added to `pip install` on this host (index options)
-    installer: str | None = None  # pip | uv; None: the target's pip, else uv on its PATH
+    installer: Installer | None = None  # None: the target's pip, else uv on its PATH
 
     @property
     def is_local(self) -> bool:
@@ -139,7 +140,6 @@ _HOST_KEYS = {
     "pip_options": list,
     "installer": str,
 }
-INSTALLERS = ("pip", "uv")
 _TOP_KEYS = {"defaults": dict, "service": dict, "hosts": dict}
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
 
@@ -370,13 +370,16 @@ def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
     )
 
 
-def _installer(value: str | None, where: str, path: Path) -> str | None:
-    if value is not None and value not in INSTALLERS:
+def _installer(value: str | None, where: str, path: Path) -> Installer | None:
+    for known in INSTALLERS:
+        if value == known:
+            return known
+    if value is not None:
         raise InventoryError(
             f"{path}: {where}.installer must be one of {', '.join(INSTALLERS)}, not {value!r}",
             tip="leave it out to use the target's own pip, else uv on the host's PATH",
         )
-    return value
+    return None
 
 
 def _local_path(value: str | None, inventory: Path) -> str | None:

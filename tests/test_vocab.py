@@ -32,3 +32,15 @@ def test_the_probe_and_the_agent_key_a_host_environment_alike(tmp_path: object) 
     for prefix in ("/opt/venv", "/usr", str(tmp_path)):
         assert probe.env_key(prefix) == agent.env_key(prefix)
     assert len(probe.env_key("/opt/venv")) == 12
+
+
+def test_each_kind_of_fix_and_step_is_one_class_tagged_with_its_word() -> None:
+    from typing import get_args
+
+    from envsync.codec import tag_of
+    from envsync.findings import Fix
+    from envsync.plan import Step
+
+    for union in (Fix, Step):
+        tags = [tag_of(cls) for cls in get_args(union)]
+        assert tags == [(kind,) for kind in get_args(vocab.FixKind)]

@@ -15,7 +15,17 @@ from envsync import redact
 from envsync.classify.graph import Failure, GraphIndex, Reach, path_to, uses
 from envsync.classify.rules import RulePack, active_roots
 from envsync.command import parse_flags, with_flag
-from envsync.findings import Difference, Evidence, Finding, Fix, Report
+from envsync.findings import (
+    Difference,
+    Evidence,
+    Finding,
+    Fix,
+    FlagFix,
+    PinFix,
+    Report,
+    SyncDistFix,
+    SyncFileFix,
+)
 from envsync.model import (
     GitState,
     ImportOutcome,
@@ -360,11 +370,10 @@ def _dist_fixes(name: str, reference: Snapshot, target: Snapshot) -> list[Fix]:
     ref = reference.distribution(name)
     if ref is None:
         return []
-    fixes = []
+    fixes: list[Fix] = []
     if not ref.custom_build:
         fixes.append(
-            Fix(
-                kind="pin",
+            PinFix(
                 summary=f"pin {ref.display_name}=={ref.version} (pip install --no-deps, "
                 "every other package held at its version)",
                 requirement=f"{ref.display_name}=={ref.version}",
@@ -378,8 +387,7 @@ def _dist_fixes(name: str, reference: Snapshot, target: Snapshot) -> list[Fix]:
             else "no index needed"
         )
         fixes.append(
-            Fix(
-                kind="sync-dist",
+            SyncDistFix(
                 summary=f"copy {ref.display_name} {ref.version}'s installed files "
                 f"from the reference ({why})",
                 dist=name,
@@ -417,8 +425,7 @@ def _flag_fixes(related: list[Failure], analysis: _Analysis, startup: Startup) -
                     continue
                 gives_up = rule.values[value].gives_up or "nothing the rule pack knows of"
                 offered.append(
-                    Fix(
-                        kind="flag",
+                    FlagFix(
                         summary=f"launch with {rule.flag} {value} (gives up: {gives_up})",
                         flag=rule.flag,
                         value=value,
@@ -596,12 +603,11 @@ def _classify_file(
     if tgt_dist is not None and (path in tgt_dist.patched or path in tgt_dist.added):
         whose.append("a local patch on the target")
     what = f"{path} {state}" + (f" ({', '.join(whose)})" if whose else "")
-    fix = Fix(
-        kind="sync-file",
+    fix = SyncFileFix(
         summary=f"remove {path} from the target (the reference has no such file)"
         if diff.reference is None
         else f"copy {path} from the reference (backed up first, hash checked after)",
-        dist=diff.dist,
+        dist=diff.dist or "",
         path=path,
     )
     module = _module_of(path)

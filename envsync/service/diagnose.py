@@ -6,11 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from envsync.classify import failing_module, finding_for_error
-from envsync.findings import Finding, Fix, Report
+from envsync.findings import Finding, Fix, FlagFix, PinFix, Report
 from envsync.model import Snapshot
+from envsync.vocab import FixKind, Prefer
 
 # The repair that carries out a fix of this kind.
-_PREFER_FOR = {"pin": "fix", "sync-dist": "fix", "sync-file": "fix", "flag": "workaround"}
+_PREFER_FOR: dict[FixKind, Prefer] = {
+    "pin": "fix",
+    "sync-dist": "fix",
+    "sync-file": "fix",
+    "flag": "workaround",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +56,6 @@ def crash_cause(exception: str, report: Report, reference: Snapshot, target: Sna
             f"--prefer {_PREFER_FOR[fix.kind]} --apply",
         )
         for fix in finding.fixes
-        if fix.kind in ("pin", "flag")
+        if isinstance(fix, PinFix | FlagFix)
     )
     return Cause(module=module, finding=finding, fixes=fixes)
