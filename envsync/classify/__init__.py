@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from packaging.markers import InvalidMarker, default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -26,6 +25,7 @@ from envsync.findings import (
     SyncDistFix,
     SyncFileFix,
 )
+from envsync.markers import applies
 from envsync.model import (
     GitState,
     ImportOutcome,
@@ -319,7 +319,6 @@ def _owner(snap: Snapshot, module: str) -> str:
 def _requirement_evidence(name: str, reference: Snapshot, target: Snapshot) -> list[Evidence]:
     """Requires-Dist of target packages that the reference satisfies and the target does not."""
     out = []
-    env = _marker_env(target)
     ref_dist = reference.distribution(name)
     tgt_dist = target.distribution(name)
     for requirer in target.distributions:
@@ -330,11 +329,8 @@ def _requirement_evidence(name: str, reference: Snapshot, target: Snapshot) -> l
                 continue
             if canonicalize_name(req.name) != name:
                 continue
-            try:
-                if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
-                    continue
-            except (InvalidMarker, ValueError, KeyError):
-                continue
+            if applies(req, target) is not True:
+                continue  # not for the target's platform, or an extra; or not readable
             ok_ref = ref_dist is not None and _satisfies(req, ref_dist.version)
             ok_tgt = tgt_dist is not None and _satisfies(req, tgt_dist.version)
             if ok_ref and not ok_tgt:
@@ -347,16 +343,6 @@ def _requirement_evidence(name: str, reference: Snapshot, target: Snapshot) -> l
                     )
                 )
     return out
-
-
-def _marker_env(snap: Snapshot) -> dict[str, str]:
-    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
-    interp = snap.interpreter
-    if not isinstance(interp, Unavailable):
-        env["python_full_version"] = interp.version
-        env["python_version"] = ".".join(interp.version.split(".")[:2])
-        env["implementation_name"] = interp.implementation
-    return env
 
 
 def _satisfies(req: Requirement, version: str) -> bool:
