@@ -12,19 +12,17 @@ from dataclasses import dataclass, replace
 from envsync.classify import Startup, classify
 from envsync.classify.rules import (
     RulePack,
-    active_roots,
     all_modules,
     for_version,
     packs_for,
-    script_rule,
 )
 from envsync.collect import ProbeOptions
 from envsync.collect.importcheck import check_imports
-from envsync.command import effective_command, launch_of, parse_flags
 from envsync.diff import differences
 from envsync.errors import InputError
 from envsync.findings import Report
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
+from envsync.launch import effective_command, entrypoint, parse_flags
 from envsync.model import ImportOutcome, Snapshot
 from envsync.runner import Runner
 from envsync.snapshot import HostSource, Source, resolve, service_of
@@ -47,42 +45,6 @@ class Target:
         return self.source.spec if isinstance(self.source, HostSource) else None
 
 
-def _entry(
-    service: ServiceSpec | None, packs: tuple[RulePack, ...]
-) -> tuple[str | None, tuple[str, ...], str | None, str | None, bool]:
-    """(entrypoint root, launcher roots, shown, why unreadable, isolated) of a service."""
-    if service is None or not service.command:
-        return (
-            None,
-            (),
-            None,
-            "no service entrypoint in the inventory (no [service] command)",
-            False,
-        )
-    if service.entrypoint:
-        return service.entrypoint, (), service.entrypoint, None, False
-    # Read with {inventory_dir} and {port} filled: a script's path may hold them.
-    launch = launch_of(effective_command(service, None, None))
-    if launch.shape == "module" and launch.target:
-        return launch.target, (), f"-m {launch.target}", None, launch.isolated
-    if launch.shape == "script" and launch.target:
-        shown = f"script {launch.target}"
-        return f"script:{launch.target}", (), shown, None, launch.isolated
-    if launch.shape == "console" and launch.target:
-        console = f"console:{launch.target}"
-        rule = script_rule(launch.target, launch.args, packs)
-        if rule is not None:
-            sub = f" {rule.subcommand}" if rule.subcommand else ""
-            shown = f"{launch.target}{sub}, which runs {rule.entrypoint}"
-            return rule.entrypoint, (console, *rule.modules), shown, None, False
-        return console, (), f"console script {launch.target}", None, False
-    why = (
-        f"envsync cannot read what the command starts ({launch.why}); "
-        'set entrypoint = "pkg.module" in [service]'
-    )
-    return None, (), None, why, False
-
-
 def prepare(
     name: str,
     inventory: Inventory,
@@ -92,28 +54,28 @@ def prepare(
     """What to collect on a target: its startup graph from every module rules may run."""
     source = resolve(name, inventory)
     service = service_of(source, inventory)
-    entry, launcher, shown, unreadable, isolated = _entry(service, packs)
-    target_packs = packs_for(entry, packs)
-    if entry and isinstance(source, HostSource):
+    entry = entrypoint(service, packs)
+    target_packs = packs_for(entry.root, packs)
+    if entry.root and isinstance(source, HostSource):
         watch = tuple(w.replace("-", "_") for w in source.spec.watch)
-        tops = [r.partition(".")[0] for r in (*launcher, entry) if ":" not in r]
+        tops = [r.partition(".")[0] for r in (*entry.launcher, entry.root) if ":" not in r]
         options = replace(
             options,
-            roots=all_modules(entry, target_packs, launcher),
+            roots=all_modules(entry.root, target_packs, entry.launcher),
             internal=tuple(dict.fromkeys((*tops, *watch))),
             workdir=service.workdir if service else None,
-            isolated=isolated,
+            isolated=entry.isolated,
         )
     return Target(
         name=name,
         source=source,
         service=service,
-        entrypoint=entry,
+        entrypoint=entry.root,
         packs=target_packs,
         options=options,
-        launcher=launcher,
-        shown=shown,
-        unreadable=unreadable,
+        launcher=entry.launcher,
+        shown=entry.shown,
+        unreadable=entry.unreadable,
     )
 
 
@@ -160,12 +122,9 @@ def compare(
         if spec is None or not run.entrypoint:
             raise InputError("--probe needs a live target host with a service entrypoint")
         graph = snap.startup
-        roots = active_roots(
-            run.entrypoint, run.packs, parse_flags(run.command), run.launcher, run.shown
-        )
         modules = [
             r.module
-            for r in roots
+            for r in run.roots(parse_flags(run.command))
             # running a script would start the service itself: its imports are read statically
             if r.module != "__main__"
             and (

@@ -68,11 +68,6 @@ class HostSpec:
     pip_options: tuple[str, ...] = ()  # added to `pip install` on this host (index options)
     installer: Installer | None = None  # None: the target's pip, else uv on its PATH
 
-    @property
-    def is_local(self) -> bool:
-        """This machine's own world: neither over SSH nor behind an exec prefix."""
-        return self.ssh is None and not self.exec
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Inventory:

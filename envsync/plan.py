@@ -19,10 +19,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from envsync.codec import from_data, to_data
-from envsync.command import with_flags
 from envsync.documents import read_json_object
 from envsync.errors import DecodeError, InputError, PlanError
 from envsync.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
+from envsync.launch import with_flags
 from envsync.markers import applies
 from envsync.model import Distribution, Snapshot, Unavailable, why_files_cannot_serve, why_no_files
 from envsync.vocab import ONLY, ONLY_DEFAULT, PREFER, Installer, Only, Prefer

@@ -52,7 +52,7 @@ def test_the_brief_example_parses(tmp_path: Path) -> None:
     inv = load_inventory(str(write(tmp_path, BRIEF_EXAMPLE)), {})
     assert (inv.reference, inv.target) == ("ct129", "ct200")
     ct129, ct200, box = inv.host("ct129"), inv.host("ct200"), inv.host("box")
-    assert ct129.ssh == "root@ct129" and not ct129.is_local
+    assert ct129.ssh == "root@ct129" and not ct129.exec
     assert ct129.python == "/opt/venv_sglang211/bin/python"
     assert ct129.watch == ("sglang",) and ct129.env == DEFAULT_ENV
     assert ct129.service is not None and ct129.service.unit == "sglang-dflash.service"
@@ -62,7 +62,7 @@ def test_the_brief_example_parses(tmp_path: Path) -> None:
     assert (ct200.service.port, ct200.service.env) == (30002, {"CUDA_VISIBLE_DEVICES": "1"})
     assert ct200.service.command == ct129.service.command
     # local paths are relative to the inventory file
-    assert box.is_local
+    assert box.ssh is None and not box.exec
     assert box.python == str(tmp_path / "venvs/box/bin/python")
     assert box.identity == str(tmp_path / "keys/id_ed25519")
     assert box.host_key_policy == "accept-new"
@@ -228,7 +228,7 @@ python = "/opt/venv/bin/python"
         "--",
     )
     assert pod.python == "bin/python3"  # inside: never made relative to the inventory
-    assert not pod.is_local and pod.ssh is None
+    assert pod.exec and pod.ssh is None
     assert pod.service is not None and pod.service.port == 30000
     assert pod.service.health_url == "http://sglang.inference.svc:30000/health"
     assert (node.ssh, node.jump, node.exec) == (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -12,8 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from envsync import redact
 from envsync.classify.graph import Failure, GraphIndex, Reach, path_to, uses
-from envsync.classify.rules import RulePack, active_roots
-from envsync.command import parse_flags, with_flag
+from envsync.classify.rules import Root, RulePack, active_roots
 from envsync.findings import (
     Difference,
     Evidence,
@@ -25,6 +24,7 @@ from envsync.findings import (
     SyncDistFix,
     SyncFileFix,
 )
+from envsync.launch import parse_flags, with_flag
 from envsync.markers import applies
 from envsync.model import (
     GitState,
@@ -65,6 +65,14 @@ class Startup:
     unreadable: str | None = None  # why envsync cannot tell what the command starts
     unresolved: tuple[str, ...] = ()  # launch roots the target does not have ("console:x")
 
+    def roots(self, flags: Mapping[str, str]) -> tuple[Root, ...]:
+        """The modules startup imports under these launch flags, the launcher's first
+        (none without an entrypoint): what the classifier reads from and the real-import
+        check imports, so that both judge the same startup."""
+        if not self.entrypoint:
+            return ()
+        return active_roots(self.entrypoint, self.packs, flags, self.launcher, self.shown)
+
 
 class _Analysis:
     """The target's startup graph under one set of launch flags."""
@@ -79,13 +87,7 @@ class _Analysis:
         self.graph = graph
         self.index = index or (GraphIndex(graph) if graph else None)
         self.flags = parse_flags(command)
-        self.roots = (
-            active_roots(
-                startup.entrypoint, startup.packs, self.flags, startup.launcher, startup.shown
-            )
-            if startup.entrypoint
-            else ()
-        )
+        self.roots = startup.roots(self.flags)
         self.reached: dict[str, Reach] = self.index.reach(self.roots) if self.index else {}
         self.failures: list[Failure] = (
             self.index.failures(self.reached, self.roots) if self.index else []

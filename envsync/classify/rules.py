@@ -241,16 +241,6 @@ def load_packs(extra: Sequence[str] = ()) -> tuple[RulePack, ...]:
     return tuple(read_pack(p) for p in paths)
 
 
-def script_rule(name: str, args: Sequence[str], packs: Sequence[RulePack]) -> ScriptRule | None:
-    """The rule for a console script run with these arguments (its subcommand), if any."""
-    sub = next((a for a in args if not a.startswith("-")), None)
-    for pack in packs:
-        for rule in pack.scripts:
-            if rule.name == name and rule.subcommand in (None, sub):
-                return rule
-    return None
-
-
 def packs_for(entrypoint: str | None, packs: Sequence[RulePack]) -> tuple[RulePack, ...]:
     if not entrypoint:
         return ()

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 from envsync import redact
 from envsync.apply import Agent
 from envsync.codec import to_data
-from envsync.command import effective_command
 from envsync.errors import AgentError, DeployError
 from envsync.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec, parse_target
+from envsync.launch import effective_command
 from envsync.model import Crash
 from envsync.runner import Runner
 
