@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
 from envsync.codec import from_data, to_data
 from envsync.collect import ProbeOptions, collect
 from envsync.documents import read_json_object
-from envsync.errors import DecodeError, SnapshotError
+from envsync.errors import CollectError, DecodeError, SnapshotError
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.lock import read_lock
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
@@ -117,3 +118,41 @@ def take(
 
 def dumps_snapshot(snapshot: Snapshot) -> str:
     return json.dumps(to_data(snapshot), indent=2) + "\n"
+
+
+class SnapshotDocument:
+    """A multi-host snapshot document whose snapshots wait in a spool file, each written
+    there as its host answers: the command holds at most `jobs` snapshots at a time, and
+    the document still lists them in the order the hosts were named."""
+
+    def __init__(self, spool: IO[bytes]) -> None:
+        self.spool = spool
+        self.placed: dict[int, tuple[int, int]] = {}  # host index -> (offset, length)
+        self.errors: dict[int, tuple[str, CollectError]] = {}
+
+    def add(self, i: int, snap: Snapshot) -> None:
+        # Each line indented as json.dumps(indent=2) indents an item of "snapshots" (a JSON
+        # string never holds a raw newline, so the replace touches only the layout).
+        data = json.dumps(to_data(snap), indent=2).replace("\n", "\n    ").encode()
+        self.spool.seek(0, os.SEEK_END)
+        self.placed[i] = (self.spool.tell(), len(data))
+        self.spool.write(data)
+
+    def pieces(self) -> Iterator[str]:
+        marks = {i: f"\0envsync-snapshot-{i}\0" for i in sorted(self.placed)}
+        doc: dict[str, object] = {
+            "schema_version": SNAPSHOT_SCHEMA_VERSION,
+            "snapshots": list(marks.values()),
+        }
+        if self.errors:
+            doc["errors"] = [
+                {"host": name, "error": str(e)} for _, (name, e) in sorted(self.errors.items())
+            ]
+        text = json.dumps(doc, indent=2) + "\n"
+        for i, mark in marks.items():
+            before, text = text.split(json.dumps(mark), 1)
+            yield before
+            offset, length = self.placed[i]
+            self.spool.seek(offset)
+            yield self.spool.read(length).decode()
+        yield text

@@ -1,4 +1,4 @@
-"""The real-import check (`--probe`): import the startup modules in the target's interpreter.
+"""The real-import check (`--import-check`): import the startup modules in the target's interpreter.
 
 Ground truth where the host's stack is importable; runs on the host like the probe, through
 the host's runner.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from envsync.codec import from_data
 from envsync.errors import CollectError, CommandTimeout, DecodeError
@@ -36,6 +37,18 @@ SCRIPT = (
     f"sys.stdout.write('\\n{MARKER}'+json.dumps(out)+'\\n')\n"
 )
 DEFAULT_TIMEOUT = 180.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportCheck:
+    """Whether `diff` and `check` also import the startup modules in the target's
+    interpreter (--import-check), giving up after `timeout` seconds."""
+
+    run: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+
+
+NO_IMPORT_CHECK = ImportCheck()  # the default: the import graph is read, nothing imported
 
 
 def check_imports(

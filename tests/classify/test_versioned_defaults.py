@@ -62,7 +62,7 @@ def test_the_builtin_sglang_pack_knows_the_outlines_era() -> None:
             {"version": "<2", "value": "gone"},
             r"defaults\[0\].value 'gone' is not one of its values",
         ),
-        ("old", r"defaults\[0\] must be a table"),
+        ("old", r"flags\[0\].defaults\[0\]: expected a table, got str"),
     ],
 )
 def test_bad_versioned_defaults_are_one_clear_error(entry: object, message: str) -> None:
