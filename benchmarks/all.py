@@ -12,7 +12,7 @@ peak RSS of each process is read by GNU time (`time` on Debian), which runs it. 
   fleets      8 SSH hosts against 1 (8 sshd on loopback), next to OpenSSH's own `ssh host
               true` on the same hosts; the same through a proxy that delays every segment
               by 50 ms each way; 50 local hosts (peak RSS)
-  scheduling  the real collect_many on 256 simulated hosts (a runner that only sleeps)
+  scheduling  the real Session.collect_many on 256 simulated hosts (a runner that only sleeps)
   crash       the smoke test's verdict after the process died, local
 
 The SSH parts need root and sshd; without them they are left out, and said so.
@@ -39,11 +39,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envsync.cli.context import Context, collect_many  # noqa: E402
 from envsync.collect import probe_argv, probe_source  # noqa: E402
 from envsync.inventory import HostSpec, Inventory  # noqa: E402
 from envsync.runner import CommandResult, Runner, Runners  # noqa: E402
 from envsync.runner.local import LocalRunner  # noqa: E402
+from envsync.session import Session  # noqa: E402
 from tests.sshd import free_port  # noqa: E402
 
 HOSTS = REPO / "examples" / ".hosts"
@@ -151,7 +151,7 @@ def delayed(ports: list[int]) -> Iterator[list[int]]:
 
 
 # ---------------------------------------------------------------------------------------
-# Scheduling: the real collect_many on hosts whose runner only sleeps
+# Scheduling: the real Session.collect_many on hosts whose runner only sleeps
 
 
 class _Sleeper:
@@ -179,14 +179,13 @@ def simulated_fleet(hosts: int, jobs: int, latency: float) -> float:
     spec = HostSpec(name="one", python=str(HOSTS / "ct129" / "bin" / "python"))
     stdout = LocalRunner("one").run(probe_argv(spec, _light()), input=probe_source(), timeout=60)
     specs = {f"h{i}": HostSpec(name=f"h{i}", python="python3") for i in range(hosts)}
-    ctx = Context(
+    session = Session(
         inventory=Inventory(path=None, hosts=specs),
         runners=_SleepingRunners(latency, stdout.stdout),
-        quiet=True,
         jobs=jobs,
     )
     started = time.perf_counter()
-    results = collect_many(ctx, [(name, None) for name in specs])
+    results = session.collect_many([(name, None) for name in specs])
     wall = time.perf_counter() - started
     assert len(results) == hosts and all(not isinstance(r, Exception) for r in results)
     return wall

@@ -1,17 +1,20 @@
-"""Reading the documents a user names (inventory, rule packs, locks, snapshots, plans).
+"""The documents a user names (inventory, rule packs, locks, snapshots, plans): read and written.
 
-Each failure is one line naming the file, raised as the calling stage's own error.
+Each failure to read is one line naming the file, raised as the calling stage's own error;
+every output is written atomically (a temporary file, then os.replace).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from envsync.errors import InputError
+from envsync.errors import InputError, OutputError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,3 +79,62 @@ def read_json_object(path: Path, error: type[InputError], what: str) -> dict[str
     if not isinstance(data, dict):
         raise error(f"{path}: not an envsync {what} (not a JSON object)")
     return data
+
+
+# ---------------------------------------------------------------------------------------
+# Writing: all or nothing
+
+
+def check_writable(path: Path) -> None:
+    """Fail before a long collection when `path` can never be written."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise OutputError(f"{path}: cannot write: Is a directory")
+    if not parent.is_dir():
+        why = "Not a directory" if parent.exists() else "No such file or directory"
+        raise OutputError(f"{path}: cannot write: {why}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: cannot write: Permission denied")
+
+
+def write_pieces(f: IO[str], text: str | Iterable[str]) -> None:
+    """Write a string, or its pieces as they are made, to an open text file."""
+    if isinstance(text, str):
+        f.write(text)
+    else:
+        for piece in text:
+            f.write(piece)
+
+
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write `text` (a string, or its pieces as they are made) to `path` through a
+    temporary file and os.replace: all or nothing.
+
+    A target that exists and is not a regular file (/dev/stdout, a FIFO) is written in
+    place: replacing it would swap a device node for a file.
+    """
+    if path.exists() and not path.is_file() and not path.is_dir():
+        try:
+            with path.open("w", encoding="utf-8") as f:
+                write_pieces(f, text)
+        except OSError as e:
+            raise OutputError(f"{path}: cannot write: {e.strerror}") from e
+        return
+    import tempfile
+
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise OutputError(f"{path}: cannot write: {e.strerror}") from e
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            write_pieces(f, text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException as e:  # a piece that fails to be made leaves no half file either
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise OutputError(f"{path}: cannot write: {e.strerror}") from e
+        raise

@@ -6,8 +6,9 @@ Kept apart from model.py so that collecting a snapshot does not pay for them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from envsync.vocab import SEVERITIES, EvidenceSource, FixKind, Kind, Severity
+from envsync.vocab import SEVERITIES, EvidenceSource, Kind, Severity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,16 +43,48 @@ class Evidence:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Fix:
-    kind: FixKind
+class PinFix:
+    """Install the reference's version from the target's own index, others held."""
+
+    kind: Literal["pin"] = "pin"
     summary: str  # what to do, in words a human can act on
-    requirement: str | None = None  # pin: NAME==VERSION
-    dist: str | None = None  # sync-dist / sync-file: the distribution
-    path: str | None = None  # sync-file: the file, relative to the distribution's location
-    flag: str | None = None  # flag: e.g. --grammar-backend
-    value: str | None = None  # flag: e.g. none
-    gives_up: str | None = None  # flag: the capability it costs
-    used_when: tuple[str, ...] = ()  # flag: command flags that mean that capability is used
+    requirement: str  # NAME==VERSION
+    dist: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncDistFix:
+    """Copy the distribution's installed files from the reference."""
+
+    kind: Literal["sync-dist"] = "sync-dist"
+    summary: str
+    dist: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncFileFix:
+    """Copy one file of a watched distribution from the reference (or remove it)."""
+
+    kind: Literal["sync-file"] = "sync-file"
+    summary: str
+    dist: str
+    path: str  # relative to the distribution's location, as its RECORD keys it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlagFix:
+    """Launch with a flag value that avoids the failing import."""
+
+    kind: Literal["flag"] = "flag"
+    summary: str
+    flag: str  # e.g. --grammar-backend
+    value: str  # e.g. none
+    gives_up: str  # the capability it costs
+    used_when: tuple[str, ...] = ()  # command flags that mean that capability is used
+
+
+# How a finding can be repaired: one class per kind, told apart by `kind` (vocab.FixKind).
+Fix = PinFix | SyncDistFix | SyncFileFix | FlagFix
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,12 +6,14 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from envsync.codec import decode
 from envsync.documents import read_toml
-from envsync.errors import InventoryError
+from envsync.errors import DecodeError, InventoryError
+from envsync.vocab import INSTALLERS, Installer
 
 DEFAULT_INVENTORY = "envsync.toml"
 INVENTORY_ENV = "ENVSYNC_INVENTORY"
@@ -65,12 +67,7 @@ class HostSpec:
     env: tuple[str, ...] = DEFAULT_ENV
     service: ServiceSpec | None = None  # the inventory's [service] with this host's overrides
     pip_options: tuple[str, ...] = ()  # added to `pip install` on this host (index options)
-    installer: str | None = None  # pip | uv; None: the target's pip, else uv on its PATH
-
-    @property
-    def is_local(self) -> bool:
-        """This machine's own world: neither over SSH nor behind an exec prefix."""
-        return self.ssh is None and not self.exec
+    installer: Installer | None = None  # None: the target's pip, else uv on its PATH
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,37 +108,54 @@ def local_host(
 
 
 # ---------------------------------------------------------------------------------------
-# Parsing and validation
+# Parsing and validation: the document's shape is checked by the codec (every error names
+# the dotted key: `hosts.ct200.service.env.X: expected a string`), its meaning here.
 
 
-_DEFAULTS_KEYS = {"reference": str, "target": str, "watch": list, "env": list, "rules": list}
-_SERVICE_KEYS = {
-    "command": list,
-    "port": int,
-    "health": str,
-    "unit": str,
-    "entrypoint": str,
-    "env": dict,
-    "workdir": str,
-    "health_url": str,
-}
-_HOST_KEYS = {
-    "python": str,
-    "ssh": str,
-    "jump": str,
-    "exec": list,
-    "identity": str,
-    "known_hosts": str,
-    "host_key_policy": str,
-    "watch": list,
-    "env": list,
-    "service": dict,
-    "pip_options": list,
-    "installer": str,
-}
-INSTALLERS = ("pip", "uv")
-_TOP_KEYS = {"defaults": dict, "service": dict, "hosts": dict}
-_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ServiceTable:
+    """[service], or a host's `service` table: each key it sets overrides [service]'s."""
+
+    command: tuple[str, ...] | None = None
+    port: int | None = None
+    health: str | None = None
+    unit: str | None = None
+    entrypoint: str | None = None
+    env: Mapping[str, str] | None = None
+    workdir: str | None = None
+    health_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _HostTable:
+    python: str | None = None  # required: checked with its own message
+    ssh: str | None = None
+    jump: str | None = None
+    exec: tuple[str, ...] | None = None
+    identity: str | None = None
+    known_hosts: str | None = None
+    host_key_policy: str = "strict"
+    watch: tuple[str, ...] | None = None
+    env: tuple[str, ...] | None = None
+    service: _ServiceTable | None = None
+    pip_options: tuple[str, ...] = ()
+    installer: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _DefaultsTable:
+    reference: str | None = None
+    target: str | None = None
+    watch: tuple[str, ...] = ()
+    env: tuple[str, ...] = DEFAULT_ENV
+    rules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Document:
+    defaults: _DefaultsTable = field(default_factory=_DefaultsTable)
+    service: _ServiceTable | None = None
+    hosts: Mapping[str, _HostTable] = field(default_factory=dict)
 
 
 def inventory_path(explicit: str | None, environ: Mapping[str, str]) -> tuple[Path, bool]:
@@ -167,45 +181,15 @@ def load_inventory(
     return parse_inventory(read_toml(path, InventoryError, "inventory", "invalid TOML"), path)
 
 
-def _check(table: Mapping[str, Any], spec: Mapping[str, type], where: str, path: Path) -> None:
-    for key, value in table.items():
-        if key not in spec:
-            raise InventoryError(
-                f"{path}: unknown key {key!r} in {where}; expected one of: "
-                + ", ".join(sorted(spec))
-            )
-        expected = spec[key]
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise InventoryError(
-                f"{path}: {where}.{key} must be {_TYPE_NAMES[expected]}, "
-                f"got {type(value).__name__} {value!r}"
-            )
-
-
-def _strings(value: list[Any], where: str, path: Path) -> tuple[str, ...]:
-    for item in value:
-        if not isinstance(item, str):
-            raise InventoryError(f"{path}: {where} must be a list of strings, got {item!r}")
-    return tuple(value)
-
-
-def _service(
-    table: Mapping[str, Any], where: str, path: Path, base: ServiceSpec | None
-) -> ServiceSpec:
-    _check(table, _SERVICE_KEYS, where, path)
+def _service(table: _ServiceTable, where: str, path: Path, base: ServiceSpec | None) -> ServiceSpec:
     service = base or ServiceSpec(base_dir=str(path.parent.absolute()))
-    changes: dict[str, Any] = {}
-    if "command" in table:
-        changes["command"] = _strings(table["command"], f"{where}.command", path)
-    if "env" in table:
-        env = table["env"]
-        for key, value in env.items():
-            if not isinstance(value, str):
-                raise InventoryError(f"{path}: {where}.env.{key} must be a string, got {value!r}")
-        changes["env"] = {**service.env, **env}
-    for key in ("port", "health", "unit", "entrypoint", "workdir", "health_url"):
-        if key in table:
-            changes[key] = table[key]
+    changes: dict[str, Any] = {
+        f.name: getattr(table, f.name)
+        for f in fields(table)
+        if getattr(table, f.name) is not None and f.name != "env"
+    }
+    if table.env is not None:
+        changes["env"] = {**service.env, **table.env}
     if "port" in changes and not 0 < changes["port"] < 65536:
         raise InventoryError(f"{path}: {where}.port must be between 1 and 65535")
     if "health_url" in changes:
@@ -288,95 +272,103 @@ def _exec_prefix(value: list[Any], where: str, path: Path) -> tuple[str, ...]:
 
 
 def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
-    _check(data, _TOP_KEYS, "the top level", path)
-    defaults = data.get("defaults", {})
-    _check(defaults, _DEFAULTS_KEYS, "[defaults]", path)
-    watch = _strings(defaults.get("watch", []), "defaults.watch", path)
-    env = _strings(defaults.get("env", list(DEFAULT_ENV)), "defaults.env", path)
-    service = _service(data["service"], "[service]", path, None) if "service" in data else None
+    try:
+        document = decode(_Document, data)
+    except DecodeError as e:
+        raise InventoryError(f"{path}: {e}") from e
+    defaults = document.defaults
+    watch, env = defaults.watch, defaults.env
+    service = _service(document.service, "service", path, None) if document.service else None
     hosts: dict[str, HostSpec] = {}
-    for name, table in data.get("hosts", {}).items():
-        where = f"[hosts.{name}]"
-        if not isinstance(table, dict):
-            raise InventoryError(f"{path}: {where} must be a table")
-        _check(table, _HOST_KEYS, where, path)
-        if "python" not in table:
-            raise InventoryError(
-                f"{path}: {where} has no 'python'; expected the path of the host's interpreter, "
-                'e.g. python = "/opt/venv/bin/python"'
-            )
-        policy = table.get("host_key_policy", "strict")
-        if policy not in HOST_KEY_POLICIES:
-            raise InventoryError(
-                f"{path}: {where}.host_key_policy must be one of {', '.join(HOST_KEY_POLICIES)}, "
-                f"got {policy!r}"
-            )
-        ssh = table.get("ssh")
-        jump = table.get("jump")
-        targets = [("ssh", ssh)] if ssh else []
-        targets += [("jump", hop) for hop in jump_hops(jump or "none")]
-        for key, target in targets:
-            try:
-                parse_target(target)
-            except ValueError as e:
-                raise InventoryError(f"{path}: {where}.{key}: {e}") from e
-        if jump and ssh is None:
-            raise InventoryError(
-                f"{path}: {where}.jump needs ssh: the jump host leads to the SSH target",
-                tip=f'set ssh = "user@host" in {where}, or remove jump',
-            )
-        prefix = _exec_prefix(table["exec"], f"{where}.exec", path) if "exec" in table else ()
-        python = table["python"]
-        if ssh is None and not prefix:
-            # A path on this machine: relative paths are relative to the inventory file.
-            python = (
-                str((path.parent / os.path.expanduser(python)).absolute())
-                if "/" in python
-                else python
-            )
-        hosts[name] = HostSpec(
-            name=name,
-            python=python,
-            ssh=ssh,
-            jump=jump,
-            exec=prefix,
-            identity=_local_path(table.get("identity"), path),
-            known_hosts=_local_path(table.get("known_hosts"), path),
-            host_key_policy=policy,
-            watch=_strings(table.get("watch", list(watch)), f"{where}.watch", path),
-            env=_strings(table.get("env", list(env)), f"{where}.env", path),
-            service=_service(table["service"], f"{where}.service", path, service)
-            if "service" in table
-            else service,
-            pip_options=_strings(table.get("pip_options", []), f"{where}.pip_options", path),
-            installer=_installer(table.get("installer"), where, path),
-        )
+    for name, table in document.hosts.items():
+        hosts[name] = _host(name, table, path, watch, env, service)
     if LOCAL not in hosts:
         hosts[LOCAL] = local_host(watch, env, service)
-    reference = defaults.get("reference")
-    target = defaults.get("target")
-    for key, name in (("reference", reference), ("target", target)):
-        if name is not None and name not in hosts:
+    for key, named in (("reference", defaults.reference), ("target", defaults.target)):
+        if named is not None and named not in hosts:
             raise InventoryError(
-                f"{path}: defaults.{key} names {name!r}, which is not a host; "
+                f"{path}: defaults.{key} names {named!r}, which is not a host; "
                 f"expected one of: {', '.join(sorted(hosts))}"
             )
-    rules = tuple(
-        _local_path(p, path) or p
-        for p in _strings(defaults.get("rules", []), "defaults.rules", path)
-    )
     return Inventory(
-        path=path, hosts=hosts, reference=reference, target=target, service=service, rules=rules
+        path=path,
+        hosts=hosts,
+        reference=defaults.reference,
+        target=defaults.target,
+        service=service,
+        rules=tuple(_local_path(p, path) or p for p in defaults.rules),
     )
 
 
-def _installer(value: str | None, where: str, path: Path) -> str | None:
-    if value is not None and value not in INSTALLERS:
+def _host(
+    name: str,
+    table: _HostTable,
+    path: Path,
+    watch: tuple[str, ...],
+    env: tuple[str, ...],
+    service: ServiceSpec | None,
+) -> HostSpec:
+    where = f"hosts.{name}"
+    if table.python is None:
+        raise InventoryError(
+            f"{path}: {where} has no 'python'; expected the path of the host's interpreter, "
+            'e.g. python = "/opt/venv/bin/python"'
+        )
+    policy = table.host_key_policy
+    if policy not in HOST_KEY_POLICIES:
+        raise InventoryError(
+            f"{path}: {where}.host_key_policy must be one of {', '.join(HOST_KEY_POLICIES)}, "
+            f"got {policy!r}"
+        )
+    ssh, jump = table.ssh, table.jump
+    targets = [("ssh", ssh)] if ssh else []
+    targets += [("jump", hop) for hop in jump_hops(jump or "none")]
+    for key, target in targets:
+        try:
+            parse_target(target)
+        except ValueError as e:
+            raise InventoryError(f"{path}: {where}.{key}: {e}") from e
+    if jump and ssh is None:
+        raise InventoryError(
+            f"{path}: {where}.jump needs ssh: the jump host leads to the SSH target",
+            tip=f'set ssh = "user@host" in [hosts.{name}], or remove jump',
+        )
+    prefix = _exec_prefix(list(table.exec), f"{where}.exec", path) if table.exec is not None else ()
+    python = table.python
+    if ssh is None and not prefix:
+        # A path on this machine: relative paths are relative to the inventory file.
+        python = (
+            str((path.parent / os.path.expanduser(python)).absolute()) if "/" in python else python
+        )
+    return HostSpec(
+        name=name,
+        python=python,
+        ssh=ssh,
+        jump=jump,
+        exec=prefix,
+        identity=_local_path(table.identity, path),
+        known_hosts=_local_path(table.known_hosts, path),
+        host_key_policy=policy,
+        watch=table.watch if table.watch is not None else watch,
+        env=table.env if table.env is not None else env,
+        service=_service(table.service, f"{where}.service", path, service)
+        if table.service is not None
+        else service,
+        pip_options=table.pip_options,
+        installer=_installer(table.installer, where, path),
+    )
+
+
+def _installer(value: str | None, where: str, path: Path) -> Installer | None:
+    for known in INSTALLERS:
+        if value == known:
+            return known
+    if value is not None:
         raise InventoryError(
             f"{path}: {where}.installer must be one of {', '.join(INSTALLERS)}, not {value!r}",
             tip="leave it out to use the target's own pip, else uv on the host's PATH",
         )
-    return value
+    return None
 
 
 def _local_path(value: str | None, inventory: Path) -> str | None:

@@ -22,17 +22,10 @@ from typing import Any
 
 import tomli_w
 
+from envsync.codec import from_data, to_data
 from envsync.documents import loads_toml, read_text
-from envsync.errors import LockError
-from envsync.model import (
-    TRANSPORT_FIELDS,
-    DecodeError,
-    Distribution,
-    Snapshot,
-    Unavailable,
-    from_data,
-    to_data,
-)
+from envsync.errors import DecodeError, LockError
+from envsync.model import TRANSPORT_FIELDS, Distribution, Snapshot, Unavailable
 
 LOCK_VERSION = "1.0"
 SUPPORTED_MAJOR = 1

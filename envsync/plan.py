@@ -13,48 +13,77 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from envsync.command import with_flags
+from envsync.codec import from_data, to_data
 from envsync.documents import read_json_object
-from envsync.errors import InputError, PlanError
-from envsync.findings import Finding, Fix, Report
-from envsync.model import (
-    DecodeError,
-    Distribution,
-    Snapshot,
-    Unavailable,
-    from_data,
-    to_data,
-    why_files_cannot_serve,
-    why_no_files,
-)
-from envsync.vocab import ONLY, ONLY_DEFAULT, PREFER, FixKind
+from envsync.errors import DecodeError, InputError, PlanError
+from envsync.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
+from envsync.launch import with_flags
+from envsync.markers import applies
+from envsync.model import Distribution, Snapshot, Unavailable, why_files_cannot_serve, why_no_files
+from envsync.vocab import ONLY, ONLY_DEFAULT, PREFER, Installer, Only, Prefer
 
-PLAN_SCHEMA_VERSION = 1
+# 2: one table per kind of step, told apart by `kind` (1: every step had every field).
+PLAN_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Step:
-    kind: FixKind
+class PinStep:
+    """Install NAME==VERSION (and the dependencies it needs) with --no-deps, others held."""
+
+    kind: Literal["pin"] = "pin"
     summary: str
     findings: tuple[str, ...]  # subjects of the findings it addresses
-    requirements: tuple[str, ...] = ()  # pin: NAME==VERSION, the finding's and its deps'
-    dists: tuple[str, ...] = ()  # pin / sync-dist: distributions it replaces or installs
-    files: tuple[str, ...] = ()  # sync-file: paths relative to the distribution's location
-    dist: str | None = None  # sync-file: the watched distribution they belong to
-    remove: tuple[str, ...] = ()  # sync-file: paths to delete (not on the reference)
-    flag: str | None = None
-    value: str | None = None
-    gives_up: str | None = None
-    # pin: when the target's index cannot serve a version, copy the distributions from
-    # the reference instead (only when interpreter and platform match), or why not.
+    requirements: tuple[str, ...]  # NAME==VERSION, the finding's and its dependencies'
+    dists: tuple[str, ...]  # the distributions it replaces or installs
+    # When the target's index cannot serve a version, copy the distributions from the
+    # reference instead (only when interpreter and platform match), or why not.
     fallback: bool = False
     no_fallback: str | None = None
-    installer: str = "pip"  # pin: pip (the target's own) | uv (`uv pip --python`)
-    uv: str | None = None  # pin with uv: the uv command on the target host
+    installer: Installer = "pip"  # the target's own pip, or uv (`uv pip --python`)
+    uv: str | None = None  # with uv: the uv command on the target host
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncDistStep:
+    """Replace the distributions' installed files with the reference's (per RECORD)."""
+
+    kind: Literal["sync-dist"] = "sync-dist"
+    summary: str
+    findings: tuple[str, ...]
+    dists: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncFileStep:
+    """Copy a watched distribution's differing files from the reference, remove extras."""
+
+    kind: Literal["sync-file"] = "sync-file"
+    summary: str
+    findings: tuple[str, ...]
+    dist: str  # the watched distribution the files belong to
+    files: tuple[str, ...] = ()  # paths relative to the distribution's location
+    remove: tuple[str, ...] = ()  # paths to delete (not on the reference)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlagStep:
+    """Keep a launch flag for the service on the target (its effective command)."""
+
+    kind: Literal["flag"] = "flag"
+    summary: str
+    findings: tuple[str, ...]
+    flag: str
+    value: str
+    gives_up: str
+
+
+# One class per kind of step (vocab.FixKind), told apart by `kind` in a saved plan.
+Step = PinStep | SyncDistStep | SyncFileStep | FlagStep
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,8 +92,8 @@ class Plan:
     reference: str
     target: str
     target_fingerprint: str
-    prefer: str
-    only: str
+    prefer: Prefer
+    only: Only
     steps: tuple[Step, ...] = ()
     skipped: tuple[str, ...] = ()  # findings left alone, and why
     command: tuple[str, ...] = ()  # the command the service runs once the plan is applied
@@ -99,8 +128,8 @@ def _dependencies(
             req = Requirement(text)
         except InvalidRequirement:
             continue
-        if req.marker is not None and "extra" in str(req.marker):
-            continue  # optional extras are not needed to import the package
+        if applies(req, target) is False:
+            continue  # an optional extra, another platform: not needed to import it there
         dep = canonicalize_name(req.name)
         if dep in seen:
             continue
@@ -117,7 +146,9 @@ def _dependencies(
     return out
 
 
-def choose_installer(target: Snapshot, named: str | None = None) -> tuple[str, str | None]:
+def choose_installer(
+    target: Snapshot, named: Installer | None = None
+) -> tuple[Installer | Literal[""], str | None]:
     """("pip", None) or ("uv", its command) for installing on the target, or ("", why not).
 
     The inventory's `installer` wins; else the target's own pip, else uv on the host.
@@ -148,9 +179,9 @@ def _install_tip(target: Snapshot) -> str:
     )
 
 
-def _choose(finding: Finding, prefer: str, command: Sequence[str]) -> Fix | None:
-    flags = [f for f in finding.fixes if f.kind == "flag"]
-    fixes = [f for f in finding.fixes if f.kind != "flag"]
+def _choose(finding: Finding, prefer: Prefer, command: Sequence[str]) -> Fix | None:
+    flags = [f for f in finding.fixes if isinstance(f, FlagFix)]
+    fixes = [f for f in finding.fixes if not isinstance(f, FlagFix)]
     if prefer == "workaround" and flags:
         return flags[0]
     if prefer == "auto":
@@ -165,9 +196,9 @@ def make_plan(
     reference: Snapshot,
     target: Snapshot,
     *,
-    prefer: str = PREFER[0],
-    only: str = ONLY_DEFAULT,
-    installer: str | None = None,
+    prefer: Prefer = PREFER[0],
+    only: Only = ONLY_DEFAULT,
+    installer: Installer | None = None,
 ) -> Plan:
     """The steps that address the report's findings on the target (run with the command
     the report was made for); nothing that needs what the hosts cannot give. PlanError
@@ -179,12 +210,12 @@ def make_plan(
     skipped: list[str] = []
     pinned: set[str] = set()
     files: dict[str, list[tuple[str, Finding]]] = {}
-    flags: dict[str, Step] = {}
+    flags: dict[str, FlagStep] = {}
     # A watched package's differing files are one patch set: they move together.
     patch_sets: dict[str, list[tuple[str, Finding]]] = {}
     for finding in report.findings:
         for each in finding.fixes:
-            if each.kind == "sync-file" and each.dist and each.path:
+            if isinstance(each, SyncFileFix):
                 patch_sets.setdefault(each.dist, []).append((each.path, finding))
     below: list[Finding] = []
     for finding in report.findings:
@@ -192,107 +223,37 @@ def make_plan(
             below.append(finding)
             continue
         fix = _choose(finding, prefer, command)
-        if fix is None:
-            if finding.kind == "commit":
+        match fix:
+            case None if finding.kind == "commit":
                 skipped.append(
                     f"{finding.subject}: envsync copies the files that differ; it never moves "
                     "a checkout (git checkout, reset or stash)"
                 )
-            else:
+            case None:
                 skipped.append(f"{finding.subject}: no fix envsync can apply")
-            continue
-        if fix.kind == "flag" and fix.flag and fix.value:
-            key = fix.flag
-            if key in flags:
-                flags[key] = _merge(flags[key], finding.subject)
-                continue
-            flags[key] = Step(
-                kind="flag",
-                summary=f"launch with {fix.flag} {fix.value} (gives up: {fix.gives_up})",
-                findings=(finding.subject,),
-                flag=fix.flag,
-                value=fix.value,
-                gives_up=fix.gives_up,
-            )
-        elif fix.kind in ("sync-file", "sync-dist") and no_files is not None:
-            skipped.append(f"{finding.subject}: {fix.kind} needs the reference's files: {no_files}")
-        elif fix.kind == "sync-file" and fix.dist and fix.path:
-            files.setdefault(fix.dist, []).append((fix.path, finding))
-        elif fix.kind in ("pin", "sync-dist") and fix.dist:
-            if fix.dist in pinned:
-                continue
-            tgt = target.distribution(fix.dist)
-            if fix.kind == "pin" and tgt is not None and tgt.custom_build:
-                # The finding's own subject may be replaced, but not a local build.
+            case FlagFix(flag=flag) if flag in flags:
+                flags[flag] = _merge(flags[flag], finding.subject)
+            case FlagFix():
+                flags[fix.flag] = FlagStep(
+                    summary=f"launch with {fix.flag} {fix.value} (gives up: {fix.gives_up})",
+                    findings=(finding.subject,),
+                    flag=fix.flag,
+                    value=fix.value,
+                    gives_up=fix.gives_up,
+                )
+            case SyncFileFix() | SyncDistFix() if no_files is not None:
                 skipped.append(
-                    f"{fix.dist}: {tgt.version} on the target is a custom build; "
-                    "envsync does not replace it (sync-dist or by hand)"
+                    f"{finding.subject}: {fix.kind} needs the reference's files: {no_files}"
                 )
-                continue
-            ref = reference.distribution(fix.dist)
-            if ref is None:
-                skipped.append(f"{fix.dist}: not on the reference")
-                continue
-            held: list[str] = []
-            deps = _dependencies(fix.dist, reference, target, {fix.dist}, held)
-            skipped += held
-            group = [ref, *(d for d in deps if d.name not in pinned)]
-            pinned.update(d.name for d in group)
-            names = tuple(d.name for d in group)
-            how, uv = choose_installer(target, installer) if fix.kind == "pin" else ("", None)
-            copying = f"copy {', '.join(f'{d.display_name} {d.version}' for d in group)} "
-            if fix.kind == "pin" and how:
-                reqs = tuple(f"{d.display_name}=={d.version}" for d in group)
-                extra = f" (with {', '.join(reqs[1:])}, which it needs)" if len(reqs) > 1 else ""
-                tool = "pip install" if how == "pip" else "uv pip install"
-                summary = f"pin {reqs[0]}{extra}: {tool} --no-deps, others held"
-                why_not = why_files_cannot_serve(reference, target)
-                steps.append(
-                    Step(
-                        kind="pin",
-                        summary=summary,
-                        findings=(finding.subject,),
-                        requirements=reqs,
-                        dists=names,
-                        fallback=why_not is None,
-                        no_fallback=why_not,
-                        installer=how,
-                        uv=uv,
-                    )
-                )
-            elif fix.kind == "pin":
-                # Nothing on the target can install: the reference's files can, if they fit.
-                why_not = why_files_cannot_serve(reference, target)
-                if why_not is not None:
-                    wanted_req = f"{group[0].display_name}=={group[0].version}"
-                    raise PlanError(
-                        f"{target.host}: cannot install {wanted_req}: "
-                        f"{uv}, and the reference's installed files cannot serve it "
-                        f"({why_not}); nothing was changed",
-                        tip=_install_tip(target),
-                    )
-                steps.append(
-                    Step(
-                        kind="sync-dist",
-                        summary=copying + f"from the reference ({uv})",
-                        findings=(finding.subject,),
-                        dists=names,
-                    )
-                )
-            else:
-                steps.append(
-                    Step(
-                        kind="sync-dist",
-                        summary=copying + "from the reference",
-                        findings=(finding.subject,),
-                        dists=names,
-                    )
-                )
-        else:
-            skipped.append(f"{finding.subject}: {fix.kind} fix is incomplete")
+            case SyncFileFix():
+                files.setdefault(fix.dist, []).append((fix.path, finding))
+            case PinFix() | SyncDistFix() if fix.dist not in pinned:
+                step = _replace_dist(fix, finding, reference, target, pinned, skipped, installer)
+                if step is not None:
+                    steps.append(step)
     for finding in below:
         # A file of a patch set that another finding moves comes along (below).
-        if not any(x.kind == "sync-file" and x.dist in files for x in finding.fixes):
+        if not any(isinstance(x, SyncFileFix) and x.dist in files for x in finding.fixes):
             skipped.append(f"{finding.subject}: {finding.severity} (--only {only})")
     for dist, items in sorted(files.items()):
         chosen = {id(f) for _, f in items}
@@ -308,8 +269,7 @@ def make_plan(
             else ""
         )
         steps.append(
-            Step(
-                kind="sync-file",
+            SyncFileStep(
                 summary=f"{' and '.join(what)} of {dist} from the reference "
                 f"(backed up first{whole})",
                 findings=tuple(f.subject for _, f in items),
@@ -319,11 +279,7 @@ def make_plan(
             )
         )
     steps += flags.values()
-    effective = dict(target.service_flags or {})
-    for step in flags.values():
-        if step.flag and step.value:
-            effective[step.flag] = step.value
-    new_flags = {s.flag: s.value for s in flags.values() if s.flag and s.value}
+    new_flags = {s.flag: s.value for s in flags.values()}
     return Plan(
         reference=reference.host,
         target=target.host,
@@ -333,11 +289,76 @@ def make_plan(
         steps=tuple(steps),
         skipped=tuple(skipped),
         command=with_flags(command, new_flags),
-        flags=effective,
+        flags={**(target.service_flags or {}), **new_flags},
     )
 
 
-def _merge(step: Step, subject: str) -> Step:
+def _replace_dist(
+    fix: PinFix | SyncDistFix,
+    finding: Finding,
+    reference: Snapshot,
+    target: Snapshot,
+    pinned: set[str],
+    skipped: list[str],
+    installer: Installer | None,
+) -> PinStep | SyncDistStep | None:
+    """The step that replaces `fix.dist` (with the dependencies it needs) on the target:
+    a pin with what the target can install with, else a copy from the reference; None
+    (and why, in `skipped`) when envsync leaves it alone. PlanError when nothing can."""
+    tgt = target.distribution(fix.dist)
+    if isinstance(fix, PinFix) and tgt is not None and tgt.custom_build:
+        # The finding's own subject may be replaced, but not a local build.
+        skipped.append(
+            f"{fix.dist}: {tgt.version} on the target is a custom build; "
+            "envsync does not replace it (sync-dist or by hand)"
+        )
+        return None
+    ref = reference.distribution(fix.dist)
+    if ref is None:
+        skipped.append(f"{fix.dist}: not on the reference")
+        return None
+    held: list[str] = []
+    deps = _dependencies(fix.dist, reference, target, {fix.dist}, held)
+    skipped += held
+    group = [ref, *(d for d in deps if d.name not in pinned)]
+    pinned.update(d.name for d in group)
+    names = tuple(d.name for d in group)
+    copying = f"copy {', '.join(f'{d.display_name} {d.version}' for d in group)} "
+    if isinstance(fix, SyncDistFix):
+        return SyncDistStep(
+            summary=copying + "from the reference", findings=(finding.subject,), dists=names
+        )
+    how, uv = choose_installer(target, installer)
+    why_not = why_files_cannot_serve(reference, target)
+    if how:
+        reqs = tuple(f"{d.display_name}=={d.version}" for d in group)
+        extra = f" (with {', '.join(reqs[1:])}, which it needs)" if len(reqs) > 1 else ""
+        tool = "pip install" if how == "pip" else "uv pip install"
+        return PinStep(
+            summary=f"pin {reqs[0]}{extra}: {tool} --no-deps, others held",
+            findings=(finding.subject,),
+            requirements=reqs,
+            dists=names,
+            fallback=why_not is None,
+            no_fallback=why_not,
+            installer=how,
+            uv=uv,
+        )
+    # Nothing on the target can install: the reference's files can, if they fit.
+    if why_not is not None:
+        wanted_req = f"{group[0].display_name}=={group[0].version}"
+        raise PlanError(
+            f"{target.host}: cannot install {wanted_req}: "
+            f"{uv}, and the reference's installed files cannot serve it "
+            f"({why_not}); nothing was changed",
+            tip=_install_tip(target),
+        )
+    return SyncDistStep(
+        summary=copying + f"from the reference ({uv})", findings=(finding.subject,), dists=names
+    )
+
+
+def _merge(step: FlagStep, subject: str) -> FlagStep:
     return replace(step, findings=(*step.findings, subject))
 
 
@@ -362,32 +383,35 @@ def describe(plan: Plan, *, exec_prefix: Sequence[str] = ()) -> str:
     for i, step in enumerate(plan.steps, 1):
         lines.append(f"  {i}. {step.kind}: {step.summary}")
         lines.append(f"     fixes: {', '.join(step.findings)}")
-        if step.kind == "pin":
-            tool = (
-                "python -m pip install"
-                if step.installer == "pip"
-                else f"{step.uv} pip install --python <target python>"
-            )
-            lines.append(
-                f"     runs: {tool} --no-deps --constraint <every other package "
-                f"at its version> {' '.join(step.requirements)}"
-            )
-            if step.fallback:
-                lines.append(
-                    "     if the target's index cannot serve it: copy the installed files "
-                    "from the reference (same interpreter and platform)"
+        match step:
+            case PinStep():
+                tool = (
+                    "python -m pip install"
+                    if step.installer == "pip"
+                    else f"{step.uv} pip install --python <target python>"
                 )
-            elif step.no_fallback:
-                lines.append(f"     no copy from the reference if pip cannot: {step.no_fallback}")
-        elif step.kind == "sync-dist":
-            lines.append(
-                f"     replaces the installed files of {', '.join(step.dists)} (per RECORD)"
-            )
-        elif step.kind == "sync-file":
-            shown = [*step.files[:5], *(f"remove {p}" for p in step.remove[:5])]
-            lines.append(f"     files: {', '.join(shown)}")
-        elif step.kind == "flag":
-            lines.append(f"     gives up: {step.gives_up}")
+                lines.append(
+                    f"     runs: {tool} --no-deps --constraint <every other package "
+                    f"at its version> {' '.join(step.requirements)}"
+                )
+                if step.fallback:
+                    lines.append(
+                        "     if the target's index cannot serve it: copy the installed files "
+                        "from the reference (same interpreter and platform)"
+                    )
+                elif step.no_fallback:
+                    lines.append(
+                        f"     no copy from the reference if pip cannot: {step.no_fallback}"
+                    )
+            case SyncDistStep():
+                lines.append(
+                    f"     replaces the installed files of {', '.join(step.dists)} (per RECORD)"
+                )
+            case SyncFileStep():
+                shown = [*step.files[:5], *(f"remove {p}" for p in step.remove[:5])]
+                lines.append(f"     files: {', '.join(shown)}")
+            case FlagStep():
+                lines.append(f"     gives up: {step.gives_up}")
     if plan.flags and plan.command:
         lines.append(f"  the service will run: {' '.join(plan.command)}")
     for note in plan.skipped:
@@ -405,6 +429,12 @@ def load_plan(path: Path) -> Plan:
     """A plan saved with `repair -o`; InputError when it is not one this envsync reads."""
     data = read_json_object(path, InputError, "plan")
     version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version < PLAN_SCHEMA_VERSION:
+        raise InputError(
+            f"{path}: a plan of schema_version {version}, saved by an older envsync; "
+            f"this envsync applies plans of schema_version {PLAN_SCHEMA_VERSION} only",
+            tip="make the plan again with `envsync repair -o FILE` and review it",
+        )
     if version != PLAN_SCHEMA_VERSION:
         raise InputError(f"{path}: plan schema_version {version!r} is not supported")
     try:

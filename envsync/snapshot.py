@@ -6,20 +6,20 @@ Wherever a host name stands, the user may name: an inventory host, `local`, a sn
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
+from envsync.codec import from_data, to_data
 from envsync.collect import ProbeOptions, collect
 from envsync.documents import read_json_object
-from envsync.errors import OutputError, SnapshotError
+from envsync.errors import CollectError, DecodeError, SnapshotError
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.lock import read_lock
-from envsync.model import SNAPSHOT_SCHEMA_VERSION, DecodeError, Snapshot, from_data, to_data
+from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
 from envsync.requirements import read_requirements
 from envsync.runner import Runner
 
@@ -120,56 +120,39 @@ def dumps_snapshot(snapshot: Snapshot) -> str:
     return json.dumps(to_data(snapshot), indent=2) + "\n"
 
 
-def check_writable(path: Path) -> None:
-    """Fail before a long collection when `path` can never be written."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise OutputError(f"{path}: cannot write: Is a directory")
-    if not parent.is_dir():
-        why = "Not a directory" if parent.exists() else "No such file or directory"
-        raise OutputError(f"{path}: cannot write: {why}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{path}: cannot write: Permission denied")
+class SnapshotDocument:
+    """A multi-host snapshot document whose snapshots wait in a spool file, each written
+    there as its host answers: the command holds at most `jobs` snapshots at a time, and
+    the document still lists them in the order the hosts were named."""
 
+    def __init__(self, spool: IO[bytes]) -> None:
+        self.spool = spool
+        self.placed: dict[int, tuple[int, int]] = {}  # host index -> (offset, length)
+        self.errors: dict[int, tuple[str, CollectError]] = {}
 
-def write_pieces(f: IO[str], text: str | Iterable[str]) -> None:
-    """Write a string, or its pieces as they are made, to an open text file."""
-    if isinstance(text, str):
-        f.write(text)
-    else:
-        for piece in text:
-            f.write(piece)
+    def add(self, i: int, snap: Snapshot) -> None:
+        # Each line indented as json.dumps(indent=2) indents an item of "snapshots" (a JSON
+        # string never holds a raw newline, so the replace touches only the layout).
+        data = json.dumps(to_data(snap), indent=2).replace("\n", "\n    ").encode()
+        self.spool.seek(0, os.SEEK_END)
+        self.placed[i] = (self.spool.tell(), len(data))
+        self.spool.write(data)
 
-
-def write_atomic(path: Path, text: str | Iterable[str]) -> None:
-    """Write `text` (a string, or its pieces as they are made) to `path` through a
-    temporary file and os.replace: all or nothing.
-
-    A target that exists and is not a regular file (/dev/stdout, a FIFO) is written in
-    place: replacing it would swap a device node for a file.
-    """
-    if path.exists() and not path.is_file() and not path.is_dir():
-        try:
-            with path.open("w", encoding="utf-8") as f:
-                write_pieces(f, text)
-        except OSError as e:
-            raise OutputError(f"{path}: cannot write: {e.strerror}") from e
-        return
-    import tempfile
-
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise OutputError(f"{path}: cannot write: {e.strerror}") from e
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            write_pieces(f, text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException as e:  # a piece that fails to be made leaves no half file either
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise OutputError(f"{path}: cannot write: {e.strerror}") from e
-        raise
+    def pieces(self) -> Iterator[str]:
+        marks = {i: f"\0envsync-snapshot-{i}\0" for i in sorted(self.placed)}
+        doc: dict[str, object] = {
+            "schema_version": SNAPSHOT_SCHEMA_VERSION,
+            "snapshots": list(marks.values()),
+        }
+        if self.errors:
+            doc["errors"] = [
+                {"host": name, "error": str(e)} for _, (name, e) in sorted(self.errors.items())
+            ]
+        text = json.dumps(doc, indent=2) + "\n"
+        for i, mark in marks.items():
+            before, text = text.split(json.dumps(mark), 1)
+            yield before
+            offset, length = self.placed[i]
+            self.spool.seek(offset)
+            yield self.spool.read(length).decode()
+        yield text

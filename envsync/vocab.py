@@ -17,15 +17,25 @@ Severity = Literal["fatal", "risky", "unknown", "degraded", "benign"]
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 
+# What fails: `check --fail-on` (a gate) and the JUnit cases of the reports check writes
+# fail at this severity and worse by default; a diff, which gates nothing, renders its
+# JUnit cases failing for what may break startup (fatal and risky).
+FAIL_ON_DEFAULT: Severity = "fatal"
+DIFF_FAIL_ON: Severity = "risky"
+
 # What differs, in the order a report lists raw differences.
 Kind = Literal["python", "torch", "gpu", "missing", "version", "extra", "commit", "file", "system"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 KIND_RANK: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
 PACKAGE_KINDS: tuple[Kind, ...] = ("missing", "version", "extra")
 
-# How a fix repairs a finding.
+# How a fix repairs a finding, and the kind of the plan step that carries it out (each a
+# class of its own: findings.Fix, plan.Step; a test ties their tags to these words).
 FixKind = Literal["pin", "sync-dist", "sync-file", "flag"]
-FIX_KINDS: tuple[FixKind, ...] = get_args(FixKind)
+
+# What installs a pin on the target: its own pip, or uv aimed at its interpreter.
+Installer = Literal["pip", "uv"]
+INSTALLERS: tuple[Installer, ...] = get_args(Installer)
 
 # Where an import statement stands, surest to run first. A path is as weak as its weakest
 # edge: a module reached through a `try` is guarded even if its own imports are not.
@@ -52,11 +62,13 @@ weaker = _host.weaker
 
 # --prefer: pins and syncs; launch-flag workarounds wherever one exists; a flag only when
 # it gives up nothing the configured command uses. The first is the default of --prefer.
-PREFER = ("auto", "fix", "workaround")
+Prefer = Literal["auto", "fix", "workaround"]
+PREFER: tuple[Prefer, ...] = get_args(Prefer)
 # --only: which findings start a step (default: fatal and risky).
-ONLY_DEFAULT = "risky"
+Only = Literal["fatal", "risky", "degraded", "all"]
+ONLY_DEFAULT: Only = "risky"
 # unknown (envsync could not read the startup) is addressed by default, like risky.
-ONLY: dict[str, tuple[Severity, ...]] = {
+ONLY: dict[Only, tuple[Severity, ...]] = {
     "fatal": ("fatal",),
     "risky": ("fatal", "risky", "unknown"),
     "degraded": ("fatal", "risky", "unknown", "degraded"),

@@ -406,14 +406,15 @@ def test_a_multi_host_snapshot_is_spooled_and_written_in_the_order_named(tmp_pat
     lists them in the order the hosts were named, byte for byte what json.dumps makes."""
     import tempfile
 
-    from envsync.cli.commands import _Spooled
+    from envsync.codec import from_data, to_data
     from envsync.errors import CollectError
-    from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot, from_data, to_data
+    from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
+    from envsync.snapshot import SnapshotDocument
 
     data = json.loads((Path(__file__).parent / "data" / "snapshots" / "ct129.json").read_text())
     snaps = [from_data(Snapshot, {**data, "host": name}, name) for name in ("h0", "h1", "h2", "h3")]
     with tempfile.TemporaryFile() as spool:
-        doc = _Spooled(spool)
+        doc = SnapshotDocument(spool)
         doc.add(3, snaps[3])
         doc.errors[2] = ("h2", CollectError('h2: probe said "\\u0000" and {"snapshots": []}'))
         doc.add(0, snaps[0])
@@ -425,3 +426,30 @@ def test_a_multi_host_snapshot_is_spooled_and_written_in_the_order_named(tmp_pat
         "errors": [{"host": "h2", "error": str(doc.errors[2][1])}],
     }
     assert text == json.dumps(expected, indent=2) + "\n"
+
+
+def test_the_import_check_is_named_for_what_it_does_and_takes_its_old_name_for_a_release(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from envsync.cli.parser import build_parser
+    from envsync.collect.importcheck import ImportCheck
+
+    parser = build_parser()
+
+    def import_check(*argv: str) -> ImportCheck:
+        args = parser.parse_args(["diff", "a.json", "b.json", *argv])
+        return args.build(args).run.args[0].import_check  # type: ignore[no-any-return]
+
+    assert import_check() == ImportCheck(run=False, timeout=180.0)
+    assert import_check("--import-check", "--import-check-timeout", "5") == ImportCheck(
+        run=True, timeout=5.0
+    )
+    assert import_check("--probe", "--probe-timeout", "5") == ImportCheck(run=True, timeout=5.0)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["diff", "--help"])
+    shown = capsys.readouterr().out
+    assert "[--import-check] [--import-check-timeout SECONDS]" in shown
+    assert "[--probe]" not in shown  # the old names are hidden, and said to be going
+    assert "--probe, --probe-timeout: the old names, accepted until the next release" in " ".join(
+        shown.split()
+    )

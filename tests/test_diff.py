@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from envsync.codec import from_data
 from envsync.diff import differences
-from envsync.model import Distribution, Snapshot, from_data
+from envsync.model import Distribution, Snapshot
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
 

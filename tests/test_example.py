@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from envsync.cli import main
+from envsync.codec import to_data
 from envsync.lock import read_lock
-from envsync.model import TRANSPORT_FIELDS, to_data
+from envsync.model import TRANSPORT_FIELDS
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.slow

@@ -52,7 +52,7 @@ def test_the_brief_example_parses(tmp_path: Path) -> None:
     inv = load_inventory(str(write(tmp_path, BRIEF_EXAMPLE)), {})
     assert (inv.reference, inv.target) == ("ct129", "ct200")
     ct129, ct200, box = inv.host("ct129"), inv.host("ct200"), inv.host("box")
-    assert ct129.ssh == "root@ct129" and not ct129.is_local
+    assert ct129.ssh == "root@ct129" and not ct129.exec
     assert ct129.python == "/opt/venv_sglang211/bin/python"
     assert ct129.watch == ("sglang",) and ct129.env == DEFAULT_ENV
     assert ct129.service is not None and ct129.service.unit == "sglang-dflash.service"
@@ -62,7 +62,7 @@ def test_the_brief_example_parses(tmp_path: Path) -> None:
     assert (ct200.service.port, ct200.service.env) == (30002, {"CUDA_VISIBLE_DEVICES": "1"})
     assert ct200.service.command == ct129.service.command
     # local paths are relative to the inventory file
-    assert box.is_local
+    assert box.ssh is None and not box.exec
     assert box.python == str(tmp_path / "venvs/box/bin/python")
     assert box.identity == str(tmp_path / "keys/id_ed25519")
     assert box.host_key_policy == "accept-new"
@@ -110,71 +110,74 @@ def test_inventory_location_precedence(tmp_path: Path, monkeypatch: pytest.Monke
     ("text", "message"),
     [
         ("[hosts.ct200\npython = 'x'\n", r"invalid TOML: .*line 1"),
-        ("[hosts.ct200]\nssh = 'root@ct200'\n", r"\[hosts.ct200\] has no 'python'; expected"),
-        ("[hosts.ct200]\npython = 3\n", r"\[hosts.ct200\].python must be a string, got int 3"),
+        ("[hosts.ct200]\nssh = 'root@ct200'\n", r"hosts.ct200 has no 'python'; expected"),
+        ("[hosts.ct200]\npython = 3\n", r"hosts.ct200.python: expected a string, got 3"),
         (
             "[hosts.ct200]\npython = 'p'\npyhton = 'q'\n",
-            r"unknown key 'pyhton' in \[hosts.ct200\]; expected one of: .*python",
+            r"hosts.ct200: unknown key 'pyhton'; expected one of: python, .*installer",
         ),
-        ("[defaults]\nwatch = 'sglang'\n", r"\[defaults\].watch must be a list, got str"),
-        ("[defaults]\nwatch = [1]\n", r"defaults.watch must be a list of strings"),
+        ("[defaults]\nwatch = 'sglang'\n", r"defaults.watch: expected a list, got str"),
+        ("[defaults]\nwatch = [1]\n", r"defaults.watch\[0\]: expected a string, got 1"),
         (
             "[defaults]\nreference = 'ct129'\n",
             r"defaults.reference names 'ct129', which is not a host",
         ),
-        ("[service]\nport = 'x'\n", r"\[service\].port must be an integer"),
-        ("[service]\nport = true\n", r"\[service\].port must be an integer"),
+        ("[service]\nport = 'x'\n", r"service.port: expected an integer, got 'x'"),
+        ("[service]\nport = true\n", r"service.port: expected an integer, got True"),
         ("[service]\nport = 70000\n", r"port must be between 1 and 65535"),
-        ("[service]\ncomand = []\n", r"unknown key 'comand' in \[service\]"),
-        ("[service]\nenv = { A = 1 }\n", r"\[service\].env.A must be a string"),
+        ("[service]\ncomand = []\n", r"service: unknown key 'comand'; expected one of: command, "),
+        ("[service]\nenv = { A = 1 }\n", r"service.env.A: expected a string, got 1"),
         (
             "[hosts.a]\npython='p'\nhost_key_policy = 'yolo'\n",
             r"host_key_policy must be one of strict, accept-new",
         ),
         (
             "[hosts.a]\npython='p'\ninstaller = 'conda'\n",
-            r"\[hosts.a\].installer must be one of pip, uv, not 'conda'",
+            r"hosts.a.installer must be one of pip, uv, not 'conda'",
         ),
         (
             "[hosts.a]\npython='p'\nservice = { unit = 5 }\n",
-            r"\[hosts.a\].service.unit must be a string",
+            r"hosts.a.service.unit: expected a string, got 5",
         ),
-        ("[hosts.a]\npython='p'\nexec = 'docker'\n", r"\[hosts.a\].exec must be a list, got str"),
-        ("[hosts.a]\npython='p'\nexec = []\n", r"\[hosts.a\].exec must be a non-empty list"),
+        ("[hosts.a]\npython='p'\nexec = 'docker'\n", r"hosts.a.exec: expected a list, got str"),
+        ("[hosts.a]\npython='p'\nexec = []\n", r"hosts.a.exec must be a non-empty list"),
         (
             "[hosts.a]\npython='p'\nexec = ['docker', '']\n",
-            r"\[hosts.a\].exec must be a non-empty list of non-empty strings",
+            r"hosts.a.exec must be a non-empty list of non-empty strings",
         ),
-        ("[hosts.a]\npython='p'\nexec = ['srun', 3]\n", r"\[hosts.a\].exec must be a non-emp"),
+        (
+            "[hosts.a]\npython='p'\nexec = ['srun', 3]\n",
+            r"hosts.a.exec\[1\]: expected a string, got 3",
+        ),
         (
             "[hosts.a]\npython='p'\nexec = ['docker', 'exec', 'c1']\n",
-            r"\[hosts.a\].exec runs `docker exec` without -i: envsync sends its probe",
+            r"hosts.a.exec runs `docker exec` without -i: envsync sends its probe",
         ),
         (
             "[hosts.a]\npython='p'\nexec = ['kubectl', 'exec', '-it', 'pod/p', '--']\n",
-            r"\[hosts.a\].exec asks kubectl for a terminal \(-t\)",
+            r"hosts.a.exec asks kubectl for a terminal \(-t\)",
         ),
         (
             "[hosts.a]\npython='p'\njump = 'root@bastion'\n",
-            r"\[hosts.a\].jump needs ssh: the jump host leads to the SSH target",
+            r"hosts.a.jump needs ssh: the jump host leads to the SSH target",
         ),
         (
             "[hosts.a]\npython='p'\nssh = 'h'\njump = 'root@'\n",
-            r"\[hosts.a\].jump: 'root@': not an SSH target; expected user@host\[:port\]",
+            r"hosts.a.jump: 'root@': not an SSH target; expected user@host\[:port\]",
         ),
         (
             "[hosts.a]\npython='p'\nssh = 'h'\njump = 'b1, @b2'\n",
-            r"\[hosts.a\].jump: '@b2': not an SSH target",
+            r"hosts.a.jump: '@b2': not an SSH target",
         ),
-        ("[hosts.a]\npython='p'\nssh = 'a b'\n", r"\[hosts.a\].ssh: 'a b': not an SSH target"),
-        ("[service]\nhealth_url = 'pod:30000'\n", r"\[service\].health_url must be an http"),
+        ("[hosts.a]\npython='p'\nssh = 'a b'\n", r"hosts.a.ssh: 'a b': not an SSH target"),
+        ("[service]\nhealth_url = 'pod:30000'\n", r"service.health_url must be an http"),
         (
             "[hosts.a]\npython='p'\nservice = { health_url = 'http://h:x/health' }\n",
-            r"\[hosts.a\].service.health_url is not a URL",
+            r"hosts.a.service.health_url is not a URL",
         ),
-        ("hosts = 3\n", r"the top level.hosts must be a table"),
-        ("[hosts]\na = 3\n", r"\[hosts.a\] must be a table"),
-        ("[extra]\n", r"unknown key 'extra' in the top level"),
+        ("hosts = 3\n", r"hosts: expected a table, got int"),
+        ("[hosts]\na = 3\n", r"hosts.a: expected a table, got int"),
+        ("[extra]\n", r"unknown key 'extra'; expected one of: defaults, service, hosts"),
     ],
 )
 def test_bad_inventories_name_file_key_and_expectation(
@@ -228,7 +231,7 @@ python = "/opt/venv/bin/python"
         "--",
     )
     assert pod.python == "bin/python3"  # inside: never made relative to the inventory
-    assert not pod.is_local and pod.ssh is None
+    assert pod.exec and pod.ssh is None
     assert pod.service is not None and pod.service.port == 30000
     assert pod.service.health_url == "http://sglang.inference.svc:30000/health"
     assert (node.ssh, node.jump, node.exec) == (
@@ -253,4 +256,4 @@ def test_an_error_naming_a_crafted_host_is_one_line(tmp_path: Path) -> None:
     path = write(tmp_path, '[hosts]\n"\\n" = false\n')
     with pytest.raises(InventoryError) as raised:
         load_inventory(str(path), {})
-    assert "\n" not in str(raised.value) and "[hosts.\\n] must be a table" in str(raised.value)
+    assert "\n" not in str(raised.value) and "hosts.\\n: expected a table" in str(raised.value)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from envsync.codec import to_data
 from envsync.errors import LockError
 from envsync.lock import dumps_lock, loads_lock
-from envsync.model import to_data
 from envsync.snapshot import load_snapshot
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -74,7 +74,7 @@ def test_lock_is_deterministic_whatever_the_collection_time() -> None:
         ),
         (
             'lock-version = "1.0"\n[tool.envsync]\nschema_version = 1\nhost = 3\n',
-            "corrupt lock file: lock.host: expected str",
+            "corrupt lock file: lock.host: expected a string",
         ),
         (
             'lock-version = "1.0"\n[tool.envsync]\nschema_version = 1\nhost = "h"\n',
@@ -116,7 +116,8 @@ def test_a_standard_pylock_is_a_partial_reference() -> None:
 
 
 def test_checkouts_and_installers_are_facts_of_the_machine() -> None:
-    from envsync.model import Snapshot, from_data
+    from envsync.codec import from_data
+    from envsync.model import Snapshot
 
     data = to_data(load_snapshot(SNAPSHOT))
     for dist in data["distributions"]:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync.model import DecodeError, Snapshot, Torch, Unavailable, from_data, to_data
+from envsync.codec import from_data, to_data
+from envsync.errors import DecodeError
+from envsync.model import Snapshot, Torch, Unavailable
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -25,13 +27,13 @@ def test_snapshot_round_trips_through_plain_data() -> None:
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
-        ({"host": 5}, r"Snapshot.host: expected str, got 5"),
+        ({"host": 5}, r"Snapshot.host: expected a string, got 5"),
         ({"distributions": {}}, r"Snapshot.distributions: expected a list"),
         ({"bogus": 1}, r"Snapshot: unknown key 'bogus'"),
         ({"gpu": {"unavailable": 3}}, r"Snapshot.gpu.unavailable: expected a string"),
         ({"interpreter": None}, r"Snapshot.interpreter: a value is required"),
         ({"duration_s": "fast"}, r"expected a number"),
-        ({"partial": 1}, r"Snapshot.partial: expected bool"),
+        ({"partial": 1}, r"Snapshot.partial: expected true or false"),
     ],
 )
 def test_decode_errors_name_the_offending_key(patch: dict[str, object], message: str) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync.findings import Finding, Fix, Report
-from envsync.model import Distribution, Snapshot, from_data
+from envsync.codec import from_data
+from envsync.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
+from envsync.model import Distribution, Snapshot
 from envsync.plan import describe, fingerprint, make_plan
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
@@ -26,9 +27,8 @@ def snap(host: str, *dists: tuple[str, str, tuple[str, ...]]) -> Snapshot:
     )
 
 
-PIN = Fix(kind="pin", summary="pin", requirement="app==2.0", dist="app")
-FLAG = Fix(
-    kind="flag",
+PIN = PinFix(summary="pin", requirement="app==2.0", dist="app")
+FLAG = FlagFix(
     summary="flag",
     flag="--backend",
     value="none",
@@ -137,8 +137,8 @@ def test_the_reference_files_serve_only_the_same_interpreter_and_platform() -> N
 
 
 def test_a_plan_that_needs_the_reference_files_says_so_before_anything_runs() -> None:
-    sync = Fix(kind="sync-file", summary="copy", dist="sglang", path="sglang/x.py")
-    copy = Fix(kind="sync-dist", summary="copy", dist="app")
+    sync = SyncFileFix(summary="copy", dist="sglang", path="sglang/x.py")
+    copy = SyncDistFix(summary="copy", dist="app")
     patched = replace(finding("sglang/x.py", fixes=(sync,)), kind="file")
     findings = (patched, finding(fixes=(copy,)))
     for source in ("lock", "snapshot", "requirements"):
@@ -209,7 +209,7 @@ def file_finding(path: str, severity: str, dist: str = "app", ref: str | None = 
         severity=severity,
         reason="r",
         decided_by="import-graph",
-        fixes=(Fix(kind="sync-file", summary="copy", dist=dist, path=path),),
+        fixes=(SyncFileFix(summary="copy", dist=dist, path=path),),
     )
 
 
@@ -276,3 +276,88 @@ def test_with_no_installer_a_pin_copies_from_a_matching_reference_or_the_plan_re
     uv = replace(tgt, installers=Installers(uv="/opt/uv"))
     (step,) = make_plan(report(finding(fixes=(PIN,))), other, uv).steps
     assert (step.kind, step.installer, step.uv) == ("pin", "uv", "/opt/uv")
+
+
+def test_a_saved_plan_round_trips_each_kind_of_step(tmp_path: Path) -> None:
+    from envsync.plan import FlagStep, PinStep, SyncDistStep, SyncFileStep, dumps_plan, load_plan
+
+    ref = snap("ref", ("app", "2.0", ()), ("lib", "2.0", ()))
+    tgt = snap("tgt", ("app", "1.0", ()), ("lib", "1.0", ()))
+    findings = (
+        finding(fixes=(PIN,)),
+        finding("lib", fixes=(SyncDistFix(summary="copy", dist="lib"),)),
+        file_finding("app/server.py", "fatal"),
+        finding("other", fixes=(FLAG,)),
+    )
+    plan = make_plan(report(*findings), ref, tgt)
+    assert [type(s) for s in plan.steps] == [PinStep, SyncDistStep, SyncFileStep, FlagStep]
+    path = tmp_path / "plan.json"
+    path.write_text(dumps_plan(plan))
+    saved = json.loads(path.read_text())
+    # each step holds only its own kind's fields
+    assert set(saved["steps"][3]) == {"kind", "summary", "findings", "flag", "value", "gives_up"}
+    assert load_plan(path) == plan
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda steps: steps[0].update(requirements="app==2.0"),
+            r"plan.steps\[0\].requirements: expected a list, got str",
+        ),
+        (
+            lambda steps: steps[2].update(kind="copy"),
+            r"plan.steps\[2\].kind: expected one of 'pin', 'sync-dist', 'sync-file', 'flag', "
+            "got 'copy'",
+        ),
+        (lambda steps: steps[1].pop("kind"), r"plan.steps\[1\]: missing key 'kind'"),
+        (
+            lambda steps: steps[3].update(requirements=["x==1"]),
+            r"plan.steps\[3\]: unknown key 'requirements'",
+        ),
+    ],
+)
+def test_a_bad_saved_step_names_its_dotted_path(
+    tmp_path: Path, change: object, message: str
+) -> None:
+    from envsync.errors import InputError
+    from envsync.plan import dumps_plan, load_plan
+
+    ref = snap("ref", ("app", "2.0", ()), ("lib", "2.0", ()))
+    tgt = snap("tgt", ("app", "1.0", ()), ("lib", "1.0", ()))
+    findings = (
+        finding(fixes=(PIN,)),
+        finding("lib", fixes=(SyncDistFix(summary="copy", dist="lib"),)),
+        file_finding("app/server.py", "fatal"),
+        finding("other", fixes=(FLAG,)),
+    )
+    data = json.loads(dumps_plan(make_plan(report(*findings), ref, tgt)))
+    change(data["steps"])  # type: ignore[operator]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=message):
+        load_plan(path)
+
+
+def test_a_plan_of_an_older_schema_is_refused_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from envsync.cli import main
+
+    old = {
+        "schema_version": 1,
+        "reference": "ref",
+        "target": "local",
+        "target_fingerprint": "0" * 64,
+        "prefer": "auto",
+        "only": "risky",
+        "steps": [{"kind": "pin", "summary": "pin", "findings": ["app"], "requirements": []}],
+    }
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(old))
+    assert main(["repair", "--plan", str(path), "--apply"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"{path}: a plan of schema_version 1, saved by an older envsync" in err
+    assert "Tip: make the plan again with `envsync repair -o FILE`" in err

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from envsync.codec import to_data
 from envsync.errors import CollectError
 from envsync.index import IndexFile, choose, parse_config, parse_page, read_config, redact
 from envsync.inventory import HostSpec
 from envsync.lock import loads_lock
-from envsync.model import to_data
 from envsync.pylock import (
     FILE_NAME,
     Located,
@@ -252,7 +252,8 @@ def test_the_validator_finds_what_pep751_forbids() -> None:
 
 
 def test_a_clean_checkout_is_its_remote_at_its_commit() -> None:
-    from envsync.model import Snapshot, from_data
+    from envsync.codec import from_data
+    from envsync.model import Snapshot
 
     data = to_data(load_snapshot(SNAPSHOT))
     for dist in data["distributions"]:

@@ -60,3 +60,15 @@ def test_the_probe_and_the_agent_key_a_host_environment_alike(tmp_path: Path) ->
     assert spelled == ["shared.py"]
     assert "StatePaths(" in inspect.getsource(service_state)
     assert "STATE.service" in inspect.getsource(agent_service.read_service)
+
+
+def test_each_kind_of_fix_and_step_is_one_class_tagged_with_its_word() -> None:
+    from typing import get_args
+
+    from envsync.codec import tag_of
+    from envsync.findings import Fix
+    from envsync.plan import Step
+
+    for union in (Fix, Step):
+        tags = [tag_of(cls) for cls in get_args(union)]
+        assert tags == [(kind,) for kind in get_args(vocab.FixKind)]

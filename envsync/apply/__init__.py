@@ -13,12 +13,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from envsync.apply.agent import Agent, AgentError, Restored
-from envsync.errors import EnvsyncError
-from envsync.exitcodes import ExitCode
+from envsync.apply.agent import Agent, Restored
+from envsync.errors import AgentError, ApplyError, EnvsyncError, RollbackError, StalePlan
 from envsync.inventory import HostSpec
 from envsync.model import Snapshot, Unavailable
-from envsync.plan import Plan, Step
+from envsync.plan import FlagStep, PinStep, Plan, Step, SyncDistStep, SyncFileStep
 from envsync.runner import Runner
 
 # pip's words (pip 20 to 26), then uv's, when an index cannot serve a requirement.
@@ -30,22 +29,6 @@ _NOT_ON_INDEX = (
     "no versions of",
 )
 PIP_TIMEOUT = 1800.0
-
-
-class ApplyError(EnvsyncError):
-    """A step failed; what was done is rolled back."""
-
-    exit_code = ExitCode.APPLY
-
-
-class RollbackError(EnvsyncError):
-    """Restoring a backup failed, or there is none."""
-
-    exit_code = ExitCode.APPLY
-
-
-class StalePlan(EnvsyncError):
-    """The target changed since the plan was made."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,7 +69,7 @@ def _file_paths(snapshot: Snapshot, dist: str, keys: Sequence[str]) -> dict[str,
 
 
 def install_argv(
-    step: Step, target: Snapshot, python: str, constraints: str, options: Sequence[str]
+    step: PinStep, target: Snapshot, python: str, constraints: str, options: Sequence[str]
 ) -> list[str]:
     """The target's own pip, or uv aimed at the target's interpreter: --no-deps, others held."""
     if step.installer == "uv":
@@ -130,23 +113,33 @@ def apply_plan(
     started = time.perf_counter()
     agent = Agent(target_spec, runners(target_spec), lock=lock)
     ident = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
-    dists = sorted({d for s in plan.steps if s.kind in ("pin", "sync-dist") for d in s.dists})
+    dists = sorted(
+        {d for s in plan.steps if isinstance(s, PinStep | SyncDistStep) for d in s.dists}
+    )
     files: list[str] = []
     for step in plan.steps:
-        if step.kind == "sync-file" and step.dist:
+        if isinstance(step, SyncFileStep):
             files += _file_paths(target, step.dist, (*step.files, *step.remove)).values()
     try:
         backup = agent.backup(ident, dists=dists, files=files).path
     except AgentError as e:
         raise ApplyError(f"{e.message}; the backup failed, nothing was changed") from e
+    ctx = _StepContext(
+        plan=plan,
+        agent=agent,
+        target=target,
+        backup=backup,
+        runners=runners,
+        reference_spec=reference_spec,
+        reference=reference,
+        pip_options=tuple(pip_options),
+    )
     try:
         for i, step in enumerate(plan.steps, 1):
             if on_step is not None:
                 on_step(i, step)
             agent.journal(ident, f"step {i} started: {step.summary}")
-            _run_step(
-                step, plan, agent, target, backup, runners, reference_spec, reference, pip_options
-            )
+            _run_step(step, ctx)
             agent.journal(ident, f"step {i} done")
         # Applied once the journal says so: an interrupt before that is undone like a failure.
         agent.journal(ident, "applied", state="applied")
@@ -161,6 +154,8 @@ def apply_plan(
 def _check_paths(plan: Plan) -> None:
     """A plan's files are relative to their package directory and stay inside it."""
     for step in plan.steps:
+        if not isinstance(step, SyncFileStep):
+            continue
         for rel in (*step.files, *step.remove):
             parts = rel.replace("\\", "/").split("/")
             if not rel or rel.startswith("/") or ".." in parts or "\0" in rel:
@@ -183,22 +178,26 @@ def _rollback_after(agent: Agent, ident: str, why: str) -> None:
     raise ApplyError(f"{why}; everything done before it was rolled back")
 
 
-def _run_step(
-    step: Step,
-    plan: Plan,
-    agent: Agent,
-    target: Snapshot,
-    backup: str,
-    runners: Callable[[HostSpec], Runner],
-    reference_spec: HostSpec | None,
-    reference: Snapshot | None,
-    pip_options: Sequence[str],
-) -> None:
-    spec = agent.spec
-    if step.kind == "pin":
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _StepContext:
+    """What every step of one apply runs with: the target's agent and fresh snapshot, the
+    backup it made, and the reference (a host, or None when it is a file)."""
+
+    plan: Plan
+    agent: Agent
+    target: Snapshot
+    backup: str
+    runners: Callable[[HostSpec], Runner]
+    reference_spec: HostSpec | None
+    reference: Snapshot | None
+    pip_options: tuple[str, ...]
+
+    def pin(self, step: PinStep) -> None:
+        agent, target, backup, spec = self.agent, self.target, self.backup, self.agent.spec
+        reference_spec, runners = self.reference_spec, self.runners
         constraints = f"{backup}/constraints.txt"
         agent.write(constraints, _constraints(target, step.dists))
-        argv = install_argv(step, target, spec.python, constraints, pip_options)
+        argv = install_argv(step, target, spec.python, constraints, self.pip_options)
         # Through the agent, so that the target's lock knows the installer is running.
         try:
             result = agent.run(argv, timeout=PIP_TIMEOUT)
@@ -216,17 +215,21 @@ def _run_step(
             raise ApplyError(f"{step.installer} exited {result.returncode}: {tail}{why}")
         # The index cannot serve it: the reference's installed files can.
         _sync_dists(step.dists, agent, target, Agent(reference_spec, runners(reference_spec)))
-        return
-    if step.kind == "flag":
-        agent.set_flags(plan.flags)
-        return
-    if reference_spec is None or reference is None:
-        raise ApplyError(f"{step.kind} needs the reference host, and it is a file here")
-    source = Agent(reference_spec, runners(reference_spec))
-    if step.kind == "sync-dist":
-        _sync_dists(step.dists, agent, target, source)
-        return
-    if step.kind == "sync-file" and step.dist:
+
+    def flag(self) -> None:
+        self.agent.set_flags(self.plan.flags)
+
+    def source(self, step: Step) -> tuple[Agent, Snapshot]:
+        """The reference's agent and snapshot, for a step that copies its files."""
+        reference_spec, runners = self.reference_spec, self.runners
+        if reference_spec is None or self.reference is None:
+            raise ApplyError(f"{step.kind} needs the reference host, and it is a file here")
+        source = Agent(reference_spec, runners(reference_spec))
+        return source, self.reference
+
+    def sync_files(self, step: SyncFileStep) -> None:
+        agent, target = self.agent, self.target
+        source, reference = self.source(step)
         # Each host's own place for each file: site-packages, or an editable install's
         # source tree (written in place, never through git).
         ref_paths = _file_paths(reference, step.dist, step.files)
@@ -234,8 +237,19 @@ def _run_step(
         removed = _file_paths(target, step.dist, step.remove)
         archive = source.pack_paths(ref_paths)
         agent.unpack_paths(tgt_paths, archive, remove=sorted(removed.values()))
-        return
-    raise ApplyError(f"unknown step kind {step.kind!r}")
+
+
+def _run_step(step: Step, ctx: _StepContext) -> None:
+    match step:
+        case PinStep():
+            ctx.pin(step)
+        case FlagStep():
+            ctx.flag()
+        case SyncDistStep():
+            source, _ = ctx.source(step)
+            _sync_dists(step.dists, ctx.agent, ctx.target, source)
+        case SyncFileStep():
+            ctx.sync_files(step)
 
 
 def _sync_dists(dists: Sequence[str], agent: Agent, target: Snapshot, source: Agent) -> None:

@@ -14,25 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from envsync.bundle import host_argv, host_input
-from envsync.errors import EnvsyncError
-from envsync.exitcodes import ExitCode
+from envsync.codec import to_data
+from envsync.errors import AgentError
 from envsync.hostside import protocol
 from envsync.inventory import HostSpec
-from envsync.model import Crash, to_data
+from envsync.model import Crash
 from envsync.runner import CommandResult, Runner
 
 AGENT_TIMEOUT = 600.0
-
-
-class AgentError(EnvsyncError):
-    """The host agent failed: `kind` says how (its own word, or "crashed"); the caller
-    decides what that means for the user and which exit code it gets."""
-
-    exit_code = ExitCode.APPLY
-
-    def __init__(self, message: str, *, kind: str, tip: str | None = None) -> None:
-        super().__init__(message, tip=tip)
-        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,18 +18,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from envsync.apply.agent import Agent, HoldEnded, Holder, HoldRefused
-from envsync.errors import EnvsyncError
-from envsync.exitcodes import ExitCode
+from envsync.errors import EnvsyncError, TargetLocked
 from envsync.inventory import HostSpec
 from envsync.runner import Runner
 
 HOLD_TIMEOUT = 7 * 24 * 3600.0  # a hold ends with its command, not by a clock
-
-
-class TargetLocked(EnvsyncError):
-    """Another envsync is changing this target."""
-
-    exit_code = ExitCode.LOCKED
 
 
 def describe(who: Holder) -> str:

@@ -11,21 +11,18 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from envsync.codec import decode
 from envsync.documents import read_toml
-from envsync.errors import InputError
+from envsync.errors import DecodeError, RulesError
 from envsync.vocab import Context
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "rules"
 
 
-class RulesError(InputError):
-    """A rule pack cannot be read or is malformed."""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartupModule:
     module: str  # "pkg.sub.*": every module of that package
-    reason: str
+    reason: str = ""
     unless: tuple[str, ...] = ()  # flags whose presence means it does not run
     guarded: bool = False  # imported inside a try/except that skips it when it fails
 
@@ -94,143 +91,108 @@ class Root:
     context: Context = "module"  # "try": startup imports it inside a try/except that goes on
 
 
-def _str_list(value: Any, where: str, origin: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise RulesError(f"{origin}: {where} must be a list of strings")
-    return tuple(value)
+# ---------------------------------------------------------------------------------------
+# Reading a pack: its shape is checked by the codec (errors name the key: `flags[0].values.
+# none.modules[1]: expected a string`), its meaning here.
 
 
-def _str(
-    table: Mapping[str, Any], key: str, where: str, origin: str, default: str | None = None
-) -> str:
-    value = table.get(key, default)
-    if not isinstance(value, str):
-        raise RulesError(f"{origin}: {where}.{key} must be a string")
-    return value
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _PackTable:
+    name: str
+    description: str = ""
+    package: str | None = None  # default: the pack's name
+    entrypoints: tuple[str, ...] = ()
 
 
-def _bool(table: Mapping[str, Any], key: str, where: str, origin: str) -> bool:
-    value = table.get(key, False)
-    if not isinstance(value, bool):
-        raise RulesError(f"{origin}: {where}.{key} must be true or false")
-    return value
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ValueTable:
+    modules: tuple[str, ...] = ()
+    gives_up: str = ""
+    used_when: tuple[str, ...] = ()
 
 
-def _array(data: Mapping[str, Any], key: str, origin: str) -> list[Any]:
-    value = data.get(key, [])
-    if not isinstance(value, list):
-        raise RulesError(f"{origin}: {key} must be an array of tables ([[{key}]])")
-    return value
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _DefaultTable:
+    version: str
+    value: str
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _FlagTable:
+    flag: str
+    reason: str = ""
+    default: str | None = None
+    defaults: tuple[_DefaultTable, ...] = ()
+    values: Mapping[str, _ValueTable] = field(default_factory=dict)
+    prefer: tuple[str, ...] = ()
+    workaround: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _PackDocument:
+    pack: _PackTable
+    startup: tuple[StartupModule, ...] = ()
+    flags: tuple[_FlagTable, ...] = ()
+    scripts: tuple[ScriptRule, ...] = ()
 
 
 def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
-    pack = data.get("pack")
-    if not isinstance(pack, dict):
+    if not isinstance(data.get("pack"), dict):
         raise RulesError(f"{origin}: a rule pack needs a [pack] table")
-    startup = []
-    for i, item in enumerate(_array(data, "startup", origin)):
-        where = f"startup[{i}]"
-        if not isinstance(item, dict):
-            raise RulesError(f"{origin}: {where} must be a table")
-        startup.append(
-            StartupModule(
-                module=_str(item, "module", where, origin),
-                reason=_str(item, "reason", where, origin, ""),
-                unless=_str_list(item.get("unless", []), f"{where}.unless", origin),
-                guarded=_bool(item, "guarded", where, origin),
-            )
-        )
-    flags = []
-    for i, item in enumerate(_array(data, "flags", origin)):
-        where = f"flags[{i}]"
-        if not isinstance(item, dict):
-            raise RulesError(f"{origin}: {where} must be a table")
-        flag = _str(item, "flag", where, origin)
-        if not flag.startswith("--"):
-            raise RulesError(f"{origin}: {where}.flag must start with --, got {flag!r}")
-        values = {}
-        raw_values = item.get("values", {})
-        if not isinstance(raw_values, dict):
-            raise RulesError(f"{origin}: {where}.values must be a table")
-        for value, spec in raw_values.items():
-            if not isinstance(spec, dict):
-                raise RulesError(f"{origin}: {where}.values.{value} must be a table")
-            values[value] = FlagValue(
-                value=value,
-                modules=_str_list(
-                    spec.get("modules", []), f"{where}.values.{value}.modules", origin
-                ),
-                gives_up=_str(spec, "gives_up", f"{where}.values.{value}", origin, ""),
-                used_when=_str_list(
-                    spec.get("used_when", []), f"{where}.values.{value}.used_when", origin
-                ),
-            )
-        prefer = _str_list(item.get("prefer", []), f"{where}.prefer", origin)
-        unknown = [p for p in prefer if p not in values]
-        if unknown:
-            raise RulesError(f"{origin}: {where}.prefer names {unknown[0]!r}, which is not a value")
-        default = item.get("default")
-        if default is not None and (not isinstance(default, str) or default not in values):
-            raise RulesError(f"{origin}: {where}.default {default!r} is not one of its values")
-        versioned = []
-        for j, entry in enumerate(_array(item, "defaults", origin)):
-            at = f"{where}.defaults[{j}]"
-            if not isinstance(entry, dict):
-                raise RulesError(f"{origin}: {at} must be a table")
-            spec = _str(entry, "version", at, origin)
-            try:
-                SpecifierSet(spec)
-            except InvalidSpecifier as e:
-                raise RulesError(f"{origin}: {at}.version {spec!r} is not a version range") from e
-            value = _str(entry, "value", at, origin)
-            if value not in values:
-                raise RulesError(f"{origin}: {at}.value {value!r} is not one of its values")
-            versioned.append(
-                VersionDefault(
-                    version=spec, value=value, source=_str(entry, "source", at, origin, "")
-                )
-            )
-        workaround = item.get("workaround", True)
-        if not isinstance(workaround, bool):
-            raise RulesError(f"{origin}: {where}.workaround must be true or false")
-        flags.append(
-            FlagRule(
-                flag=flag,
-                reason=_str(item, "reason", where, origin, ""),
-                default=default,
-                defaults=tuple(versioned),
-                values=values,
-                prefer=prefer,
-                workaround=workaround,
-            )
-        )
-    scripts = []
-    for i, item in enumerate(_array(data, "scripts", origin)):
-        where = f"scripts[{i}]"
-        if not isinstance(item, dict):
-            raise RulesError(f"{origin}: {where} must be a table")
-        sub = item.get("subcommand")
-        if sub is not None and not isinstance(sub, str):
-            raise RulesError(f"{origin}: {where}.subcommand must be a string")
-        scripts.append(
-            ScriptRule(
-                name=_str(item, "name", where, origin),
-                subcommand=sub,
-                entrypoint=_str(item, "entrypoint", where, origin),
-                modules=_str_list(item.get("modules", []), f"{where}.modules", origin),
-                reason=_str(item, "reason", where, origin, ""),
-            )
-        )
-    name = _str(pack, "name", "pack", origin)
+    try:
+        document = decode(_PackDocument, data)
+    except DecodeError as e:
+        raise RulesError(f"{origin}: {e}") from e
+    pack = document.pack
     return RulePack(
-        name=name,
+        name=pack.name,
         origin=origin,
-        description=_str(pack, "description", "pack", origin, ""),
-        package=_str(pack, "package", "pack", origin, name),
-        entrypoints=_str_list(pack.get("entrypoints", []), "pack.entrypoints", origin),
-        startup=tuple(startup),
-        flags=tuple(flags),
-        scripts=tuple(scripts),
+        description=pack.description,
+        package=pack.package if pack.package is not None else pack.name,
+        entrypoints=pack.entrypoints,
+        startup=document.startup,
+        flags=tuple(_flag(item, f"flags[{i}]", origin) for i, item in enumerate(document.flags)),
+        scripts=document.scripts,
+    )
+
+
+def _flag(item: _FlagTable, where: str, origin: str) -> FlagRule:
+    if not item.flag.startswith("--"):
+        raise RulesError(f"{origin}: {where}.flag must start with --, got {item.flag!r}")
+    values = {
+        value: FlagValue(
+            value=value, modules=spec.modules, gives_up=spec.gives_up, used_when=spec.used_when
+        )
+        for value, spec in item.values.items()
+    }
+    unknown = [p for p in item.prefer if p not in values]
+    if unknown:
+        raise RulesError(f"{origin}: {where}.prefer names {unknown[0]!r}, which is not a value")
+    if item.default is not None and item.default not in values:
+        raise RulesError(f"{origin}: {where}.default {item.default!r} is not one of its values")
+    versioned = []
+    for j, entry in enumerate(item.defaults):
+        at = f"{where}.defaults[{j}]"
+        try:
+            SpecifierSet(entry.version)
+        except InvalidSpecifier as e:
+            raise RulesError(
+                f"{origin}: {at}.version {entry.version!r} is not a version range"
+            ) from e
+        if entry.value not in values:
+            raise RulesError(f"{origin}: {at}.value {entry.value!r} is not one of its values")
+        versioned.append(
+            VersionDefault(version=entry.version, value=entry.value, source=entry.source)
+        )
+    return FlagRule(
+        flag=item.flag,
+        reason=item.reason,
+        default=item.default,
+        defaults=tuple(versioned),
+        values=values,
+        prefer=item.prefer,
+        workaround=item.workaround,
     )
 
 
@@ -243,16 +205,6 @@ def load_packs(extra: Sequence[str] = ()) -> tuple[RulePack, ...]:
     """The built-in packs, then the user's (inventory `defaults.rules`)."""
     paths = sorted(BUILTIN_DIR.glob("*.toml")) + [Path(p) for p in extra]
     return tuple(read_pack(p) for p in paths)
-
-
-def script_rule(name: str, args: Sequence[str], packs: Sequence[RulePack]) -> ScriptRule | None:
-    """The rule for a console script run with these arguments (its subcommand), if any."""
-    sub = next((a for a in args if not a.startswith("-")), None)
-    for pack in packs:
-        for rule in pack.scripts:
-            if rule.name == name and rule.subcommand in (None, sub):
-                return rule
-    return None
 
 
 def packs_for(entrypoint: str | None, packs: Sequence[RulePack]) -> tuple[RulePack, ...]:

@@ -1,38 +1,46 @@
-"""Run one envsync command: parse, build the Context, map errors to exit codes."""
+"""Run one envsync command: parse, build the Session, map errors to exit codes."""
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from envsync.cli.context import JOBS, Context
-from envsync.cli.output import err
+from envsync.cli.options import Invocation, SessionOptions
+from envsync.cli.output import err, note
 from envsync.cli.parser import build_parser
-from envsync.collect import DEFAULT_TIMEOUT, ProbeOptions
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import load_inventory
-from envsync.runner import CONNECT_TIMEOUT, Runners
+from envsync.runner import Runners
+from envsync.session import Session
 
 
-def _context(args: argparse.Namespace, runners: Runners) -> Context:
-    """The command's typed context: the one place that reads options every command shares."""
-    return Context(
-        inventory=load_inventory(getattr(args, "inventory", None), os.environ),
+def _session(options: SessionOptions, runners: Runners) -> Session:
+    """The command's session: notes printed unless --quiet, a progress bar on a terminal."""
+    return Session(
+        inventory=load_inventory(options.inventory, os.environ),
         runners=runners,
-        quiet=getattr(args, "quiet", False),
-        probe=ProbeOptions(
-            deep=getattr(args, "deep", False),
-            timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
-            cache_dir="" if getattr(args, "no_cache", False) else None,
-        ),
-        allow_broken=getattr(args, "allow_broken", False),
-        jobs=getattr(args, "jobs", JOBS),
+        probe=options.probe,
+        allow_broken=options.allow_broken,
+        jobs=options.jobs,
+        notes=lambda message: note(options.quiet, message),
+        progress=_bar if sys.stderr.isatty() and not options.quiet else None,
     )
+
+
+@contextlib.contextmanager
+def _bar(total: int) -> Iterator[Callable[[], None]]:
+    """rich's progress bar on stderr, gone once the hosts are collected."""
+    from rich.console import Console
+    from rich.progress import Progress as Bar
+
+    with Bar(transient=True, console=Console(stderr=True)) as bar:
+        task = bar.add_task("collecting", total=total)
+        yield lambda: bar.advance(task)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -55,12 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    invocation: Invocation = args.build(args)
     runners = Runners(
-        accept_new=getattr(args, "accept_new_host_keys", False),
-        connect_timeout=getattr(args, "connect_timeout", CONNECT_TIMEOUT),
+        accept_new=invocation.session.accept_new_host_keys,
+        connect_timeout=invocation.session.connect_timeout,
     )
     try:
-        return int(args.func(args, _context(args, runners)))
+        return int(invocation.run(_session(invocation.session, runners)))
     except EnvsyncError as e:
         err(str(e))
         return int(e.exit_code)

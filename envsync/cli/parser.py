@@ -1,18 +1,21 @@
-"""The argparse parser: each command with the options that mean something for it."""
+"""The argparse parser: each command with the options that mean something for it, and the
+builder (cli/options.py) that turns its namespace into the command's typed options."""
 
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from envsync import __version__
-from envsync.cli import commands
-from envsync.cli.context import JOBS
+from envsync.cli import commands, options
 from envsync.collect import DEFAULT_TIMEOUT
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
 from envsync.inventory import DEFAULT_DEADLINE
+from envsync.locking import LOCK_FORMATS
 from envsync.report import FORMATS
 from envsync.runner import CONNECT_TIMEOUT
-from envsync.vocab import ONLY, ONLY_DEFAULT, PREFER, SEVERITIES
+from envsync.session import JOBS
+from envsync.vocab import FAIL_ON_DEFAULT, ONLY, ONLY_DEFAULT, PREFER, SEVERITIES
 
 
 def _seconds(p: argparse.ArgumentParser, flag: str, default: float, what: str) -> None:
@@ -78,12 +81,29 @@ def _report_options(p: argparse.ArgumentParser) -> None:
         "--format", choices=sorted(FORMATS), default="table", help="report format (default: table)"
     )
     p.add_argument(
-        "--probe",
+        "--import-check",
         action="store_true",
-        help="also import the startup modules in the target's interpreter "
-        "and attach the exact exception",
+        help="also import the startup modules in the target's interpreter and attach the "
+        "exact exception (--probe, --probe-timeout: the old names, accepted until the "
+        "next release)",
     )
-    _seconds(p, "--probe-timeout", IMPORT_TIMEOUT, "give up importing after SECONDS")
+    _seconds(p, "--import-check-timeout", IMPORT_TIMEOUT, "give up importing after SECONDS")
+    # The names of the previous release, for one more: hidden from --help.
+    p.add_argument(
+        "--probe",
+        dest="import_check",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )
+    p.add_argument(
+        "--probe-timeout",
+        dest="import_check_timeout",
+        type=float,
+        default=argparse.SUPPRESS,
+        metavar="SECONDS",
+        help=argparse.SUPPRESS,
+    )
 
 
 def _deadline_option(p: argparse.ArgumentParser, what: str) -> None:
@@ -129,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"envsync {__version__}")
     _global_options(parser)
+    # The global options are SUPPRESSed (see _global_options): these are their defaults.
+    parser.set_defaults(inventory=None, quiet=False)
     common = argparse.ArgumentParser(add_help=False)
     _global_options(common)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -138,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     _output_option(p)
     _collect_options(p)
     _jobs_option(p)
-    p.set_defaults(func=commands.cmd_snapshot)
+    p.set_defaults(build=partial(options.snapshot, command=commands.cmd_snapshot))
 
     p = sub.add_parser(
         "lock", parents=[common], help="TOML lock of a host (default: the inventory's reference)"
@@ -146,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("host", nargs="?", metavar="HOST")
     p.add_argument(
         "--format",
-        choices=("envsync", "pylock"),
+        choices=LOCK_FORMATS,
         default="envsync",
         help="envsync (default): every fact of the host; pylock: also a standard PEP 751 "
         "pylock.toml that uv installs, each package's file from the host's own indexes",
@@ -159,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _output_option(p)
     _collect_options(p)
-    p.set_defaults(func=commands.cmd_lock)
+    p.set_defaults(build=partial(options.lock, command=commands.cmd_lock))
 
     p = sub.add_parser(
         "diff",
@@ -178,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     _collect_options(p)
     _jobs_option(p)
     _report_options(p)
-    p.set_defaults(func=commands.cmd_diff)
+    p.set_defaults(build=partial(options.diff, command=commands.cmd_diff))
 
     p = sub.add_parser(
         "check",
@@ -187,14 +209,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("hosts", nargs="*", metavar="HOST", help="default: defaults.target")
     p.add_argument("--lock", required=True, metavar="FILE", help="the known-good lock")
-    p.add_argument("--fail-on", choices=SEVERITIES, default="fatal", help="default: fatal")
+    p.add_argument(
+        "--fail-on",
+        choices=SEVERITIES,
+        default=FAIL_ON_DEFAULT,
+        help=f"default: {FAIL_ON_DEFAULT}; the JUnit reports fail the same findings",
+    )
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
     p.add_argument("--markdown", metavar="FILE", help="also write a Markdown report")
     _output_option(p)
     _collect_options(p)
     _jobs_option(p)
     _report_options(p)
-    p.set_defaults(func=commands.cmd_check)
+    p.set_defaults(build=partial(options.check, command=commands.cmd_check))
 
     p = sub.add_parser(
         "repair",
@@ -227,15 +254,19 @@ def build_parser() -> argparse.ArgumentParser:
     _collect_options(p)
     _deadline_option(p, "smoke test after --apply: ")
     _wait_option(p)
-    p.set_defaults(func=commands.cmd_repair)
+    p.set_defaults(build=partial(options.repair, command=commands.cmd_repair))
 
-    for name, func, text in (
+    for name, build, text in (
         (
             "deploy",
-            commands.cmd_deploy,
+            partial(options.deploy, command=commands.cmd_deploy),
             "(re)start the service with its effective flags, then smoke-test it",
         ),
-        ("smoke", commands.cmd_smoke, "smoke-test the running service: crashed, ready or stalled"),
+        (
+            "smoke",
+            partial(options.smoke, command=commands.cmd_smoke),
+            "smoke-test the running service: crashed, ready or stalled",
+        ),
     ):
         p = sub.add_parser(name, parents=[common], help=text + "; exit 5 unless ready")
         p.add_argument("host", metavar="HOST")
@@ -243,18 +274,18 @@ def build_parser() -> argparse.ArgumentParser:
         _collect_options(p)  # a crash is traced to `diff REF HOST`, collected like diff
         if name == "deploy":
             _wait_option(p)
-        p.set_defaults(func=func)
+        p.set_defaults(build=build)
 
     p = sub.add_parser("stop", parents=[common], help="stop the service envsync deployed")
     p.add_argument("host", metavar="HOST")
     _ssh_options(p)
     _wait_option(p)
-    p.set_defaults(func=commands.cmd_stop)
+    p.set_defaults(build=partial(options.stop, command=commands.cmd_stop))
 
     p = sub.add_parser("rollback", parents=[common], help="restore a host's latest envsync backup")
     p.add_argument("host", metavar="HOST")
     p.add_argument("--backup", metavar="ID", help="a backup other than the latest")
     _ssh_options(p)
     _wait_option(p)
-    p.set_defaults(func=commands.cmd_rollback)
+    p.set_defaults(build=partial(options.rollback, command=commands.cmd_rollback))
     return parser

@@ -8,12 +8,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from envsync.bundle import host_argv, host_input
+from envsync.codec import from_data
 from envsync.documents import NESTED, too_large
-from envsync.errors import CollectError
+from envsync.errors import CollectError, CommandNotFound, DecodeError
 from envsync.hostside import protocol
 from envsync.inventory import HostSpec
-from envsync.model import DecodeError, ModuleFacts, Snapshot, from_data
-from envsync.runner import CommandNotFound, Runner
+from envsync.model import ModuleFacts, Snapshot
+from envsync.runner import Runner
 
 DEFAULT_TIMEOUT = 300.0
 

@@ -1,4 +1,4 @@
-"""The real-import check (`--probe`): import the startup modules in the target's interpreter.
+"""The real-import check (`--import-check`): import the startup modules in the target's interpreter.
 
 Ground truth where the host's stack is importable; runs on the host like the probe
 (envsync/hostside/importcheck.py), through the host's runner.
@@ -8,16 +8,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from envsync.bundle import host_argv, host_input
-from envsync.errors import CollectError
+from envsync.codec import from_data
+from envsync.errors import CollectError, CommandTimeout, DecodeError
 from envsync.hostside import protocol
 from envsync.inventory import HostSpec
-from envsync.model import DecodeError, ImportOutcome, from_data
-from envsync.runner import CommandTimeout, Runner
+from envsync.model import ImportOutcome
+from envsync.runner import Runner
 
 MARKER = protocol.IMPORT_CHECK_MARKER
 DEFAULT_TIMEOUT = 180.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportCheck:
+    """Whether `diff` and `check` also import the startup modules in the target's
+    interpreter (--import-check), giving up after `timeout` seconds."""
+
+    run: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+
+
+NO_IMPORT_CHECK = ImportCheck()  # the default: the import graph is read, nothing imported
 
 
 def check_imports(

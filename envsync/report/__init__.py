@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Sequence
 
 from envsync.findings import Report
+from envsync.vocab import DIFF_FAIL_ON, Severity
 
 # Each format is a module of this package with render(reports) -> str; loaded on use
 # (the table needs rich, which the other commands should not pay for).
@@ -20,9 +21,10 @@ def render(
     *,
     color: bool = False,
     width: int = 120,
-    fail_on: str = "risky",
+    fail_on: Severity = DIFF_FAIL_ON,
 ) -> str:
-    """`fail_on`: the JUnit format fails the cases at or above this severity."""
+    """`fail_on`: the JUnit format fails the cases at or above this severity (check
+    passes its --fail-on)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}")
     module = importlib.import_module(f"envsync.report.{fmt}")

@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from envsync.findings import Finding, Report, short_hash
-from envsync.vocab import KIND_RANK, SEVERITIES, SEVERITY_RANK, Severity
+from envsync.vocab import KIND_RANK, SEVERITIES, SEVERITY_RANK, Kind, Severity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Row:
     subject: str
-    kind: str  # the kind of its worst cell
+    kind: Kind  # the kind of its worst cell
     reference: str | None
     cells: Mapping[str, Finding]  # host -> its finding; a host absent here matches
     worst: Severity

@@ -6,12 +6,42 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from envsync.findings import Report
-from envsync.model import to_data
+from envsync.codec import to_data
+from envsync.findings import Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
+
+
+def fix_data(fix: Fix) -> dict[str, Any]:
+    """A fix as schema 1 of the report writes it: every field of every kind, null where
+    the kind has none (consumers read one shape whatever the kind)."""
+    data: dict[str, Any] = {
+        "kind": fix.kind,
+        "summary": fix.summary,
+        "requirement": None,
+        "dist": None,
+        "path": None,
+        "flag": None,
+        "value": None,
+        "gives_up": None,
+        "used_when": [],
+    }
+    match fix:
+        case PinFix():
+            data.update(requirement=fix.requirement, dist=fix.dist)
+        case SyncDistFix():
+            data.update(dist=fix.dist)
+        case SyncFileFix():
+            data.update(dist=fix.dist, path=fix.path)
+        case FlagFix():
+            data.update(
+                flag=fix.flag, value=fix.value, gives_up=fix.gives_up, used_when=list(fix.used_when)
+            )
+    return data
 
 
 def report_data(report: Report) -> dict[str, Any]:
     data = to_data(report)
+    for finding, encoded in zip(report.findings, data["findings"], strict=True):
+        encoded["fixes"] = [fix_data(x) for x in finding.fixes]
     return {
         "schema_version": data.pop("schema_version"),
         "reference": data.pop("reference"),

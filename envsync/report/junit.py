@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from xml.etree import ElementTree as ET
 
 from envsync.findings import Report
-from envsync.vocab import SEVERITY_RANK
+from envsync.vocab import SEVERITY_RANK, Severity
 
 
-def render(reports: Sequence[Report], *, fail_on: str = "risky") -> str:
+def render(reports: Sequence[Report], *, fail_on: Severity) -> str:
     threshold = SEVERITY_RANK[fail_on]
     suites = ET.Element("testsuites", name="envsync")
     total = failed = 0

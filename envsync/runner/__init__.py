@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from envsync.errors import RunnerError
-
 if TYPE_CHECKING:
     from envsync.inventory import HostSpec
 
@@ -41,18 +39,6 @@ class Runner(Protocol):
     def run(
         self, argv: Sequence[str], *, input: bytes | None = None, timeout: float
     ) -> CommandResult: ...
-
-
-class CommandTimeout(RunnerError):
-    """The command did not finish in time (`stderr`: what it wrote before it was ended)."""
-
-    def __init__(self, message: str, *, tip: str | None = None, stderr: bytes = b"") -> None:
-        super().__init__(message, tip=tip)
-        self.stderr = stderr
-
-
-class CommandNotFound(RunnerError):
-    """The program to run does not exist on the host."""
 
 
 def make_runner(
@@ -102,9 +88,7 @@ class Runners:
 
 __all__ = [
     "CONNECT_TIMEOUT",
-    "CommandNotFound",
     "CommandResult",
-    "CommandTimeout",
     "Runner",
     "Runners",
     "make_runner",

@@ -15,9 +15,9 @@ import shlex
 import threading
 from collections.abc import Sequence
 
-from envsync.errors import RunnerError
+from envsync.errors import CommandNotFound, CommandTimeout, ExecError, RunnerError
 from envsync.inventory import HostSpec
-from envsync.runner import CommandNotFound, CommandResult, CommandTimeout, Runner, tail
+from envsync.runner import CommandResult, Runner, tail
 
 # Printed by the interpreter inside when the prefix reached it.
 READY = "envsync-exec-ready"
@@ -45,10 +45,6 @@ _DENIED = (
     "not authorized",
     "unauthorized",
 )
-
-
-class ExecError(RunnerError):
-    """The exec prefix cannot run commands inside (missing, not running, denied, hung)."""
 
 
 def exec_argv(prefix: Sequence[str], argv: Sequence[str]) -> tuple[str, ...]:

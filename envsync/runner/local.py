@@ -9,7 +9,8 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
-from envsync.runner import CommandNotFound, CommandResult, CommandTimeout
+from envsync.errors import CommandNotFound, CommandTimeout
+from envsync.runner import CommandResult
 
 
 class LocalRunner:

@@ -28,9 +28,9 @@ import paramiko
 from fabric import Config, Connection
 from paramiko.hostkeys import HostKeyEntry
 
-from envsync.errors import RunnerError
+from envsync.errors import CommandTimeout, HostKeyError, RunnerError, SSHError
 from envsync.inventory import HostSpec, jump_hops, parse_target
-from envsync.runner import CONNECT_TIMEOUT, CommandResult, CommandTimeout
+from envsync.runner import CONNECT_TIMEOUT, CommandResult
 
 # paramiko logs transport errors itself; envsync reports each one as its own line.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -38,14 +38,6 @@ SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 # What paramiko raises on a damaged known_hosts line (bad base64 is a ValueError, a file
 # not in UTF-8 a UnicodeDecodeError, a key it cannot parse InvalidHostKey).
 _BAD_KNOWN_HOSTS = (OSError, ValueError, paramiko.SSHException, paramiko.hostkeys.InvalidHostKey)
-
-
-class HostKeyError(RunnerError):
-    """The host's key is unknown, or differs from the known one."""
-
-
-class SSHError(RunnerError):
-    """The connection could not be made or was lost."""
 
 
 def remote_command(argv: Sequence[str]) -> str:

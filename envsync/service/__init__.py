@@ -18,11 +18,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envsync import redact
-from envsync.apply.agent import Agent, AgentError
-from envsync.command import effective_command
-from envsync.errors import EnvsyncError
-from envsync.exitcodes import ExitCode
+from envsync.apply.agent import Agent
+from envsync.errors import AgentError, DeployError
 from envsync.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec, parse_target
+from envsync.launch import effective_command
 from envsync.model import Crash
 from envsync.runner import Runner
 
@@ -33,12 +32,6 @@ PROCESS_NAME = "service"  # the run files' name of a plain-process service
 EXCEPTION = re.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<message>.*))?$"
 )
-
-
-class DeployError(EnvsyncError):
-    """The service could not be (re)started, stopped or watched."""
-
-    exit_code = ExitCode.SMOKE
 
 
 @contextmanager

@@ -1,16 +1,26 @@
-"""What a crash the smoke test saw means: the finding of `diff` it matches, and the next
-command that fixes it (pure: the CLI collects, compares and prints)."""
+"""What a crash the smoke test saw means: the finding of `diff REF HOST` it matches, and the
+next command that fixes it. `crash_cause` is pure; `diagnose` collects both hosts and
+compares them to find out."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from envsync.classify import failing_module, finding_for_error
-from envsync.findings import Finding, Fix, Report
+from envsync.compare import diff
+from envsync.findings import Finding, Fix, FlagFix, PinFix, Report
+from envsync.inventory import HostSpec
 from envsync.model import Snapshot
+from envsync.session import Session
+from envsync.vocab import FixKind, Prefer
 
 # The repair that carries out a fix of this kind.
-_PREFER_FOR = {"pin": "fix", "sync-dist": "fix", "sync-file": "fix", "flag": "workaround"}
+_PREFER_FOR: dict[FixKind, Prefer] = {
+    "pin": "fix",
+    "sync-dist": "fix",
+    "sync-file": "fix",
+    "flag": "workaround",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +60,42 @@ def crash_cause(exception: str, report: Report, reference: Snapshot, target: Sna
             f"--prefer {_PREFER_FOR[fix.kind]} --apply",
         )
         for fix in finding.fixes
-        if fix.kind in ("pin", "flag")
+        if isinstance(fix, PinFix | FlagFix)
     )
     return Cause(module=module, finding=finding, fixes=fixes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diagnosis:
+    """A crash's exception against `diff REF HOST`."""
+
+    reference: str
+    host: str
+    frame: str | None  # the traceback's last frame, when the log had one
+    import_error: bool  # False: not an import error, envsync has no finding for it
+    cause: Cause | None = None  # None when not an import error
+    # What collecting the hosts for it noted, kept to be shown after the crash itself.
+    notes: tuple[str, ...] = ()
+
+
+def diagnose(
+    session: Session, spec: HostSpec, exception: str, frame: str | None
+) -> Diagnosis | None:
+    """The crash traced to a finding of `diff REF HOST` (REF: the inventory's reference),
+    or None when the host is the reference or there is none."""
+    ref = session.inventory.reference
+    if not ref or ref == spec.name:
+        return None
+    if failing_module(exception) is None:
+        return Diagnosis(reference=ref, host=spec.name, frame=frame, import_error=False)
+    notes: list[str] = []
+    comparison = diff(replace(session, notes=notes.append), ref, spec.name)
+    cause = crash_cause(exception, comparison.report, comparison.reference, comparison.snapshot)
+    return Diagnosis(
+        reference=ref,
+        host=spec.name,
+        frame=frame,
+        import_error=True,
+        cause=cause,
+        notes=tuple(notes),
+    )

@@ -44,7 +44,7 @@ def test_a_plan_without_apply_changes_nothing(
     assert "1. pin: pin soundfile==0.13.1" in out and "pin xgrammar==0.1.32" in out
     assert "sync-file: copy 1 file(s) of svc" in out
     plan = json.loads((tmp_path / "plan.json").read_text())
-    assert plan["schema_version"] == 1 and len(plan["target_fingerprint"]) == 64
+    assert plan["schema_version"] == 2 and len(plan["target_fingerprint"]) == 64
     assert [s["kind"] for s in plan["steps"]] == ["pin", "pin", "sync-file"]
     assert tree_hash(target) == before
 

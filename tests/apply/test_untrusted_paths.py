@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from envsync.apply import Agent, AgentError, RollbackError, rollback
+from envsync.apply import Agent, rollback
+from envsync.errors import AgentError, RollbackError
 from envsync.hostside.agent.transfer import MANIFEST_MEMBER
 from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 from envsync.classify import finding_for_error
+from envsync.codec import from_data
 from envsync.findings import Finding
-from envsync.model import Snapshot, from_data
+from envsync.model import Snapshot
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "ct129.json"
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from envsync.classify import Startup, classify
+from envsync.codec import from_data
 from envsync.diff import differences
-from envsync.model import Distribution, Gpu, GpuInfo, Snapshot, Torch, Unavailable, from_data
+from envsync.model import Distribution, Gpu, GpuInfo, Snapshot, Torch, Unavailable
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "ct129.json"
 NO_STARTUP = Startup(entrypoint=None, command=(), packs=())

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from envsync.classify.rules import RulesError, for_version, load_packs, parse_pack
+from envsync.classify.rules import for_version, load_packs, parse_pack
+from envsync.errors import RulesError
 
 PACK = {
     "pack": {"name": "svc", "package": "My_Svc"},
@@ -61,7 +62,7 @@ def test_the_builtin_sglang_pack_knows_the_outlines_era() -> None:
             {"version": "<2", "value": "gone"},
             r"defaults\[0\].value 'gone' is not one of its values",
         ),
-        ("old", r"defaults\[0\] must be a table"),
+        ("old", r"flags\[0\].defaults\[0\]: expected a table, got str"),
     ],
 )
 def test_bad_versioned_defaults_are_one_clear_error(entry: object, message: str) -> None:

@@ -23,8 +23,8 @@ import pytest
 from envsync.classify.graph import GraphIndex
 from envsync.classify.rules import active_roots, all_modules, load_packs, packs_for
 from envsync.collect import ProbeOptions, collect
-from envsync.command import parse_flags
 from envsync.inventory import HostSpec
+from envsync.launch import parse_flags
 from envsync.runner.local import LocalRunner
 from envsync.vocab import RUNS
 from tests.corpus.cases import CASES, Case

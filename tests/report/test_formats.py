@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from envsync.findings import Evidence, Finding, Fix, Report
+from envsync.findings import Evidence, Finding, FlagFix, PinFix, Report, SyncFileFix
 from envsync.report import FORMATS, render
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden"
@@ -38,14 +38,12 @@ XGRAMMAR = Finding(
         ),
     ),
     fixes=(
-        Fix(
-            kind="pin",
+        PinFix(
             summary="pin xgrammar==0.1.32 (pip install --no-deps)",
             requirement="xgrammar==0.1.32",
             dist="xgrammar",
         ),
-        Fix(
-            kind="flag",
+        FlagFix(
             summary="launch with --grammar-backend none (gives up: structured output)",
             flag="--grammar-backend",
             value="none",
@@ -69,8 +67,7 @@ PATCH = Finding(
         ),
     ),
     fixes=(
-        Fix(
-            kind="sync-file",
+        SyncFileFix(
             summary="copy sglang/srt/server_args.py from the reference",
             dist="sglang",
             path="sglang/srt/server_args.py",

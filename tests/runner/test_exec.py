@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from envsync.errors import CommandNotFound, CommandTimeout, ExecError
 from envsync.inventory import HostSpec, ServiceSpec
-from envsync.runner import CommandNotFound, CommandResult, CommandTimeout, make_runner
-from envsync.runner.exec import READY, ExecError, ExecRunner, exec_argv
+from envsync.runner import CommandResult, make_runner
+from envsync.runner.exec import READY, ExecRunner, exec_argv
 from envsync.runner.local import LocalRunner
 from envsync.runner.ssh import SSHRunner, remote_command
 from envsync.service import endpoints

@@ -379,9 +379,10 @@ def test_a_command_that_cannot_start_is_one_line_and_exit_5(
 
 
 def test_agent_failures_are_decided_by_their_caller(venvs: dict[str, Path]) -> None:
-    from envsync.apply import AgentError, ApplyError, RollbackError, rollback
+    from envsync.apply import rollback
+    from envsync.errors import AgentError, ApplyError, DeployError, RollbackError
     from envsync.runner.local import LocalRunner
-    from envsync.service import DeployError, stop
+    from envsync.service import stop
 
     spec = HostSpec(name="good", python=str(venvs["good"]))
     with pytest.raises(RollbackError) as rolled:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from envsync.command import (
+from envsync.inventory import HostSpec, ServiceSpec
+from envsync.launch import (
     effective_command,
     entrypoint,
-    entrypoint_of,
+    launch_of,
     parse_flags,
     with_flag,
     with_flags,
 )
-from envsync.inventory import HostSpec, ServiceSpec
 
 SERVICE = ServiceSpec(
     command=("{python}", "-m", "sglang.launch_server", "--port", "{port}", "--tp", "2"),
@@ -33,13 +33,17 @@ HOST = HostSpec(name="ct200", python="/opt/venv/bin/python")
     ],
 )
 def test_entrypoint_of_a_command(command: tuple[str, ...], module: str | None) -> None:
-    assert entrypoint_of(command) == module
+    launch = launch_of(command)
+    assert (launch.target if launch.shape == "module" else None) == module
 
 
 def test_the_inventory_entrypoint_wins_over_the_command() -> None:
-    assert entrypoint(SERVICE) == "sglang.launch_server"
-    assert entrypoint(ServiceSpec(command=SERVICE.command, entrypoint="other.mod")) == "other.mod"
-    assert entrypoint(None) is None
+    assert entrypoint(SERVICE).root == "sglang.launch_server"
+    assert entrypoint(SERVICE).shown == "-m sglang.launch_server"
+    named = entrypoint(ServiceSpec(command=SERVICE.command, entrypoint="other.mod"))
+    assert (named.root, named.shown) == ("other.mod", "other.mod")
+    none = entrypoint(None)
+    assert none.root is None and none.unreadable and "no [service] command" in none.unreadable
 
 
 def test_flags_are_parsed_last_one_winning() -> None:

@@ -1,0 +1,93 @@
+"""classify(): every difference of a target against the reference to a finding, worst first."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from envsync import redact
+from envsync.classify.facts import classify_fact, target_checks
+from envsync.classify.files import classify_commit, classify_file
+from envsync.classify.packages import classify_dist
+from envsync.classify.startup import Analysis, ReferenceSide, Startup
+from envsync.classify.truth import apply_crash, apply_import_check
+from envsync.findings import Difference, Finding, Report
+from envsync.model import ImportOutcome, Snapshot
+from envsync.vocab import PACKAGE_KINDS, SEVERITY_RANK
+
+
+def classify(
+    reference: Snapshot,
+    target: Snapshot,
+    diffs: Sequence[Difference],
+    startup: Startup,
+    imports: Sequence[ImportOutcome] = (),
+) -> Report:
+    blind = _no_startup(target, startup)
+    graph = None if blind else target.startup
+    analysis = Analysis(graph, startup, startup.command)
+    notes = [blind] if blind else []
+    side = ReferenceSide(reference)
+    findings = [
+        _classify_one(d, reference, target, analysis, startup, side)
+        for d in diffs
+        if d.kind != "commit"
+    ]
+    if blind:
+        # Without the startup graph envsync cannot show that startup does not use it.
+        findings = [
+            replace(f, severity="unknown", reason=f"{f.reason[:-1]}; {blind}.")
+            if f.severity == "benign"
+            else f
+            for f in findings
+        ]
+    findings += target_checks(reference, target)
+    findings = apply_import_check(findings, imports, reference, target, notes)
+    findings = apply_crash(findings, target, reference, notes)
+    findings += [
+        classify_commit(d, reference, target, findings) for d in diffs if d.kind == "commit"
+    ]
+    findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.kind, f.subject))
+    return Report(
+        reference=reference.host,
+        target=target.host,
+        entrypoint=startup.shown or startup.entrypoint,
+        command=redact.command(startup.command),  # shown and saved: no --api-key values
+        findings=tuple(findings),
+        notes=tuple(notes),
+    )
+
+
+def _no_startup(target: Snapshot, startup: Startup) -> str | None:
+    """Why envsync has no startup graph to judge by on this target, or None."""
+    if startup.unreadable:
+        return startup.unreadable
+    if startup.entrypoint is None:
+        return "no service entrypoint: envsync cannot tell what startup uses"
+    if target.startup is None:
+        return (
+            f"{target.host} has no startup import graph (a lock or snapshot file): "
+            "envsync cannot tell what startup uses"
+        )
+    if startup.unresolved:
+        names = ", ".join(r.partition(":")[2] for r in startup.unresolved)
+        return f"{names} does not resolve on {target.host}: envsync cannot tell what startup uses"
+    facts = target.startup.modules.get(startup.entrypoint)
+    if facts is None or facts.kind == "missing":
+        return f"{startup.entrypoint} is not importable on {target.host}"
+    return None
+
+
+def _classify_one(
+    diff: Difference,
+    reference: Snapshot,
+    target: Snapshot,
+    analysis: Analysis,
+    startup: Startup,
+    side: ReferenceSide,
+) -> Finding:
+    if diff.kind in PACKAGE_KINDS:
+        return classify_dist(diff, reference, target, analysis, startup, side)
+    if diff.kind == "file":
+        return classify_file(diff, reference, target, analysis)
+    return classify_fact(diff, analysis)

@@ -1,0 +1,110 @@
+"""A watched package's file (patched, added, missing) and a checkout at another commit:
+whether startup runs it, and the file to copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from envsync.classify.graph import path_to
+from envsync.classify.startup import Analysis, finding_about
+from envsync.findings import Difference, Evidence, Finding, SyncFileFix
+from envsync.model import GitState, Snapshot
+from envsync.vocab import RUNS, SEVERITY_RANK
+
+
+def classify_commit(
+    diff: Difference, reference: Snapshot, target: Snapshot, findings: Sequence[Finding]
+) -> Finding:
+    """A checkout at another commit matters as much as the worst of its differing files."""
+    files = [
+        f
+        for f in findings
+        if f.kind == "file" and any(x.kind == "sync-file" and x.dist == diff.dist for x in f.fixes)
+    ]
+    severity = min((f.severity for f in files), key=SEVERITY_RANK.__getitem__, default="benign")
+
+    def where(snapshot: Snapshot, commit: str | None) -> str:
+        dist = snapshot.distribution(diff.dist or "")
+        git = dist.source.git if dist is not None and dist.source is not None else None
+        branch = f" ({git.branch})" if isinstance(git, GitState) and git.branch else ""
+        return f"{(commit or '?')[:12]}{branch} on {snapshot.host}"
+
+    reason = (
+        f"{diff.dist} at commit {where(reference, diff.reference)}, {where(target, diff.target)}"
+    )
+    if files:
+        reason += (
+            f"; {len(files)} of its files differ (each its own finding). envsync copies "
+            "files; it never runs git checkout, reset or stash on a checkout."
+        )
+    else:
+        reason += "; its files are the same on both hosts."
+    return finding_about(diff, severity=severity, reason=reason, decided_by="facts")
+
+
+def _module_of(path: str) -> str | None:
+    if not path.endswith(".py") or path.startswith(".."):
+        return None
+    module = path[:-3].replace("/", ".")
+    return module.removesuffix(".__init__")
+
+
+def classify_file(
+    diff: Difference, reference: Snapshot, target: Snapshot, analysis: Analysis
+) -> Finding:
+    ref_dist = reference.distribution(diff.dist or "")
+    tgt_dist = target.distribution(diff.dist or "")
+    path = diff.subject
+    if diff.target is None:
+        state = "missing on the target"
+    elif diff.reference is None:
+        state = "only on the target"
+    else:
+        state = "differs"
+    whose = []
+    if ref_dist is not None and (path in ref_dist.patched or path in ref_dist.added):
+        whose.append("a local patch on the reference")
+    if tgt_dist is not None and (path in tgt_dist.patched or path in tgt_dist.added):
+        whose.append("a local patch on the target")
+    what = f"{path} {state}" + (f" ({', '.join(whose)})" if whose else "")
+    fix = SyncFileFix(
+        summary=f"remove {path} from the target (the reference has no such file)"
+        if diff.reference is None
+        else f"copy {path} from the reference (backed up first, hash checked after)",
+        dist=diff.dist or "",
+        path=path,
+    )
+    module = _module_of(path)
+    how = analysis.reached.get(module) if module else None
+    if how is not None and how.context in RUNS:
+        steps = path_to(analysis.reached, module)  # type: ignore[arg-type]
+        chain = " -> ".join(steps) if len(steps) > 1 else how.root.label
+        return finding_about(
+            diff,
+            severity="risky",
+            reason=f"{what}: startup imports {module} ({chain}).",
+            decided_by="import-graph",
+            evidence=(
+                Evidence(
+                    source="import-graph", detail=f"startup path: {chain}", context=how.context
+                ),
+            ),
+            fixes=(fix,),
+        )
+    if analysis.graph is None:
+        severity, reason = (
+            "risky",
+            f"{what}: no startup import graph to tell whether startup runs it.",
+        )
+        decided = "facts"
+    else:
+        severity, reason = "benign", f"{what}: startup does not import it."
+        decided = "import-graph"
+    return finding_about(
+        diff,
+        severity=severity,
+        reason=reason,
+        decided_by=decided,
+        fixes=(fix,),
+    )

@@ -1,0 +1,225 @@
+"""The service's startup on a target as the classifier reads it: its roots, what they reach
+under a set of launch flags, the reference's side of a failing import, and the words
+that evidence and reasons are made of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envsync.classify.graph import Failure, GraphIndex, Reach, path_to
+from envsync.classify.rules import Root, RulePack, active_roots
+from envsync.findings import Difference, Evidence, Finding
+from envsync.launch import parse_flags
+from envsync.model import Snapshot, StartupGraph
+from envsync.vocab import Severity
+
+SEVERITY_OF_CONTEXT: dict[str, Severity] = {
+    "module": "fatal",
+    "if": "risky",
+    "try": "degraded",
+    "fallback": "degraded",
+    "function": "degraded",
+}
+
+
+CONTEXT_WORDS = {
+    "module": "at module level",
+    "if": "at module level under a condition",
+    "try": "inside try/except ImportError",
+    "fallback": "in an except body (a fallback that runs only when its try fails)",
+    "function": "inside a function (lazily)",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Startup:
+    """The service's startup as envsync understands it for one target."""
+
+    entrypoint: str | None  # the module startup runs (a script: __main__)
+    command: tuple[str, ...]
+    packs: tuple[RulePack, ...]
+    launcher: tuple[str, ...] = ()  # modules the launch command runs first (console scripts)
+    shown: str | None = None  # the entrypoint as a report names it ("script /srv/serve.py")
+    unreadable: str | None = None  # why envsync cannot tell what the command starts
+    unresolved: tuple[str, ...] = ()  # launch roots the target does not have ("console:x")
+
+    def roots(self, flags: Mapping[str, str]) -> tuple[Root, ...]:
+        """The modules startup imports under these launch flags, the launcher's first
+        (none without an entrypoint): what the classifier reads from and the real-import
+        check imports, so that both judge the same startup."""
+        if not self.entrypoint:
+            return ()
+        return active_roots(self.entrypoint, self.packs, flags, self.launcher, self.shown)
+
+
+class Analysis:
+    """The target's startup graph under one set of launch flags."""
+
+    def __init__(
+        self,
+        graph: StartupGraph | None,
+        startup: Startup,
+        command: Sequence[str],
+        index: GraphIndex | None = None,
+    ):
+        self.graph = graph
+        self.index = index or (GraphIndex(graph) if graph else None)
+        self.flags = parse_flags(command)
+        self.roots = startup.roots(self.flags)
+        self.reached: dict[str, Reach] = self.index.reach(self.roots) if self.index else {}
+        self.failures: list[Failure] = (
+            self.index.failures(self.reached, self.roots) if self.index else []
+        )
+
+    def fatal_keys(self) -> set[tuple[str, str | None]]:
+        return {(f.module, f.missing_name) for f in self.failures if f.context == "module"}
+
+
+class ReferenceSide:
+    """Whether an import that fails on the target fails on the reference too, read on the
+    reference's graph (collected for the same startup). Only the statements asked about
+    are looked at: no reachability is computed on the reference."""
+
+    def __init__(self, reference: Snapshot) -> None:
+        self.reference = reference
+        self.index = GraphIndex(reference.startup) if reference.startup is not None else None
+
+    @property
+    def why_unchecked(self) -> str | None:
+        if self.reference.startup is None:
+            return (
+                f"the reference {self.reference.host} has no import graph (a lock or "
+                "snapshot file): envsync did not check it there"
+            )
+        return None
+
+    def fails_too(self, failure: Failure) -> bool:
+        """The reference's own module holds the same import in the same context, and it
+        cannot succeed there either: not this difference's doing."""
+        if self.index is None:
+            return False
+        return any(
+            b.module == failure.module
+            and b.missing_name == failure.missing_name
+            and b.edge.context == failure.edge.context
+            and b.edge.statement == failure.edge.statement
+            for b in self.index.broken_imports(failure.importer)
+        )
+
+    def works(self, failure: Failure) -> Evidence | None:
+        """Evidence that the statement failing on the target succeeds on the reference."""
+        if self.index is None:
+            return None
+        verdict, where = self.index.import_works(failure.edge.module, failure.missing_name)
+        if verdict is not True or where is None:
+            return None
+        facts = self.index.graph.modules.get(where)
+        owner = owner_of(self.reference, where)
+        file = short_file(facts.file if facts else None, where) or where
+        what = (
+            f"defines {failure.missing_name} ({file})"
+            if failure.missing_name
+            else f"installs {failure.edge.module} ({file})"
+        )
+        return Evidence(
+            source="name-check" if failure.missing_name else "import-graph",
+            detail=f"on the reference, {owner} {what}",
+            file=facts.file if facts else None,
+        )
+
+
+def import_names(name: str, *snaps: Snapshot) -> set[str]:
+    names: set[str] = set()
+    for snap in snaps:
+        dist = snap.distribution(name)
+        if dist is not None:
+            names.update(dist.top_level)
+    return names or {name.replace("-", "_")}
+
+
+def failure_evidence(failure: Failure, analysis: Analysis) -> list[Evidence]:
+    chain = path_to(analysis.reached, failure.importer)
+    how = " -> ".join(chain)
+    out = [
+        Evidence(
+            source="name-check" if failure.missing_name else "import-graph",
+            detail=f"{failure.importer} imports {failure.module} {CONTEXT_WORDS[failure.context]}: "
+            f"{failure.message()} on the target",
+            file=failure.file,
+            line=failure.edge.line,
+            statement=failure.edge.statement,
+            context=f"{failure.edge.context}; startup path: {how}"
+            + (f"; condition: {failure.edge.condition}" if failure.edge.condition else ""),
+        )
+    ]
+    if failure.root.reason and not failure.root.reason.startswith("the service's entrypoint"):
+        out.append(
+            Evidence(
+                source="rule-pack", detail=f"{chain[0]} runs at startup: {failure.root.reason}"
+            )
+        )
+    return out
+
+
+def why_runs(failure: Failure, analysis: Analysis) -> str:
+    chain = path_to(analysis.reached, failure.importer)
+    label = failure.root.label
+    if failure.context == "function":
+        return "a feature that calls it fails later, startup itself goes on"
+    if len(chain) == 1:
+        return f"startup runs that module ({label})"
+    shown = chain if len(chain) <= 4 else [chain[0], "…", *chain[-2:]]
+    return f"startup reaches it: {' -> '.join(shown)} ({chain[0]}: {label})"
+
+
+def failure_reason(
+    failure: Failure, analysis: Analysis, target: Snapshot, side: ReferenceSide
+) -> str:
+    where = CONTEXT_WORDS[failure.context]
+    at = statement_at(failure)
+    if failure.missing_name:
+        head = (
+            f"{owner_of(target, failure.module)} lacks {failure.missing_name}, which "
+            f"{failure.importer} imports from {failure.module} {where} ({at})"
+        )
+    else:
+        head = (
+            f"{failure.importer} imports {failure.module} {where} ({at}), "
+            f"and the target has no {failure.missing_module}"
+        )
+    works = side.works(failure)
+    if works is not None:
+        head += f"; {works.detail}"
+    return f"{head}; {why_runs(failure, analysis)}."
+
+
+def statement_at(failure: Failure) -> str:
+    """`file:line` of a failing import, the file as the package names it."""
+    return f"{short_file(failure.file, failure.importer) or failure.importer}:{failure.edge.line}"
+
+
+def short_file(file: str | None, module: str) -> str | None:
+    """A module's file from its import root: sglang/srt/server_args.py, whatever the host's
+    site-packages or checkout is called."""
+    if not file:
+        return None
+    parts = file.replace("\\", "/").split("/")
+    keep = module.count(".") + 1 + (parts[-1] == "__init__.py")
+    return "/".join(parts[-keep:]) if module != "__main__" else file
+
+
+def owner_of(snap: Snapshot, module: str) -> str:
+    """The distribution that installs a module, with its version ("xgrammar 0.1.10")."""
+    top = module.partition(".")[0]
+    dist = next((d for d in snap.distributions if top in d.top_level), None)
+    return f"{dist.display_name} {dist.version}" if dist else module
+
+
+def finding_about(diff: Difference, **rest: Any) -> Finding:
+    """A finding about `diff`: its subject, kind and both values, and the rest."""
+    return Finding(
+        subject=diff.subject, kind=diff.kind, reference=diff.reference, target=diff.target, **rest
+    )

@@ -1,0 +1,214 @@
+"""Each command's options as a frozen dataclass, built from argparse's namespace here only.
+
+A subparser names its builder (`set_defaults(build=...)`); the builder reads the
+attributes that subparser defines (and the environment: where throughput figures are
+kept) and binds the typed options to the command function. Nothing after this module
+sees an argparse namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from envsync.collect import ProbeOptions
+from envsync.collect.importcheck import ImportCheck
+from envsync.exitcodes import ExitCode
+from envsync.locking import LockFormat
+from envsync.runner import CONNECT_TIMEOUT
+from envsync.service.throughput import default_store
+from envsync.session import JOBS
+from envsync.vocab import Severity
+
+if TYPE_CHECKING:
+    from envsync.repair import RepairOptions
+    from envsync.session import Session
+
+OptionsT = TypeVar("OptionsT")
+Command = Callable[[OptionsT, "Session"], ExitCode]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionOptions:
+    """What every command shares: the inventory, how hosts are reached and collected."""
+
+    inventory: str | None = None
+    quiet: bool = False
+    accept_new_host_keys: bool = False
+    connect_timeout: float = CONNECT_TIMEOUT
+    probe: ProbeOptions = field(default_factory=ProbeOptions)  # --deep, --timeout, --no-cache
+    allow_broken: bool = False
+    jobs: int = JOBS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Invocation:
+    """One parsed command line: the command with its options bound, and its session's."""
+
+    run: Callable[[Session], ExitCode]
+    session: SessionOptions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotOptions:
+    hosts: tuple[str, ...]
+    output: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockOptions:
+    host: str | None = None
+    form: LockFormat = "envsync"
+    portable: bool = False
+    output: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiffOptions:
+    reference: str | None = None
+    targets: tuple[str, ...] = ()
+    format: str = "table"
+    output: str | None = None
+    import_check: ImportCheck = field(default_factory=ImportCheck)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckOptions:
+    lock: str
+    hosts: tuple[str, ...] = ()
+    fail_on: Severity
+    junit: str | None = None
+    markdown: str | None = None
+    format: str = "table"
+    output: str | None = None
+    import_check: ImportCheck = field(default_factory=ImportCheck)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceOptions:
+    """deploy, smoke, stop, rollback: one host."""
+
+    host: str
+    deadline: float = 0.0  # deploy, smoke
+    wait: float = 0.0  # deploy, stop, rollback
+    backup: str = "latest"  # rollback
+    store: Path | None = None  # deploy, smoke: where tokens/s figures are kept
+
+
+def _bound(command: Command[OptionsT], options: OptionsT, session: SessionOptions) -> Invocation:
+    return Invocation(run=partial(command, options), session=session)
+
+
+def _session(
+    args: argparse.Namespace, *, collects: bool = True, jobs: int = JOBS
+) -> SessionOptions:
+    """The session's options; `collects`: the command takes the collection options;
+    `jobs`: -j of the commands that collect many hosts at once."""
+    if not collects:
+        return SessionOptions(
+            inventory=args.inventory,
+            quiet=args.quiet,
+            accept_new_host_keys=args.accept_new_host_keys,
+            connect_timeout=args.connect_timeout,
+        )
+    return SessionOptions(
+        inventory=args.inventory,
+        quiet=args.quiet,
+        accept_new_host_keys=args.accept_new_host_keys,
+        connect_timeout=args.connect_timeout,
+        probe=ProbeOptions(
+            deep=args.deep, timeout=args.timeout, cache_dir="" if args.no_cache else None
+        ),
+        allow_broken=args.allow_broken,
+        jobs=jobs,
+    )
+
+
+def _import_check(args: argparse.Namespace) -> ImportCheck:
+    return ImportCheck(run=args.import_check, timeout=args.import_check_timeout)
+
+
+def snapshot(args: argparse.Namespace, command: Command[SnapshotOptions]) -> Invocation:
+    options = SnapshotOptions(hosts=tuple(args.hosts), output=args.output)
+    return _bound(command, options, _session(args, jobs=args.jobs))
+
+
+def lock(args: argparse.Namespace, command: Command[LockOptions]) -> Invocation:
+    options = LockOptions(
+        host=args.host, form=args.format, portable=args.portable, output=args.output
+    )
+    return _bound(command, options, _session(args))
+
+
+def diff(args: argparse.Namespace, command: Command[DiffOptions]) -> Invocation:
+    options = DiffOptions(
+        reference=args.reference,
+        targets=tuple(args.targets),
+        format=args.format,
+        output=args.output,
+        import_check=_import_check(args),
+    )
+    return _bound(command, options, _session(args, jobs=args.jobs))
+
+
+def check(args: argparse.Namespace, command: Command[CheckOptions]) -> Invocation:
+    options = CheckOptions(
+        lock=args.lock,
+        hosts=tuple(args.hosts),
+        fail_on=args.fail_on,
+        junit=args.junit,
+        markdown=args.markdown,
+        format=args.format,
+        output=args.output,
+        import_check=_import_check(args),
+    )
+    return _bound(command, options, _session(args, jobs=args.jobs))
+
+
+def repair(args: argparse.Namespace, command: Command[RepairOptions]) -> Invocation:
+    from envsync.repair import RepairOptions  # the repair stage: only for this command
+
+    options = RepairOptions(
+        reference=args.reference,
+        target=args.target,
+        prefer=args.prefer,
+        only=args.only,
+        plan=Path(args.plan) if args.plan else None,
+        save=Path(args.output) if args.output else None,
+        apply=args.apply,
+        deploy=not args.no_deploy,
+        deadline=args.deadline,
+        wait=args.wait,
+        store=default_store(os.environ),
+    )
+    return _bound(command, options, _session(args))
+
+
+def deploy(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
+    options = ServiceOptions(
+        host=args.host, deadline=args.deadline, wait=args.wait, store=default_store(os.environ)
+    )
+    return _bound(command, options, _session(args))
+
+
+def smoke(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
+    options = ServiceOptions(
+        host=args.host, deadline=args.deadline, store=default_store(os.environ)
+    )
+    return _bound(command, options, _session(args))
+
+
+def stop(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
+    return _bound(
+        command, ServiceOptions(host=args.host, wait=args.wait), _session(args, collects=False)
+    )
+
+
+def rollback(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
+    options = ServiceOptions(host=args.host, wait=args.wait, backup=args.backup or "latest")
+    return _bound(command, options, _session(args, collects=False))

@@ -1,0 +1,74 @@
+"""`lock HOST`: a host recorded as a lock, envsync's own TOML or a standard pylock.toml.
+
+The pylock.toml form asks the host's own indexes for each package's file (it needs the
+live host); what no index serves is listed, with the reason, as a warning of the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from envsync.errors import InputError
+from envsync.lock import dumps_lock
+from envsync.session import Session
+from envsync.snapshot import HostSource, resolve
+
+LockFormat = Literal["envsync", "pylock"]
+LOCK_FORMATS: tuple[LockFormat, ...] = ("envsync", "pylock")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockText:
+    """The lock of a host, and what the user should know about it."""
+
+    host: str
+    text: str
+    warnings: tuple[str, ...] = ()
+
+
+def lock_host(
+    session: Session,
+    host: str | None = None,
+    *,
+    form: LockFormat = "envsync",
+    portable: bool = False,
+) -> LockText:
+    """The lock of `host` (default: the inventory's defaults.reference)."""
+    name = host or session.inventory.reference
+    if name is None:
+        raise InputError(
+            "lock: no HOST given and the inventory names no defaults.reference",
+            tip="run `envsync lock HOST > env.lock`",
+        )
+    if form == "envsync":
+        return LockText(host=name, text=dumps_lock(session.collect_one(name), portable=portable))
+    source = resolve(name, session.inventory)
+    if not isinstance(source, HostSource):
+        raise InputError(
+            f"lock --format pylock: {name} is a file; the files a host installs from are "
+            "known only on the live host",
+            tip="name an inventory host or `local`",
+        )
+    from envsync.index import Index, read_config  # the index client: only for pylock
+    from envsync.pylock import dumps_pylock, locate
+
+    snap = session.collect_one(name)
+    spec = source.spec
+    config = read_config(spec, session.runners(spec))
+    warnings = []
+    if not config.indexes:
+        warnings.append(f"{spec.name}: its pip configuration names no index (no-index)")
+    index = Index(config)
+    session.note(
+        f"{spec.name}: locating {len(snap.distributions)} packages on "
+        f"{len(config.indexes)} index(es)"
+    )
+    located = locate(snap, index.files, config.tags, index.size)
+    for dist_name, reason in sorted(located.unlocked.items()):
+        dist = snap.distribution(dist_name)
+        warnings.append(
+            f"{dist_name} {dist.version if dist else ''}: {reason}; listed under "
+            "[tool.envsync].unlocked, not installed by `uv pip sync`"
+        )
+    return LockText(host=name, text=dumps_pylock(snap, located), warnings=tuple(warnings))

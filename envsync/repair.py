@@ -1,0 +1,173 @@
+"""Repair a target: plan the fixes, save the plan, apply it, then deploy and smoke-test;
+and roll a target back to its last backup.
+
+`repair` is what the command of the same name does, for a library user too: it compares
+the hosts, makes (or takes) the plan and, with `apply`, runs it under the target's lock and
+deploys the service the plan changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from envsync.apply import Applied, apply_plan, rollback
+from envsync.apply.hostlock import target_lock
+from envsync.compare import diff, pair_names
+from envsync.documents import check_writable, write_atomic
+from envsync.errors import InputError
+from envsync.inventory import DEFAULT_DEADLINE
+from envsync.plan import Plan, container_note, dumps_plan, load_plan, make_plan
+from envsync.service.host import ServiceRun, run_service
+from envsync.session import Session
+from envsync.snapshot import HostSource, resolve
+from envsync.vocab import ONLY_DEFAULT, PREFER, Only, Prefer
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RepairOptions:
+    """What `repair` is asked to do (the CLI's `repair` options, typed)."""
+
+    reference: str | None = None  # default: defaults.reference (or the saved plan's)
+    target: str | None = None  # default: defaults.target (or the saved plan's)
+    prefer: Prefer = PREFER[0]
+    only: Only = ONLY_DEFAULT
+    plan: Path | None = None  # a saved plan to apply instead of a new one
+    save: Path | None = None  # save the new plan there (JSON)
+    apply: bool = False
+    deploy: bool = True  # after an apply: deploy and smoke-test when a service is configured
+    deadline: float = DEFAULT_DEADLINE  # of that smoke test
+    wait: float = 0.0  # queue behind another envsync holding the target's lock
+    store: Path | None = None  # where the smoke test keeps tokens/s figures (None: nowhere)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Repair:
+    """What `repair` did: the plan, and with `apply` what ran and how the service came up."""
+
+    plan: Plan
+    exec_prefix: tuple[str, ...] = ()  # the target's, when it is behind one (a container)
+    applied: Applied | None = None  # None: not applied (no --apply, or nothing to do)
+    service: ServiceRun | None = None  # the deploy and smoke test after the apply
+    not_deployed: str | None = None  # why there was none although a service is configured
+
+
+def repair(session: Session, options: RepairOptions) -> Repair:
+    """Plan the fixes of the target against the reference (or take the saved plan) and,
+    with `options.apply`, apply them and deploy. Progress, the steps as they run and the
+    backup made go to the session's notes as they happen."""
+    if options.save:
+        check_writable(options.save)
+    saved = load_plan(options.plan) if options.plan else None
+    if saved is not None:
+        ref_name, tgt_name = saved.reference, saved.target
+    else:
+        ref_name, tgt_name = pair_names(
+            session.inventory, options.reference, options.target, "repair"
+        )
+    resolve(ref_name, session.inventory)  # both names are checked before anything is collected
+    if not isinstance(resolve(tgt_name, session.inventory), HostSource):
+        raise InputError(f"repair: the target must be a host, not the file {tgt_name}")
+    spec = session.host(tgt_name)
+    if not options.apply:
+        return _plan(session, options, saved, ref_name, tgt_name, None)
+    # The lock comes first: the target must not change between its snapshot and the apply.
+    with target_lock(
+        spec,
+        session.runners(spec),
+        command=f"envsync repair --apply {spec.name}",
+        wait=options.wait,
+        on_stale=session.note,
+    ) as lock:
+        return _plan(session, options, saved, ref_name, tgt_name, lock)
+
+
+def _plan(
+    session: Session,
+    options: RepairOptions,
+    saved: Plan | None,
+    ref_name: str,
+    tgt_name: str,
+    lock: str | None,
+) -> Repair:
+    spec = session.host(tgt_name)
+    ref_source = resolve(ref_name, session.inventory)
+    comparison = diff(session, ref_name, tgt_name, command="repair")
+    reference, snap = comparison.reference, comparison.snapshot
+    plan = saved
+    if plan is None:
+        plan = make_plan(
+            comparison.report,
+            reference,
+            snap,
+            prefer=options.prefer,
+            only=options.only,
+            installer=spec.installer,
+        )
+        if options.save:
+            write_atomic(options.save, dumps_plan(plan))
+    done = Repair(plan=plan, exec_prefix=spec.exec)
+    if not options.apply or not plan.steps:
+        return done
+    count = len(plan.steps)
+    applied = apply_plan(
+        plan,
+        target_spec=spec,
+        target=snap,
+        runners=session.runners,
+        reference_spec=ref_source.spec if isinstance(ref_source, HostSource) else None,
+        reference=reference,
+        pip_options=spec.pip_options,
+        on_step=lambda i, step: session.note(f"{tgt_name}: step {i}/{count}: {step.summary}"),
+        lock=lock,
+    )
+    session.note(
+        f"{tgt_name}: applied {applied.steps} step(s) in {applied.duration_s:.1f}s; "
+        f"backup {applied.backup} (envsync rollback {tgt_name} restores it)",
+    )
+    if spec.exec:
+        session.note(f"{tgt_name}: {container_note(tgt_name, spec.exec)}")
+    done = Repair(plan=plan, exec_prefix=spec.exec, applied=applied)
+    service = spec.service
+    if not options.deploy or service is None or not service.command:
+        return done
+    if not service.port:
+        return Repair(
+            plan=plan,
+            exec_prefix=spec.exec,
+            applied=applied,
+            not_deployed="the service has no port in the inventory: not deployed",
+        )
+    run = run_service(
+        session, spec, restart=True, deadline=options.deadline, lock=lock, store=options.store
+    )
+    return Repair(plan=plan, exec_prefix=spec.exec, applied=applied, service=run)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rollback:
+    """What `rollback` restored."""
+
+    host: str
+    backup: str
+    dists: tuple[str, ...] = ()  # the distributions it put back (none: files only)
+
+
+def rollback_host(
+    session: Session, host: str, *, backup: str = "latest", wait: float = 0.0
+) -> Rollback:
+    """`rollback HOST`: under the target's lock, restore its latest (or a named) backup."""
+    spec = session.host(host)
+    with target_lock(
+        spec,
+        session.runners(spec),
+        command=f"envsync rollback {spec.name}",
+        wait=wait,
+        on_stale=session.note,
+    ) as lock:
+        result = rollback(spec, session.runners(spec), backup, lock=lock)
+    return Rollback(
+        host=host,
+        backup=result.backup,
+        dists=tuple(result.dists),
+    )

@@ -1,0 +1,165 @@
+"""A run of envsync over an inventory: one runner per host, how to collect, where notes go.
+
+The stages (compare, repair, the service) take a Session; the CLI builds one from its
+arguments, and a program using envsync as a library builds its own:
+
+    with Session(inventory=load_inventory("envsync.toml"), runners=Runners()) as session:
+        comparison = compare.diff(session, "ct129", "ct200")
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import IO
+
+from envsync.collect import ProbeOptions
+from envsync.errors import CollectError, InputError
+from envsync.inventory import HostSpec, Inventory
+from envsync.model import Snapshot
+from envsync.runner import Runners
+from envsync.snapshot import HostSource, SnapshotDocument, resolve, take
+
+JOBS = 8  # hosts collected at once by default
+
+Request = tuple[str, ProbeOptions | None]  # a HOST argument, and what to collect there
+# A progress display for `total` collections: a context whose value is called once per host
+# done (the CLI's is a bar on a terminal).
+Progress = Callable[[int], AbstractContextManager[Callable[[], None]]]
+
+
+def _quiet(message: str) -> None:
+    """Notes go nowhere unless the session is given somewhere to send them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session:
+    """What holds for a whole run: the inventory, the hosts' runners (one connection per
+    host), how hosts are collected, and where progress notes go."""
+
+    inventory: Inventory
+    runners: Runners
+    probe: ProbeOptions = field(default_factory=ProbeOptions)  # --deep, --timeout, --no-cache
+    allow_broken: bool = False
+    jobs: int = JOBS
+    notes: Callable[[str], None] = _quiet  # progress and summaries, as they happen
+    progress: Progress | None = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every connection the session opened."""
+        self.runners.close()
+
+    def note(self, message: str) -> None:
+        self.notes(message)
+
+    def host(self, name: str) -> HostSpec:
+        """An inventory host (or `local`), not a file: for stages that act on a host."""
+        source = resolve(name, self.inventory)
+        if not isinstance(source, HostSource):
+            raise InputError(f"{name} is a file, not a host")
+        return source.spec
+
+    def collect_one(self, name: str, options: ProbeOptions | None = None) -> Snapshot:
+        """The snapshot a HOST argument names: collected live, or read from its file."""
+        source = resolve(name, self.inventory)
+        snap = take(source, self.runners, options or self.probe)
+        if snap.broken and not self.allow_broken:
+            first = snap.broken[0]
+            more = f" (and {len(snap.broken) - 1} more)" if len(snap.broken) > 1 else ""
+            raise CollectError(
+                f"{source.label}: malformed distribution metadata at {first.path}: "
+                f"{first.reason}{more}",
+                tip="repair or remove it, or pass --allow-broken to record it and go on",
+            )
+        if isinstance(source, HostSource):
+            self.note(
+                f"{source.label}: {len(snap.distributions)} distributions, "
+                f"{sum(1 for d in snap.distributions if d.watched)} watched, "
+                f"collected in {snap.duration_s or 0:.2f}s",
+            )
+        return snap
+
+    def collect_each(
+        self, requests: Sequence[Request]
+    ) -> Iterator[tuple[int, Snapshot | CollectError]]:
+        """Snapshots of several HOSTs in parallel (at most `jobs` at once), each as it
+        arrives, with its index in `requests`; a host that fails gives its CollectError and
+        does not stop the others. Nothing is kept once it is handed on: a caller that writes
+        each snapshot out holds at most `jobs` of them, however many hosts there are."""
+        for name, _ in requests:
+            resolve(name, self.inventory)  # every name is checked before anything is collected
+        if len(requests) == 1:
+            name, options = requests[0]
+            try:
+                yield 0, self.collect_one(name, options)
+            except CollectError as e:
+                yield 0, e
+            return
+        shown = self.progress(len(requests)) if self.progress else contextlib.nullcontext(None)
+        with shown as advance, ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
+            jobs = {
+                pool.submit(self.collect_one, name, options): i
+                for i, (name, options) in enumerate(requests)
+            }
+            try:
+                for job in as_completed(jobs):
+                    i = jobs.pop(job)  # as_completed lets go of it too: its snapshot goes with it
+                    try:
+                        result: Snapshot | CollectError = job.result()
+                    except CollectError as e:
+                        result = e
+                    del job
+                    if advance is not None:
+                        advance()
+                    yield i, result
+                    del result
+            finally:  # a caller that stops early (an error): hosts not started are not collected
+                for job in jobs:
+                    job.cancel()
+
+    def collect_many(self, requests: Sequence[Request]) -> list[Snapshot | CollectError]:
+        """collect_each's results in the order asked."""
+        results: list[Snapshot | CollectError | None] = [None] * len(requests)
+        for i, result in self.collect_each(requests):
+            results[i] = result
+        return [r for r in results if r is not None]
+
+    def collect_all(self, requests: Sequence[Request]) -> list[Snapshot]:
+        """Like collect_many, for stages that need every host: the first failure is raised."""
+        out = []
+        for result in self.collect_many(requests):
+            if isinstance(result, CollectError):
+                raise result
+            out.append(result)
+        return out
+
+
+# `snapshot HOST...`: one document of many snapshots, written as they come
+
+
+def collect_snapshots(
+    session: Session,
+    hosts: Sequence[str],
+    spool: IO[bytes],
+    on_error: Callable[[CollectError], None],
+) -> SnapshotDocument:
+    """Every host's snapshot in one document (spooled in `spool`); a host that cannot be
+    collected is listed under `errors`, and handed to `on_error` as it fails."""
+    doc = SnapshotDocument(spool)
+    for i, result in session.collect_each([(name, None) for name in hosts]):
+        if isinstance(result, CollectError):
+            on_error(result)
+            doc.errors[i] = (hosts[i], result)
+        else:
+            doc.add(i, result)
+        del result
+    return doc
