@@ -21,7 +21,6 @@ from envsync.collect.importcheck import ImportCheck
 from envsync.exitcodes import ExitCode
 from envsync.locking import LockFormat
 from envsync.runner import CONNECT_TIMEOUT
-from envsync.service.throughput import default_store
 from envsync.session import JOBS
 from envsync.vocab import Severity
 
@@ -172,6 +171,7 @@ def check(args: argparse.Namespace, command: Command[CheckOptions]) -> Invocatio
 
 def repair(args: argparse.Namespace, command: Command[RepairOptions]) -> Invocation:
     from envsync.repair import RepairOptions  # the repair stage: only for this command
+    from envsync.service.throughput import default_store
 
     options = RepairOptions(
         reference=args.reference,
@@ -190,6 +190,7 @@ def repair(args: argparse.Namespace, command: Command[RepairOptions]) -> Invocat
 
 
 def deploy(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
+    from envsync.service.throughput import default_store  # the service: only when deploying
     options = ServiceOptions(
         host=args.host, deadline=args.deadline, wait=args.wait, store=default_store(os.environ)
     )
@@ -197,6 +198,7 @@ def deploy(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invoca
 
 
 def smoke(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
+    from envsync.service.throughput import default_store
     options = ServiceOptions(
         host=args.host, deadline=args.deadline, store=default_store(os.environ)
     )
