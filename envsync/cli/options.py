@@ -191,6 +191,7 @@ def repair(args: argparse.Namespace, command: Command[RepairOptions]) -> Invocat
 
 def deploy(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
     from envsync.service.throughput import default_store  # the service: only when deploying
+
     options = ServiceOptions(
         host=args.host, deadline=args.deadline, wait=args.wait, store=default_store(os.environ)
     )
@@ -199,6 +200,7 @@ def deploy(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invoca
 
 def smoke(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
     from envsync.service.throughput import default_store
+
     options = ServiceOptions(
         host=args.host, deadline=args.deadline, store=default_store(os.environ)
     )
