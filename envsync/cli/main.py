@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from envsync.cli.completion import complete
 from envsync.cli.context import JOBS, Context
 from envsync.cli.output import err
 from envsync.cli.parser import build_parser
@@ -54,7 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    complete(parser)  # the shell asking for completions: answered, and the process ends
+    args = parser.parse_args(argv)
     runners = Runners(
         accept_new=getattr(args, "accept_new_host_keys", False),
         connect_timeout=getattr(args, "connect_timeout", CONNECT_TIMEOUT),

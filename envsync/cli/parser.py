@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from envsync import __version__
-from envsync.cli import commands
+from envsync.cli import commands, completion
 from envsync.cli.context import JOBS
 from envsync.collect import DEFAULT_TIMEOUT
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
@@ -257,4 +257,5 @@ def build_parser() -> argparse.ArgumentParser:
     _ssh_options(p)
     _wait_option(p)
     p.set_defaults(func=commands.cmd_rollback)
+    completion.add_command(sub)
     return parser
