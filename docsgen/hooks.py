@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,27 @@ def output(path: str, named: dict[str, str]) -> str:
     return _fence(text, named.get("lang", "text"))
 
 
+def run(args: list[str], named: dict[str, str]) -> str:
+    """envsync run now, as a user would (its stdout and stderr, and its exit code), with
+    only its own folder on PATH: what it prints cannot depend on this machine's tools."""
+    inventory = ROOT / named["inventory"]
+    env = {"PATH": str(Path(sys.executable).parent), "HOME": os.environ.get("HOME", "/")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "envsync", "--inventory", str(inventory), *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if proc.stdout.startswith("usage:"):
+        raise PluginError(f"envsync {' '.join(args)}: not a valid command line: {proc.stdout}")
+    shown = f"$ envsync {' '.join(args)}\n{_as_shown(proc.stdout)}(exit {proc.returncode})"
+    return _fence(shown, "text")
+
+
 def expand(name: str, args: list[str], page: str) -> str:
     plain, named = _options(args)
     skip = frozenset(named.get("skip", "").split(",")) - {""}
@@ -81,6 +103,8 @@ def expand(name: str, args: list[str], page: str) -> str:
             return tables.inventory_keys()
         case "output":
             return output(plain[0], named)
+        case "run":
+            return run(plain, named)
         case "file":
             return _fence((ROOT / plain[0]).read_text(), named.get("lang", ""))
         case "performance":
@@ -103,7 +127,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         raise PluginError(f"{where}: " + "; ".join(wrong))
     try:
         return DIRECTIVE.sub(lambda m: expand(m["name"], m["args"].split(), where), markdown)
-    except (tables.DriftError, ValueError, OSError, IndexError) as e:
+    except (tables.DriftError, ValueError, OSError, IndexError, KeyError) as e:
         raise PluginError(f"{where}: {e}") from e
 
 
