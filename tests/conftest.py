@@ -87,7 +87,7 @@ def _whole_suite(config: pytest.Config) -> bool:
     """This run is the suite as CI runs it: no paths, no selection, nothing deselected."""
     option = config.option
     return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not (
-        option.keyword or option.markexpr or option.lf or option.deselect or option.exitfirst
+        option.keyword or option.markexpr or option.lf or option.deselect or option.maxfail
     )
 
 
