@@ -15,15 +15,18 @@ peak RSS of each process is read by GNU time (`time` on Debian), which runs it. 
   scheduling  the real Session.collect_many on 256 simulated hosts (a runner that only sleeps)
   crash       the smoke test's verdict after the process died, local
 
-The SSH parts need root and sshd; without them they are left out, and said so.
+The SSH parts need root and sshd; without them they are left out, and said so. What it
+prints it also writes, with the date, the machine and the commit, to
+docs/generated/performance.json (--json), which the docs' performance page shows.
 
-    .venv/bin/python -m benchmarks.all [--runs 7]
+    .venv/bin/python -m benchmarks.all [--runs 7] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import os
 import statistics
@@ -44,6 +47,7 @@ from envsync.inventory import HostSpec, Inventory  # noqa: E402
 from envsync.runner import CommandResult, Runner, Runners  # noqa: E402
 from envsync.runner.local import LocalRunner  # noqa: E402
 from envsync.session import Session  # noqa: E402
+from tests.figures import provenance  # noqa: E402
 from tests.sshd import free_port  # noqa: E402
 
 HOSTS = REPO / "examples" / ".hosts"
@@ -279,6 +283,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--no-editable", action="store_true", help="skip the editable venvs")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        default=str(REPO / "docs" / "generated" / "performance.json"),
+        help="also write the figures here, for the docs (default: %(default)s)",
+    )
     args = parser.parse_args()
     subprocess.run(
         [sys.executable, str(REPO / "examples" / "build_hosts.py")],
@@ -394,6 +404,31 @@ def main() -> int:
     )
     if why:
         print(f"(SSH fleets left out: {why})")
+    command = " ".join(["python -m benchmarks.all", *sys.argv[1:]])
+    record = {
+        **provenance(command),
+        "runs": args.runs,
+        "medians": [
+            {"name": name, "ms": round(value * 1000, 1), "rss_mib": round(rss[name] / 1024, 1)}
+            for name, value in medians.items()
+        ],
+        "ratios": [
+            {
+                "label": label,
+                "value": round(value, 3),
+                "target": limit,
+                "note": note,
+                "met": value <= limit,
+            }
+            for label, value, limit, note in rows
+        ],
+        "left_out": f"the SSH fleets ({why})" if why else None,
+    }
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".tmp").write_text(json.dumps(record, indent=2) + "\n")
+    path.with_suffix(".tmp").replace(path)
+    print(f"(written to {path})")
     return 0
 
 

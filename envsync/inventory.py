@@ -151,6 +151,10 @@ class _DefaultsTable:
     rules: tuple[str, ...] = ()
 
 
+# The tables a user writes, by their heading (the docs list their keys from these).
+TABLES = {"defaults": _DefaultsTable, "service": _ServiceTable, "hosts": _HostTable}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Document:
     defaults: _DefaultsTable = field(default_factory=_DefaultsTable)

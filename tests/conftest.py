@@ -83,12 +83,24 @@ def jump_bed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
     bed.stop()
 
 
+def _whole_suite(config: pytest.Config) -> bool:
+    """This run is the suite as CI runs it: no paths, no selection, nothing deselected."""
+    option = config.option
+    return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not (
+        option.keyword or option.markexpr or option.lf or option.deselect or option.maxfail
+    )
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The reliability figures this run measured (the README's Reliability section)."""
-    from tests.figures import lines
+    """The reliability figures this run measured; a whole run writes them for the docs."""
+    from tests.figures import FIGURES_FILE, lines, write
 
     found = lines()
     if found:
         terminalreporter.section("envsync reliability figures")
         for line in found:
             terminalreporter.write_line(line)
+    counts = {k: len(terminalreporter.stats.get(k, [])) for k in ("passed", "failed", "skipped")}
+    if found and counts["passed"] and _whole_suite(terminalreporter.config):
+        write(REPO / FIGURES_FILE, counts)
+        terminalreporter.write_line(f"(written to {FIGURES_FILE} for the docs)")

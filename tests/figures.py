@@ -1,19 +1,29 @@
-"""Figures the test suite measures for the README's Reliability section.
+"""Figures the test suite measures, for the docs' reliability page.
 
-Tests add to them as they run; the terminal summary prints them (tests/conftest.py), so
-the README's numbers are reproduced by every full run rather than committed as a file.
+Tests add to them as they run; the terminal summary prints them (tests/conftest.py), and
+a full run of the suite also writes them to docs/generated/reliability.json (conftest.py),
+which the docs include: every figure there was measured by the run that wrote it.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
 
 FIGURES: defaultdict[str, dict[str, float]] = defaultdict(dict)
+# Sections whose figures are not counts of one thing: no total.
+UNTOTALLED = ("fleet", "precision of the static verdict (corpus imports)")
 
 
 def add(section: str, name: str, n: float = 1) -> None:
     """Count `n` more of `name` (a fault survived, inputs tried, a secret searched)."""
     FIGURES[section][name] = FIGURES[section].get(name, 0) + n
+
+
+def total(section: str) -> float | None:
+    """All the figures of a section added up, where that means something."""
+    return None if section in UNTOTALLED else sum(FIGURES[section].values())
 
 
 def put(section: str, name: str, value: float) -> None:
@@ -24,7 +34,7 @@ def lines() -> list[str]:
     out = []
     for section in sorted(FIGURES):
         values = FIGURES[section]
-        out.append(f"{section}: {sum(values.values()) if section != 'fleet' else ''}".rstrip())
+        out.append(f"{section}: {total(section) if section not in UNTOTALLED else ''}".rstrip())
         for name in sorted(values):
             value = values[name]
             shown = (
@@ -34,3 +44,62 @@ def lines() -> list[str]:
             )
             out.append(f"  {name}: {shown}")
     return out
+
+
+def provenance(command: str) -> dict[str, object]:
+    """When, where and by what a set of figures was measured (they mean little without it)."""
+    import datetime
+    import os
+    import platform
+    import subprocess
+
+    def first(path: str, prefix: str) -> str | None:
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError:
+            return None
+        return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith(prefix)), None)
+
+    memory = first("/proc/meminfo", "MemTotal")
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    return {
+        "command": command,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit,
+        "machine": {
+            "platform": platform.platform(),
+            "cpu": first("/proc/cpuinfo", "model name"),
+            "cores": os.cpu_count(),
+            "memory_gib": round(int(memory.split()[0]) / 2**20, 1) if memory else None,
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "python": platform.python_version(),
+        },
+    }
+
+
+FIGURES_FILE = "docs/generated/reliability.json"
+
+
+def write(path: Path, counts: Mapping[str, int]) -> None:
+    """The figures of a full run, with the test counts and where they were measured."""
+    import json
+
+    data = {
+        **provenance(".venv/bin/python -m pytest -q"),
+        "tests": dict(counts),
+        "figures": {section: dict(sorted(v.items())) for section, v in sorted(FIGURES.items())},
+        "totals": {section: total(section) for section in sorted(FIGURES)},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)

@@ -86,7 +86,7 @@ def test_example_lock_is_byte_identical_and_round_trips(
 def test_committed_example_locks_carry_the_story(
     name: str, xgrammar: str, soundfile: bool, patched: tuple[str, ...]
 ) -> None:
-    path = REPO / "lockfiles" / f"{name}.lock"
+    path = REPO / "examples" / "lockfiles" / f"{name}.lock"
     snap = read_lock(path)
     assert snap.host == name
     # Made with --portable: no path of the machine that made them.

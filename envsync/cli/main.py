@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
+from envsync.cli.completion import complete
 from envsync.cli.options import Invocation, SessionOptions
 from envsync.cli.output import err, note
 from envsync.cli.parser import build_parser
@@ -62,7 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    complete(parser)  # the shell asking for completions: answered, and the process ends
+    args = parser.parse_args(argv)
     invocation: Invocation = args.build(args)
     runners = Runners(
         accept_new=invocation.session.accept_new_host_keys,

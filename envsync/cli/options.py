@@ -216,3 +216,8 @@ def stop(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocati
 def rollback(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
     options = ServiceOptions(host=args.host, wait=args.wait, backup=args.backup or "latest")
     return _bound(command, options, _session(args, collects=False))
+
+
+def completion(args: argparse.Namespace, command: Command[str]) -> Invocation:
+    """`completion SHELL`: no host is reached; only the inventory may be named."""
+    return _bound(command, args.shell, SessionOptions(inventory=args.inventory, quiet=args.quiet))

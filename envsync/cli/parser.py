@@ -7,7 +7,7 @@ import argparse
 from functools import partial
 
 from envsync import __version__
-from envsync.cli import commands, options
+from envsync.cli import commands, completion, options
 from envsync.collect import DEFAULT_TIMEOUT
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
 from envsync.inventory import DEFAULT_DEADLINE
@@ -288,4 +288,5 @@ def build_parser() -> argparse.ArgumentParser:
     _ssh_options(p)
     _wait_option(p)
     p.set_defaults(build=partial(options.rollback, command=commands.cmd_rollback))
+    completion.add_command(sub)
     return parser

@@ -1,4 +1,4 @@
-"""Every launch shape the README lists, read on real venvs: the verdict follows the code
+"""Every launch shape the docs list, read on real venvs: the verdict follows the code
 the command really starts, and no shape envsync cannot read yields `benign`.
 
 Ground truth, read from the real wheels: rich 15.0.0 defines `split_graphemes` at
@@ -147,9 +147,9 @@ def test_a_startup_envsync_cannot_read_is_unknown_never_benign(
     assert report["summary"]["unknown"] >= 1
 
 
-def test_the_launch_shapes_of_the_readme_table() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme.split("### Launch shapes", 1)[1].split("Where the evidence", 1)[0]
+def test_the_launch_shapes_of_the_docs_table() -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "reference" / "hosts.md"
+    table = page.read_text().split("## Launch shapes", 1)[1]
     rows = [r for r in table.splitlines() if r.startswith("| `")]
     assert len(rows) >= 8
     for row in rows:

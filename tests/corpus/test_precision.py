@@ -29,6 +29,7 @@ from envsync.runner.local import LocalRunner
 from envsync.vocab import RUNS
 from tests.corpus.cases import CASES, Case
 from tests.corpus.conftest import Pairs
+from tests.figures import put
 
 pytestmark = pytest.mark.slow
 
@@ -177,5 +178,10 @@ def test_static_verdicts_match_real_imports(
         + "; ".join(f"{n}x {reason}" for reason, n in why.most_common(3)),
     ]
     print("\n".join(lines))  # shown by pytest -rA, and on failure
+    section = "precision of the static verdict (corpus imports)"
+    for static in ("fatal", "not fatal"):
+        for real in ("fails", "imports"):
+            put(section, f"envsync: {static}; really {real}", matrix[static, real])
+    put(section, "left out: something else missing", len(left_out))
     assert matrix["fatal", "fails"] > 0 and matrix["not fatal", "imports"] > 0
     assert not wrong, "\n".join(wrong)
