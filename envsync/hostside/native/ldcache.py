@@ -37,6 +37,26 @@ _ACCEPTED: dict[tuple[int, int], frozenset[int]] = {
     (32, 40): frozenset([0x0903, FLAG_ELF_LIBC6]),  # arm, hard-float
 }
 _GENERIC = frozenset([0x0001, FLAG_ELF_LIBC6])  # i386 and the rest
+# How ldconfig -p names the flags (glibc's elf/cache.c, print_entry).
+_TYPES = ("libc4", "ELF", "libc5", "libc6")
+_ABIS = {
+    0x0100: "64bit",
+    0x0200: "IA-64",
+    0x0300: "x86-64",
+    0x0400: "64bit",
+    0x0500: "64bit",
+    0x0600: "N32",
+    0x0700: "64bit",
+    0x0800: "x32",
+    0x0900: "hard-float",
+    0x0A00: "AArch64",
+    0x0B00: "soft-float",
+    0x0C00: "nan2008",
+    0x0D00: "N32,nan2008",
+    0x0E00: "64bit,nan2008",
+    0x0F00: "soft-float",
+    0x1000: "double-float",
+}
 MAX_ENTRIES = 1 << 20
 
 
@@ -69,6 +89,20 @@ class LdCache:
     hwcaps: tuple[str, ...] = ()  # glibc-hwcaps subfolder names, by index
     generator: str | None = None  # the glibc that wrote it
     by_name: dict[str, tuple[CacheEntry, ...]] = field(default_factory=dict, compare=False)
+
+    def describe(self, entry: CacheEntry) -> str:
+        """The entry's flags as `ldconfig -p` prints them, e.g. 'libc6,x86-64'."""
+        kind = entry.flags & 0xFF
+        text = _TYPES[kind] if kind < len(_TYPES) else "unknown"
+        required = entry.flags & 0xFF00
+        if required:
+            text += "," + _ABIS.get(required, str(required))
+        index = entry.hwcaps_index
+        if index is not None and index < len(self.hwcaps):
+            text += f', hwcap: "{self.hwcaps[index]}"'
+        elif entry.hwcap:
+            text += f", hwcap: {entry.hwcap:#018x}"
+        return text
 
     def paths(self) -> dict[str, list[str]]:
         """{soname: [paths]}, in the cache's order."""

@@ -265,6 +265,8 @@ class Linker:
                     needed_by=needed_by,
                     searched=found.searched,
                     other_class=found.other_class,
+                    elf_class=self._elf_class(session),
+                    tried=found.tried,
                 )
             )
             session.steps.append(Step(needed_by, name, None, "not found"))
@@ -277,6 +279,10 @@ class Linker:
             session.unknown.append(f"{found.path}: {found.uncertain}")
         session.steps.append(Step(needed_by, name, found.path, found.how))
         return self._admit(session, found.path, name, loader)
+
+    @staticmethod
+    def _elf_class(session: _Session) -> int:
+        return session.process_objects[0].elf.elf_class if session.process_objects else 64
 
     def _admit(
         self, session: _Session, path: str, name: str, loader: Loaded | None

@@ -68,13 +68,7 @@ class Missing:
     name: str
     searched: tuple[str, ...]  # "RUNPATH: /a/lib", "ld.so.cache", ... in order
     other_class: bool = False  # a file of the other ELF class was skipped
-
-    def message(self, elf_class: int) -> str:
-        """dlerror()'s words."""
-        if self.other_class:
-            other = "ELFCLASS32" if elf_class == 64 else "ELFCLASS64"
-            return f"{self.name}: wrong ELF class: {other}"
-        return f"{self.name}: cannot open shared object file: No such file or directory"
+    tried: bool = True  # some file was tried: ld.so's message then ends with ENOENT's text
 
 
 @dataclass(frozen=True)
@@ -257,7 +251,7 @@ class Searcher:
             searched.append(_describe(plist))
             if outcome is not None:
                 return outcome
-        outcome, skipped = self._in_cache(name, plan.nodeflib)
+        outcome, skipped, opened = self._in_cache(name, plan.nodeflib)
         other = other or skipped
         searched.append("ld.so.cache")
         if outcome is not None:
@@ -269,7 +263,8 @@ class Searcher:
             searched.append(_describe(system))
             if outcome is not None:
                 return outcome
-        return Missing(name=name, searched=tuple(searched), other_class=other)
+        tried = bool(plan.lists) or not plan.nodeflib or opened
+        return Missing(name=name, searched=tuple(searched), other_class=other, tried=tried)
 
     def open_path(self, path: str) -> Found | Missing | Rejected:
         """A name with a slash: that file, relative to the working folder if relative."""
@@ -314,25 +309,27 @@ class Searcher:
             return f"found in {sub}: which hwcaps subfolders this loader tries is a guess"
         return None
 
-    def _in_cache(self, name: str, nodeflib: bool) -> tuple[Found | Rejected | None, bool]:
+    def _in_cache(self, name: str, nodeflib: bool) -> tuple[Found | Rejected | None, bool, bool]:
+        """(the outcome from /etc/ld.so.cache or None, a file of the other class seen, a file
+        opened)."""
         if self.cache is None:
-            return None, False
+            return None, False, False
         path = self.cache.lookup(name, self.cache_flags, self.facts.hwcaps)
         if path is None:
-            return None, False
+            return None, False, False
         if nodeflib and any(path.startswith(d + "/") for d in self.facts.system_dirs):
-            return None, False  # NODEFLIB: no cache entry inside the system folders
+            return None, False, False  # NODEFLIB: no cache entry inside the system folders
         verdict = verify(self.disk.head(path), self.target)
         if verdict is None:
             uncertain = None
             if self.cache.legacy(name, self.cache_flags):
                 uncertain = "the cache has legacy hwcaps entries for it"
-            return Found(path=path, how="ld.so.cache", uncertain=uncertain), False
+            return Found(path=path, how="ld.so.cache", uncertain=uncertain), False, True
         if verdict in ("absent", "skip", "stop"):
-            return None, False
+            return None, False, True
         if verdict == "other-class":
-            return None, True
-        return Rejected(path=path, why=verdict), False
+            return None, True, True
+        return Rejected(path=path, why=verdict), False, True
 
 
 def _describe(plist: PathList) -> str:

@@ -18,12 +18,15 @@ class NotFound:
     searched: tuple[str, ...]  # each search list tried, with its folders
     other_class: bool = False  # only a file of the other ELF class was there
     elf_class: int = 64
+    tried: bool = True  # False: no file was even tried (NODEFLIB and no search path)
 
     def message(self) -> str:
         if self.other_class:
             other = "ELFCLASS32" if self.elf_class == 64 else "ELFCLASS64"
             return f"{self.name}: wrong ELF class: {other}"
-        return f"{self.name}: cannot open shared object file: No such file or directory"
+        # errno is ENOENT after a failed open; when nothing was opened ld.so adds no text
+        errno_text = ": No such file or directory" if self.tried else ""
+        return f"{self.name}: cannot open shared object file{errno_text}"
 
 
 @dataclass(frozen=True)
