@@ -132,7 +132,7 @@ class _Session:
         return renamed
 
     def get(self, path: str) -> Loaded:
-        return next(o for o in self.process_objects if o.path == path)
+        return next(o for o in self.process_objects if o.path == path or path in o.names)
 
 
 class Linker:
@@ -170,22 +170,32 @@ class Linker:
         return started, self._outcome(session, searchlist)
 
     def dlopen(
-        self, process: Process, path: str, *, global_: bool = False, now: bool = True
+        self,
+        process: Process,
+        path: str,
+        *,
+        global_: bool = False,
+        now: bool = True,
+        caller: str | None = None,
+        commit: bool = False,
     ) -> tuple[Process, Load]:
         """The process after dlopen(path, RTLD_NOW or RTLD_LAZY [| RTLD_GLOBAL]), and the
-        load's verdict; on failure the process is unchanged, as dlopen leaves it."""
+        load's verdict. On failure the process is unchanged, as dlopen leaves it, unless
+        `commit` (what was found stays: to judge later loads as if this one had worked).
+        A name without a slash is searched for as `caller` (an object of the process, by
+        path; default the program) would search for its own needed names."""
         session = _Session(process_objects=list(process.objects))
-        root = self._root(session, path, process)
+        root = self._root(session, path, process, caller)
         if root is None:
             return process, self._outcome(session, [])
         searchlist = self._breadth_first(session, [root], process.target, process.main)
         new = [o for o in searchlist if o.key in session.new]
         self._check(session, new, self._scope(process, session, searchlist), now)
         load = self._outcome(session, searchlist)
-        if load.verdict.kind != "ok":
+        if load.verdict.kind != "ok" and not commit:
             return process, load
         scope = process.global_scope
-        if global_:
+        if global_ and load.verdict.kind == "ok":
             scope += tuple(o.key for o in searchlist if o.key not in scope)
         return replace(process, objects=tuple(session.process_objects), global_scope=scope), load
 
@@ -225,13 +235,20 @@ class Linker:
         loaded = [self._need(session, main, name, target, main) for name in names]
         return [obj for obj in loaded if obj is not None]
 
-    def _root(self, session: _Session, path: str, process: Process) -> Loaded | None:
+    def _root(
+        self, session: _Session, path: str, process: Process, caller: str | None
+    ) -> Loaded | None:
         """The object dlopen(path) opens: loaded already by that name or file, or new."""
         known = session.match(path)
         if known is not None:
             session.steps.append(Step("dlopen", path, known.path, "already loaded"))
             return known
-        found = self._searcher(process.target).open_path(path)
+        if "/" not in path:
+            requester = session.get(caller) if caller else process.main
+            plan = self._plan(session, requester, process.main)
+            found = self._searcher(process.target).find(path, plan)
+        else:
+            found = self._searcher(process.target).open_path(path)
         return self._admit_found(session, found, path, None, "dlopen")
 
     def _need(
