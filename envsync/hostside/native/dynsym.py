@@ -397,14 +397,15 @@ def _needed_versions(
 def _version_table(
     verdefs: Iterable[VersionDef], verneeds: Iterable[VersionNeed]
 ) -> dict[int, _Version]:
-    """Version index to version, as _dl_check_map_versions fills l_versions (needs, then
-    definitions)."""
+    """Version index to version, as _dl_check_map_versions fills l_versions: the needs,
+    then the definitions but the base one (the object's own name matches no reference)."""
     table = {
         need.index: _Version(need.name, version_key(need.name, need.hash), need.file, need.hidden)
         for need in verneeds
     }
     for vdef in verdefs:
-        table[vdef.index] = _Version(vdef.name, version_key(vdef.name, vdef.hash), None, False)
+        if not vdef.base:
+            table[vdef.index] = _Version(vdef.name, version_key(vdef.name, vdef.hash), None, False)
     return table
 
 

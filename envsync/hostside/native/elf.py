@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .binary import ELFCLASS64, ELFDATA2MSB, AddressMap, Blob, Layout, Malformed, c_string
 from .binary import make_layout as _make_layout
-from .dynsym import SymbolTable, read_symbols
+from .dynsym import Symbol, SymbolTable, list_symbols, read_symbols
 
 ET_EXEC = 2
 ET_DYN = 3
@@ -169,6 +169,35 @@ def read_elf(path: str) -> ElfFile | Unreadable:
         return Unreadable(path=path, why=f"unreadable: {e.strerror or e}")
     try:
         return _parse(path, Blob(fd, os.fstat(fd).st_size))
+    except Malformed as e:
+        return Unreadable(path=path, why=f"unreadable: {e}")
+    except (OSError, ValueError, OverflowError, MemoryError) as e:
+        return Unreadable(path=path, why=f"unreadable: {type(e).__name__}: {e}")
+    finally:
+        os.close(fd)
+
+
+def dynamic_symbols(path: str) -> tuple[Symbol, ...] | Unreadable:
+    """Every .dynsym entry of `path` (binding, type, visibility, defined, version), for
+    readers who want the whole table; the loader's checks use `read_elf`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        return Unreadable(path=path, why=f"unreadable: {e.strerror or e}")
+    try:
+        blob = Blob(fd, os.fstat(fd).st_size)
+        header = _header(blob)
+        segments = _segments(blob, header)
+        sections, _broken = _sections_or_why(blob, header)
+        amap = AddressMap([(s.vaddr, s.filesz, s.offset) for s in segments if s.type == PT_LOAD])
+        seg = next((s for s in segments if s.type == PT_DYNAMIC), None)
+        if seg is None:
+            return ()
+        tags = dict(_dynamic_entries(blob, header.layout, seg))
+        if 6 not in tags:  # DT_SYMTAB
+            return ()
+        strtab = _string_table(blob, amap, tags)
+        return list_symbols(blob, header.layout, amap, tags, strtab, sections)
     except Malformed as e:
         return Unreadable(path=path, why=f"unreadable: {e}")
     except (OSError, ValueError, OverflowError, MemoryError) as e:
