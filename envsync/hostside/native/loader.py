@@ -100,6 +100,16 @@ class Load:
     searchlist: tuple[str, ...] = ()  # the root and its dependencies, breadth first
 
 
+@dataclass(frozen=True)
+class Request:
+    """One dlopen of a startup, as `Linker.judge` replays it."""
+
+    path: str
+    global_: bool = False  # RTLD_GLOBAL (torch's preloads)
+    now: bool = True  # RTLD_NOW: Python's imports and ctypes use it
+    caller: str | None = None  # for a name without a slash: whose search it is
+
+
 @dataclass
 class _Session:
     """The link map while one load runs (discarded when the load fails, as dlopen does)."""
@@ -199,6 +209,26 @@ class Linker:
             scope += tuple(o.key for o in searchlist if o.key not in scope)
         return replace(process, objects=tuple(session.process_objects), global_scope=scope), load
 
+    def judge(self, program: str, requests: Sequence[Request]) -> tuple[Load, list[Load]]:
+        """A startup: `program` starts, then each request is dlopen'ed in turn, each judged
+        as if the ones before it had loaded (a fatal one is fixed before the next counts)."""
+        process, started = self.start(program)
+        loads: list[Load] = []
+        for request in requests:
+            if process is None:
+                loads.append(Load(verdict=Unknown(why=(f"{program} does not start",))))
+                continue
+            process, load = self.dlopen(
+                process,
+                request.path,
+                global_=request.global_,
+                now=request.now,
+                caller=request.caller,
+                commit=True,
+            )
+            loads.append(load)
+        return started, loads
+
     # -- finding and admitting objects
 
     def _searcher(self, target: Target) -> Searcher:
@@ -210,11 +240,7 @@ class Linker:
         return searcher
 
     def _key(self, path: str) -> tuple[int, int]:
-        try:
-            st = os.stat(self.disk.absolute(path))
-        except OSError:
-            return (-1, hash(path))
-        return (st.st_dev, st.st_ino)
+        return self.disk.identity(path)
 
     def _admit_interpreter(self, session: _Session, interp: str) -> None:
         """ld.so itself, in the link map from the start (libc needs it by its soname)."""

@@ -84,14 +84,16 @@ class Rejected:
 
 @dataclass
 class Disk:
-    """This search's view of the file system, each folder and file asked once.
+    """The loader's view of the file system, each folder and file asked once.
 
-    The one place the search touches files: what it saw is kept, so that a cache of
-    verdicts can check later that nothing it depended on changed."""
+    The one place the native layer touches files (but for reading the ELF files it
+    chose): what it saw is kept, so that a cache of verdicts can tell later that nothing
+    it depended on changed (`stamps`: each file's stamp, or the errno opening it gave)."""
 
     cwd: str = "/"
     folders: dict[str, bool] = field(default_factory=dict)
     heads: dict[str, bytes | int] = field(default_factory=dict)
+    stamps: dict[str, Stamp | int] = field(default_factory=dict)
 
     def is_dir(self, path: str) -> bool:
         known = self.folders.get(path)
@@ -103,23 +105,51 @@ class Disk:
         """The first 64 bytes of a file, or the errno opening or reading it failed with."""
         known = self.heads.get(path)
         if known is None:
-            known = self.heads[path] = _read_head(self.absolute(path))
+            known, self.stamps[path] = _read_head(self.absolute(path))
+            self.heads[path] = known
         return known
+
+    def identity(self, path: str) -> tuple[int, int]:
+        """(st_dev, st_ino): a file the process has under another name is the same object."""
+        try:
+            st = os.stat(self.absolute(path))
+        except OSError as e:
+            self.stamps.setdefault(path, e.errno or errno.ENOENT)
+            return (-1, hash(path))
+        self.stamps.setdefault(path, stamp_of(st))
+        return (st.st_dev, st.st_ino)
 
     def absolute(self, path: str) -> str:
         return path if path.startswith("/") else os.path.join(self.cwd, path)
 
 
-def _read_head(path: str) -> bytes | int:
-    """The first 64 bytes; an errno when opening fails, its negative when reading does."""
+@dataclass(frozen=True)
+class Stamp:
+    """A file's stat keys, as the host's hash cache keeps them: any write changes one."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    return Stamp(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _read_head(path: str) -> tuple[bytes | int, Stamp | int]:
+    """The first 64 bytes and the file's stamp; the errno when opening fails (its negative
+    when reading does)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
-        return e.errno or errno.ENOENT
+        code = e.errno or errno.ENOENT
+        return code, code
     try:
-        return os.read(fd, 64)
+        stamp = stamp_of(os.fstat(fd))
+        return os.read(fd, 64), stamp
     except OSError as e:
-        return -(e.errno or errno.EIO)
+        return -(e.errno or errno.EIO), -(e.errno or errno.EIO)
     finally:
         os.close(fd)
 
