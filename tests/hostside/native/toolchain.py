@@ -70,14 +70,17 @@ def build(
     version_script: str | None = None,
     flags: tuple[str, ...] = (),
     python: bool = False,
+    cxx: bool = False,
 ) -> Path:
-    """Compile `source` into the shared object `out` (written in place atomically)."""
+    """Compile `source` (C, or C++ with `cxx`) into the shared object `out`, written in
+    place atomically."""
     out.parent.mkdir(parents=True, exist_ok=True)
     work = out.parent / f".build-{out.name}"
     work.mkdir(exist_ok=True)
-    src = work / "source.c"
+    src = work / ("source.cc" if cxx else "source.c")
     src.write_text(source)
-    argv = [compiler(), "-shared", "-fPIC", "-o", str(work / "out.so"), str(src)]
+    tool = compiler() if not cxx else (shutil.which("g++") or compiler())
+    argv = [tool, "-shared", "-fPIC", "-o", str(work / "out.so"), str(src)]
     if python:
         argv.insert(1, f"-I{PYTHON_INCLUDE}")
     if soname:
