@@ -1,4 +1,4 @@
-"""The native layer's values as plain JSON data and back: parsed files and load verdicts.
+"""Parsed ELF files as plain JSON data and back, for the host's cache file.
 
 For the host's caches and for the trip from the host to envsync. Name sets travel as one
 newline-joined string (a 75,000-name export list is one JSON string, not 75,000), and a set
@@ -7,30 +7,18 @@ equal to the object's whole name set travels as "=names".
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from .dynsym import Exports, Reference, SymbolTable, VersionDef, VersionNeed
 from .elf import Dynamic, ElfFile, Section, Segment
-from .verdicts import BadObject, Fails, NotFound, Ok, UndefinedSymbol, Unknown, VersionNotFound
 
 if TYPE_CHECKING:
     from typing import Any, Dict
-
-    from .loader import Load
-    from .verdicts import Reason, Verdict
 
     Data = Dict[str, Any]
 
 SCHEMA = 1
 _SAME = "=names"
-_REASONS = {
-    "not-found": NotFound,
-    "bad-object": BadObject,
-    "version-not-found": VersionNotFound,
-    "undefined-symbol": UndefinedSymbol,
-}
-_REASON_KINDS = {cls: kind for kind, cls in _REASONS.items()}
 
 
 def _names(names: frozenset[str] | None, every: frozenset[str]) -> str | None:
@@ -174,52 +162,4 @@ def decode_elf(data: Data) -> ElfFile:
         ),
         symbols=None if data["symbols"] is None else decode_symbols(data["symbols"]),
         sections_unreadable=data["sections_unreadable"],
-    )
-
-
-def encode_reason(reason: Reason) -> Data:
-    data: Data = {"reason": _REASON_KINDS[type(reason)]}
-    for f in fields(reason):
-        value = getattr(reason, f.name)
-        data[f.name] = list(value) if isinstance(value, tuple) else value
-    return data
-
-
-def decode_reason(data: Data) -> Reason:
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "reason"}
-    reason: Reason = _REASONS[data["reason"]](**fields)
-    return reason
-
-
-def encode_verdict(verdict: Verdict) -> Data:
-    if isinstance(verdict, Fails):
-        return {"kind": "fails", "reasons": [encode_reason(r) for r in verdict.reasons]}
-    if isinstance(verdict, Unknown):
-        return {"kind": "unknown", "why": list(verdict.why)}
-    return {"kind": "ok"}
-
-
-def decode_verdict(data: Data) -> Verdict:
-    if data["kind"] == "fails":
-        return Fails(reasons=tuple(decode_reason(r) for r in data["reasons"]))
-    if data["kind"] == "unknown":
-        return Unknown(why=tuple(data["why"]))
-    return Ok()
-
-
-def encode_load(load: Load) -> Data:
-    return {
-        "verdict": encode_verdict(load.verdict),
-        "steps": [[s.needed_by, s.name, s.path, s.how] for s in load.steps],
-        "searchlist": list(load.searchlist),
-    }
-
-
-def decode_load(data: Data) -> Load:
-    from .loader import Load, Step
-
-    return Load(
-        verdict=decode_verdict(data["verdict"]),
-        steps=tuple(Step(*s) for s in data["steps"]),
-        searchlist=tuple(data["searchlist"]),
     )

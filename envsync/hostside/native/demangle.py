@@ -17,7 +17,7 @@ from .verdicts import Fails, UndefinedSymbol
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .loader import Load
+    from .verdicts import Load
 
 CXXFILT_TIMEOUT = 20
 _SPECIAL = {"C1": None, "C2": None, "C3": None, "D0": "~", "D1": "~", "D2": "~"}

@@ -32,7 +32,18 @@ from .search import (
     expand_list,
     rpath_lists,
 )
-from .verdicts import BadObject, Fails, NotFound, Ok, UndefinedSymbol, Unknown, VersionNotFound
+from .verdicts import (
+    BadObject,
+    Fails,
+    Load,
+    NotFound,
+    Ok,
+    Request,
+    Step,
+    UndefinedSymbol,
+    Unknown,
+    VersionNotFound,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -79,35 +90,6 @@ class Process:
     main: Loaded
     objects: tuple[Loaded, ...]
     global_scope: tuple[tuple[int, int], ...]  # keys of the objects, in lookup order
-
-
-@dataclass(frozen=True)
-class Step:
-    """One needed name of the load tree and where it led."""
-
-    needed_by: str
-    name: str
-    path: str | None  # None: not loaded
-    how: str  # "already loaded", "RUNPATH of ...", "ld.so.cache", "not found", ...
-
-
-@dataclass(frozen=True)
-class Load:
-    """The outcome of one load: its verdict, its tree, the object's search list."""
-
-    verdict: Verdict
-    steps: tuple[Step, ...] = ()
-    searchlist: tuple[str, ...] = ()  # the root and its dependencies, breadth first
-
-
-@dataclass(frozen=True)
-class Request:
-    """One dlopen of a startup, as `Linker.judge` replays it."""
-
-    path: str
-    global_: bool = False  # RTLD_GLOBAL (torch's preloads)
-    now: bool = True  # RTLD_NOW: Python's imports and ctypes use it
-    caller: str | None = None  # for a name without a slash: whose search it is
 
 
 @dataclass

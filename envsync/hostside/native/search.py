@@ -16,6 +16,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .stamps import Stamp, stamp_of
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -121,20 +123,6 @@ class Disk:
 
     def absolute(self, path: str) -> str:
         return path if path.startswith("/") else os.path.join(self.cwd, path)
-
-
-@dataclass(frozen=True)
-class Stamp:
-    """A file's stat keys, as the host's hash cache keeps them: any write changes one."""
-
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    inode: int
-
-
-def stamp_of(st: os.stat_result) -> Stamp:
-    return Stamp(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 def _read_head(path: str) -> tuple[bytes | int, Stamp | int]:

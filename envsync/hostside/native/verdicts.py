@@ -1,12 +1,18 @@
-"""What the loader will do with one object: ok, fails (each reason in its own words), unknown."""
+"""What the loader is asked (Request) and what it will do (Load): ok, fails, unknown.
+
+Each failure reason carries the loader's own words; all of it travels as plain JSON data
+(`encode_load`, `decode_load`) from the host's cache and to envsync.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from typing import Union
+    from typing import Any, Dict, Union
+
+    Data = Dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -97,3 +103,87 @@ class Unknown:
 if TYPE_CHECKING:
     Reason = Union[NotFound, BadObject, VersionNotFound, UndefinedSymbol]
     Verdict = Union[Ok, Fails, Unknown]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One dlopen of a startup, as `Linker.judge` replays it."""
+
+    path: str
+    global_: bool = False  # RTLD_GLOBAL (torch's preloads)
+    now: bool = True  # RTLD_NOW: Python's imports and ctypes use it
+    caller: str | None = None  # for a name without a slash: whose search it is
+
+
+@dataclass(frozen=True)
+class Step:
+    """One needed name of the load tree and where it led."""
+
+    needed_by: str
+    name: str
+    path: str | None  # None: not loaded
+    how: str  # "already loaded", "RUNPATH of ...", "ld.so.cache", "not found", ...
+
+
+@dataclass(frozen=True)
+class Load:
+    """The outcome of one load: its verdict, its tree, the object's search list."""
+
+    verdict: Verdict
+    steps: tuple[Step, ...] = ()
+    searchlist: tuple[str, ...] = ()  # the root and its dependencies, breadth first
+
+
+_REASONS = {
+    "not-found": NotFound,
+    "bad-object": BadObject,
+    "version-not-found": VersionNotFound,
+    "undefined-symbol": UndefinedSymbol,
+}
+_REASON_KINDS = {cls: kind for kind, cls in _REASONS.items()}
+
+
+def encode_reason(reason: Reason) -> Data:
+    data: Data = {"reason": _REASON_KINDS[type(reason)]}
+    for f in fields(reason):
+        value = getattr(reason, f.name)
+        data[f.name] = list(value) if isinstance(value, tuple) else value
+    return data
+
+
+def decode_reason(data: Data) -> Reason:
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "reason"}
+    reason: Reason = _REASONS[data["reason"]](**values)
+    return reason
+
+
+def encode_verdict(verdict: Verdict) -> Data:
+    if isinstance(verdict, Fails):
+        return {"kind": "fails", "reasons": [encode_reason(r) for r in verdict.reasons]}
+    if isinstance(verdict, Unknown):
+        return {"kind": "unknown", "why": list(verdict.why)}
+    return {"kind": "ok"}
+
+
+def decode_verdict(data: Data) -> Verdict:
+    if data["kind"] == "fails":
+        return Fails(reasons=tuple(decode_reason(r) for r in data["reasons"]))
+    if data["kind"] == "unknown":
+        return Unknown(why=tuple(data["why"]))
+    return Ok()
+
+
+def encode_load(load: Load) -> Data:
+    return {
+        "verdict": encode_verdict(load.verdict),
+        "steps": [[s.needed_by, s.name, s.path, s.how] for s in load.steps],
+        "searchlist": list(load.searchlist),
+    }
+
+
+def decode_load(data: Data) -> Load:
+    return Load(
+        verdict=decode_verdict(data["verdict"]),
+        steps=tuple(Step(*s) for s in data["steps"]),
+        searchlist=tuple(data["searchlist"]),
+    )

@@ -11,18 +11,22 @@ import time
 from pathlib import Path
 
 from envsync.hostside.native.cache import ElfCache, cached_facts, cached_judge, unchanged
-from envsync.hostside.native.codec import decode_elf, decode_load, encode_elf, encode_load
+from envsync.hostside.native.codec import decode_elf, encode_elf
 from envsync.hostside.native.elf import ElfFile, read_elf
-from envsync.hostside.native.loader import Environment, Load, Request, Step
 from envsync.hostside.native.verdicts import (
     BadObject,
     Fails,
+    Load,
     NotFound,
+    Request,
+    Step,
     UndefinedSymbol,
     Unknown,
     VersionNotFound,
+    decode_load,
+    encode_load,
 )
-from tests.hostside.native.toolchain import build, facts, real_load, system_cache
+from tests.hostside.native.toolchain import build, facts, real_load
 
 F_AND_G = "int f(void) { return 1; }\nint g(void) { return 2; }\n"
 USES_G = "extern int g(void);\nint use_g(void) { return g(); }\n"
@@ -74,8 +78,7 @@ def test_the_codec_gives_back_equal_values() -> None:
 
 
 def _judge(consumer: Path, store: dict[str, object]) -> str:
-    env = Environment(facts=facts(), cache=system_cache())
-    _, loads = cached_judge(env, sys.executable, [Request(str(consumer))], store)  # type: ignore[arg-type]
+    _, loads = cached_judge(sys.executable, [Request(str(consumer))], store)  # type: ignore[arg-type]
     verdict = loads[0].verdict
     return verdict.message() if isinstance(verdict, Fails) else verdict.kind
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envsync.hostside.native.codec import encode_load
+from envsync.hostside.native.verdicts import encode_load
 from tests.helpers import REPO
 from tests.hostside.native.toolchain import build, facts, static_load, system_cache
 
@@ -21,11 +21,11 @@ PYTHON38 = Path("/root/.pyenv/versions/3.8.18/bin/python")
 SCRIPT = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
-from hostpkg.native import cache, codec, demangle, dynsym, elf, ldcache, ldso, loader, search
+from hostpkg.native import cache, codec, demangle, dynsym, elf, ldcache, ldso, loader, search, verdicts
 facts = ldso.loader_facts(*sys.argv[2:3], *ldso.ldso_help(sys.argv[2]), os.uname().machine)
 env = loader.Environment(facts=facts, cache=ldcache.read_ldcache(facts.cache))
 loads = [loader.Linker(env).judge(sys.argv[3], [loader.Request(p)])[1][0] for p in sys.argv[4:]]
-print(json.dumps([codec.encode_load(demangle.with_demangled(l)) for l in loads]))
+print(json.dumps([verdicts.encode_load(demangle.with_demangled(l)) for l in loads]))
 """
 
 

@@ -20,7 +20,8 @@ import pytest
 from envsync.hostside.native.elf import read_elf
 from envsync.hostside.native.ldcache import LdCache, read_ldcache
 from envsync.hostside.native.ldso import LoaderFacts, ldso_help, loader_facts
-from envsync.hostside.native.loader import Environment, Linker, Load
+from envsync.hostside.native.loader import Environment, Linker
+from envsync.hostside.native.verdicts import Load
 
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 PYTHON_INCLUDE = sysconfig.get_paths()["include"]
