@@ -4,6 +4,8 @@ the failing symbol, library and version must be the loader's, word for word."""
 
 from __future__ import annotations
 
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -173,22 +175,58 @@ def test_e_a_libstdcxx_version_above_the_hosts(tmp_path: Path) -> None:
     assert isinstance(reason, VersionNotFound) and reason.version == "GLIBCXX_3.4.99"
 
 
-def test_f_a_python_extension_whose_provider_breaks(tmp_path: Path) -> None:
+def interpreters() -> list[tuple[str, str]]:
+    """(python, its headers): this one (libpython3.X.so beside it), and Debian's own, whose
+    executable holds libpython and exports its symbols, when it is here."""
+    found = [(sys.executable, sysconfig.get_paths()["include"])]
+    system = Path("/usr/bin/python3.11")
+    if (
+        system.exists()
+        and sys.version_info[:2] == (3, 11)
+        and Path("/usr/include/python3.11/Python.h").exists()
+    ):
+        found.append((str(system), "/usr/include/python3.11"))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("python", "include"),
+    interpreters(),
+    ids=["this-python", "debian-python"][: len(interpreters())],
+)
+def test_f_a_python_extension_whose_provider_breaks(
+    tmp_path: Path, python: str, include: str
+) -> None:
     pkg = tmp_path / "site"
     lib = build(pkg / "lib" / "libp.so.1", "int p_value(void) { return 42; }\n", soname="libp.so.1")
     ext = extension(
         pkg,
         "native_mod",
         "extern int p_value(void);\nstatic long module_value(void) { return p_value(); }",
+        include=include,
         link=(lib,),
         runpath="$ORIGIN/lib",
     )
-    assert real_import("native_mod", pkg) is None
-    assert message(static_load(ext)) is None  # Py* symbols from the interpreter's global scope
+    assert real_import("native_mod", pkg, python=python) is None
+    # the Py* symbols come from the interpreter's global scope (its executable or libpython)
+    assert message(static_load(ext, python=python)) is None
 
     build(lib, "int p_other(void) { return 0; }\n", soname="libp.so.1")
-    real = real_import("native_mod", pkg)
+    real = real_import("native_mod", pkg, python=python)
     assert real == f"{ext}: undefined symbol: p_value"
+    assert message(static_load(ext, python=python)) == real
+
+
+def test_f_an_extension_of_another_python_misses_its_symbols(tmp_path: Path) -> None:
+    """An extension using a symbol only a newer libpython has fails on this one."""
+    ext = extension(
+        tmp_path / "site",
+        "newer_mod",
+        "extern long PyEnvsync_OnlyInAFuturePython(void);\n"
+        "static long module_value(void) { return PyEnvsync_OnlyInAFuturePython(); }",
+    )
+    real = real_import("newer_mod", tmp_path / "site")
+    assert real == f"{ext}: undefined symbol: PyEnvsync_OnlyInAFuturePython"
     assert message(static_load(ext)) == real
 
 

@@ -72,6 +72,7 @@ def build(
     flags: tuple[str, ...] = (),
     python: bool = False,
     cxx: bool = False,
+    include: str = PYTHON_INCLUDE,
 ) -> Path:
     """Compile `source` (C, or C++ with `cxx`) into the shared object `out`, written in
     place atomically."""
@@ -83,7 +84,7 @@ def build(
     tool = compiler() if not cxx else (shutil.which("g++") or compiler())
     argv = [tool, "-shared", "-fPIC", "-o", str(work / "out.so"), str(src)]
     if python:
-        argv.insert(1, f"-I{PYTHON_INCLUDE}")
+        argv.insert(1, f"-I{include}")
     if soname:
         argv.append(f"-Wl,-soname,{soname}")
     if version_script is not None:
@@ -123,7 +124,9 @@ def build_32(out: Path, source: str, *, soname: str) -> Path:
     return out
 
 
-def extension(folder: Path, name: str, body: str, **kwargs: object) -> Path:
+def extension(
+    folder: Path, name: str, body: str, include: str = PYTHON_INCLUDE, **kwargs: object
+) -> Path:
     """A real Python C extension module `name` whose module function calls `body`'s code."""
     source = f"""#include <Python.h>
 {body}
@@ -132,10 +135,12 @@ static PyMethodDef methods[] = {{{{"value", value, METH_NOARGS, NULL}}, {{NULL, 
 static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, methods}};
 PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&module); }}
 """
-    return build(folder / f"{name}{EXT_SUFFIX}", source, python=True, **kwargs)  # type: ignore[arg-type]
+    return build(folder / f"{name}{EXT_SUFFIX}", source, python=True, include=include, **kwargs)  # type: ignore[arg-type]
 
 
-def _real(spec: dict[str, object], env: dict[str, str] | None) -> str | None:
+def _real(
+    spec: dict[str, object], env: dict[str, str] | None, python: str = sys.executable
+) -> str | None:
     full = {
         "global": [],
         "local": [],
@@ -146,7 +151,7 @@ def _real(spec: dict[str, object], env: dict[str, str] | None) -> str | None:
     }
     full.update(spec)
     proc = subprocess.run(
-        [sys.executable, "-c", _REAL, json.dumps(full)],
+        [python, "-c", _REAL, json.dumps(full)],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
@@ -181,6 +186,7 @@ def real_import(
     global_: tuple[Path, ...] = (),
     lazy: bool = False,
     env: dict[str, str] | None = None,
+    python: str = sys.executable,
 ) -> str | None:
     """`import module` from `folder` in a fresh interpreter: None, or the ImportError."""
     spec = {
@@ -189,7 +195,7 @@ def real_import(
         "sys_path": [str(folder)],
         "lazy": lazy,
     }
-    return _real(spec, env)
+    return _real(spec, env, python)
 
 
 @functools.cache
@@ -214,10 +220,11 @@ def static_load(
     local: tuple[Path, ...] = (),
     library_path: str | None = None,
     now: bool = True,
+    python: str = sys.executable,
 ) -> Load:
-    """envsync's verdict on dlopen(path) in this interpreter, after the same preloads."""
+    """envsync's verdict on dlopen(path) in `python`, after the same preloads."""
     linker = Linker(Environment(facts=facts(), cache=system_cache(), library_path=library_path))
-    process, started = linker.start(sys.executable)
+    process, started = linker.start(python)
     assert process is not None and started.verdict.kind == "ok", started
     for lib in global_:
         process, load = linker.dlopen(process, str(lib), global_=True)
