@@ -252,7 +252,9 @@ class Linker:
             session.steps.append(Step("dlopen", path, known.path, "already loaded"))
             return known
         if "/" not in path:
-            requester = session.get(caller) if caller else process.main
+            requester = next(
+                (o for o in session.process_objects if caller in (o.path, *o.names)), process.main
+            )
             plan = self._plan(session, requester, process.main)
             found = self._searcher(process.target).find(path, plan)
         else:

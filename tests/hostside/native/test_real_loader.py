@@ -4,12 +4,15 @@ the failing symbol, library and version must be the loader's, word for word."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
 
+from envsync.hostside.native.loader import Environment, Linker
 from envsync.hostside.native.verdicts import NotFound, UndefinedSymbol, VersionNotFound
 from tests.hostside.native.toolchain import (
     build,
@@ -20,6 +23,7 @@ from tests.hostside.native.toolchain import (
     real_import,
     real_load,
     static_load,
+    system_cache,
 )
 
 F_AND_G = "int f(void) { return 1; }\nint g(void) { return 2; }\n"
@@ -417,3 +421,38 @@ def test_an_unversioned_reference_to_a_versioned_definition(tmp_path: Path, case
     build(tmp_path / "lib" / "libp.so.1", source, soname="libp.so.1", version_script=script)
     real = real_load(consumer)
     assert message(static_load(consumer)) == real
+
+
+def test_a_name_without_a_slash_is_searched_for_as_the_caller_would(tmp_path: Path) -> None:
+    """ctypes.CDLL("libp.so.1"): dlopen searches as its caller (_ctypes) searches: not the
+    interpreter's RUNPATH, but LD_LIBRARY_PATH, the cache, the system folders."""
+    import _ctypes
+
+    build(tmp_path / "lib" / "libp.so.1", F_AND_G, soname="libp.so.1")
+    script = (
+        "import ctypes\ntry:\n    ctypes.CDLL('libp.so.1')\nexcept OSError as e:\n    print(e)\n"
+    )
+
+    def real(env: dict[str, str]) -> str | None:
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            check=True,
+        )
+        return out.stdout.strip() or None
+
+    def static(library_path: str | None) -> str | None:
+        linker = Linker(Environment(facts=facts(), cache=system_cache(), library_path=library_path))
+        process, _ = linker.start(sys.executable)
+        assert process is not None
+        process, _ = linker.dlopen(process, _ctypes.__file__)
+        load = linker.dlopen(process, "libp.so.1", caller=_ctypes.__file__)[1]
+        return message(load)
+
+    assert real({"LD_LIBRARY_PATH": str(tmp_path / "lib")}) is None
+    assert static(str(tmp_path / "lib")) is None
+    expected = real({})
+    assert expected == "libp.so.1: cannot open shared object file: No such file or directory"
+    assert static(None) == expected
