@@ -37,6 +37,13 @@ class LoaderFacts:
     glibc: tuple[int, int] | None = None
     source: str = "ld.so --help"  # or "ld.so's strings": then the subfolders are a guess
 
+    @property
+    def modelled(self) -> str | None:
+        """Why this loader is not the one modelled here (None: it is glibc's)."""
+        if os.path.basename(self.interpreter).startswith("ld-musl"):
+            return f"{self.interpreter} is musl's loader, whose search is not modelled"
+        return None
+
     def subdirs(self) -> tuple[str, ...]:
         """What ld.so tries inside every search folder, in order ("" is the folder itself)."""
         return (

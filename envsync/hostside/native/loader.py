@@ -142,6 +142,8 @@ class Linker:
         elf = self.read(real)
         if isinstance(elf, Unreadable):
             return None, Load(verdict=Unknown(why=(f"{program}: {elf.why}",)))
+        if self.env.facts.modelled is not None:
+            return None, Load(verdict=Unknown(why=(self.env.facts.modelled,)))
         target = Target(elf_class=elf.elf_class, big_endian=elf.big_endian, machine=elf.machine)
         soname = elf.dynamic.soname if elf.dynamic else None
         main = Loaded(
@@ -198,7 +200,8 @@ class Linker:
         loads: list[Load] = []
         for request in requests:
             if process is None:
-                loads.append(Load(verdict=Unknown(why=(f"{program} does not start",))))
+                why = started.verdict.why if isinstance(started.verdict, Unknown) else ()
+                loads.append(Load(verdict=Unknown(why=(f"{program} does not start", *why))))
                 continue
             process, load = self.dlopen(
                 process,

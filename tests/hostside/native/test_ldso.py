@@ -3,6 +3,7 @@ for a needed name in a search folder of its own; the same facts without its --he
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -10,7 +11,9 @@ import sys
 from pathlib import Path
 
 from envsync.hostside.native.ldso import loader_facts
+from envsync.hostside.native.loader import Environment, Linker
 from envsync.hostside.native.search import expand_list
+from envsync.hostside.native.verdicts import Request
 from tests.hostside.native.toolchain import build, facts
 
 
@@ -60,3 +63,12 @@ def test_path_lists_as_fillin_rpath_makes_them() -> None:
     )
     assert expand_list("$ORIGINAL/x:$FOO", "/o", f) == ("$ORIGINAL/x/", "$FOO/")  # not tokens
     assert expand_list("/a;/b:/a", "/o", f, ":;") == ("/a/", "/b/")
+
+
+def test_a_loader_other_than_glibcs_gives_unknown_never_ok() -> None:
+    musl = dataclasses.replace(facts(), interpreter="/lib/ld-musl-x86_64.so.1")
+    started, loads = Linker(Environment(facts=musl)).judge(
+        sys.executable, [Request("/lib/x86_64-linux-gnu/libc.so.6")]
+    )
+    assert started.verdict.kind == "unknown" and loads[0].verdict.kind == "unknown"
+    assert "musl" in loads[0].verdict.why[-1]  # type: ignore[union-attr]
