@@ -39,13 +39,34 @@ RTLD_NOW = os.RTLD_NOW
 RTLD_GLOBAL = os.RTLD_GLOBAL
 
 
+@dataclass(frozen=True)
+class Measured:
+    """The environment measured: its interpreter, the folder scanned, its site-packages."""
+
+    python: Path
+    root: Path
+    site: Path
+
+
 @pytest.fixture(scope="module")
-def runtime() -> Path:
-    """The example's runtime venv (built once by examples/build_hosts.py, then cached)."""
+def runtime() -> Measured:
+    """The example's runtime venv (built once by examples/build_hosts.py, then cached), or
+    the environment of ENVSYNC_PRECISION_PYTHON (a GPU host's, say: the same harness)."""
+    other = os.environ.get("ENVSYNC_PRECISION_PYTHON")
+    if other:
+        out = subprocess.run(
+            [other, "-c", "import sysconfig; print(sysconfig.get_path('platlib'))"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        site = Path(out.stdout.strip())
+        return Measured(python=Path(other), root=site, site=site)
     from examples.build_hosts import build_runtime
 
     build_runtime(RUNTIME)
-    return RUNTIME
+    site = next((RUNTIME / "lib").glob("python3*/site-packages"))
+    return Measured(python=RUNTIME / "bin" / "python", root=RUNTIME, site=site)
 
 
 def shared_objects(root: Path) -> list[Path]:
@@ -250,15 +271,14 @@ def _assert_precise(tally: Tally, report: dict[str, list[str]]) -> None:
     assert not report["not covered"], report
 
 
-def test_every_shared_object_of_the_runtime_in_import_order(runtime: Path) -> None:
+def test_every_shared_object_of_the_runtime_in_import_order(runtime: Measured) -> None:
     """One process per top-level package: its modules imported, then its other files."""
-    python = runtime / "bin" / "python"
-    site = next((runtime / "lib").glob("python3*/site-packages"))
-    files = shared_objects(runtime)
+    python, site = runtime.python, runtime.site
+    files = shared_objects(runtime.root)
     runtime_files = {os.path.realpath(p) for p in files}
     tally = Tally()
     started = time.perf_counter()
-    for _name, items in sorted(batches(runtime, site).items()):
+    for _name, items in sorted(batches(runtime.root, site).items()):
         replay(python, run_batch(python, items), runtime_files, tally)
     report = _report(
         "native precision: the runtime in import order", files, tally, time.perf_counter() - started
@@ -266,11 +286,11 @@ def test_every_shared_object_of_the_runtime_in_import_order(runtime: Path) -> No
     _assert_precise(tally, report)
 
 
-def test_every_shared_object_of_the_runtime_alone(runtime: Path) -> None:
+def test_every_shared_object_of_the_runtime_alone(runtime: Measured) -> None:
     """Each file dlopen'ed (ctypes, RTLD_NOW) first thing in a fresh interpreter: without the
     libraries its package's imports would have loaded before it."""
-    python = runtime / "bin" / "python"
-    files = shared_objects(runtime)
+    python = runtime.python
+    files = shared_objects(runtime.root)
     runtime_files = {os.path.realpath(p) for p in files}
     tally = Tally()
     started = time.perf_counter()
