@@ -8,10 +8,12 @@ boot.py loads them, torchdeep.py runs alone in a child interpreter.
   probe     collect, interpreter, dists, files, editable, git, gitindex, machine, state,
             caches, finder, roots, startup, mentions, graphcache, analyse, astutil, lazy
   agent     agent/: ops (dispatch), paths, failure, transfer, backup, service, lock
+  native    native/: ELF files read through their tables, ld.so's search and link map
 
 envsync itself may import only these: `shared` (redaction, names, the environment key,
 state paths, package files, temporary names, import contexts), `protocol` (program and
 operation names, markers), `boot` (the guard, the frame, the cache folder), and the pure
 parsers `dists` (metadata, RECORD, requires.txt), `machine` (nvidia-smi's output) and
-`gitindex` (a git index); tests read the rest.
+`gitindex` (a git index), and `native` (its package docstring says which of its modules);
+tests read the rest.
 """
