@@ -31,7 +31,7 @@ from envsync.launch import effective_command, entrypoint, parse_flags
 from envsync.model import ImportOutcome, Snapshot
 from envsync.runner import Runner
 from envsync.session import Request, Session
-from envsync.snapshot import HostSource, Source, resolve, service_of
+from envsync.snapshot import HostSource, Source, StateSource, resolve, service_of
 from envsync.vocab import SEVERITY_RANK, Severity
 
 
@@ -140,7 +140,12 @@ def compare(
         ]
         if modules:
             outcomes = check_imports(spec, runners(spec), modules, import_check.timeout)
-    return classify(reference, snap, differences(reference, snap), run, outcomes)
+    report = classify(reference, snap, differences(reference, snap), run, outcomes)
+    if reference.source == "state":  # the target's own past: what arrived since, and when
+        from envsync.history import since_notes
+
+        report = replace(report, notes=(*report.notes, *since_notes(reference, snap)))
+    return report
 
 
 # ---------------------------------------------------------------------------------------
@@ -323,11 +328,14 @@ def check(
     if not names:
         raise InputError("check: name the HOSTs to check, or set defaults.target in the inventory")
     _writable(outputs)
-    if not Path(lock).is_file():
+    if not Path(lock).is_file() and isinstance(session.resolve(str(lock)), StateSource):
+        reference = session.collect_one(str(lock))  # a recorded state: HOST@good
+    elif not Path(lock).is_file():
         raise InputError(
             f"{lock}: no such lock file", tip="create one with `envsync lock HOST > env.lock`"
         )
-    reference = read_lock(Path(lock))
+    else:
+        reference = read_lock(Path(lock))
     fleet = _compare_each(
         session, targets(session, names), reference=reference, import_check=import_check
     )
