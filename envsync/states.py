@@ -246,9 +246,12 @@ def pick(store: StateStore, host: str, selector: Selector, name: str) -> State:
 def load(state: State) -> Snapshot:
     """The snapshot of a state, as recorded; StateError when its file is gone, damaged or
     another host's."""
-    data = read_json_object(state.path, StateError, "state")
     damaged = f"{state.path}: a damaged state of {state.host}"
     tip = f"remove it; `envsync history {state.host}` lists the others"
+    try:
+        data = read_json_object(state.path, StateError, "state")
+    except StateError as e:  # unreadable, not JSON, not an object: the line says which
+        raise StateError(e.message, tip=tip) from e
     if data.get("schema_version") != STATE_SCHEMA_VERSION:
         raise StateError(
             f"{damaged} (state schema_version {data.get('schema_version')!r}, this envsync "

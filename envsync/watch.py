@@ -375,13 +375,14 @@ def textfile(run: WatchRun) -> str:
         [
             (host(s, reference=s.against or "", severity=sev), float(s.counts.get(sev, 0)))
             for s in up
+            if s.against is not None
             for sev in SEVERITIES
         ],
     )
     metric(
         "envsync_blocking_findings",
         "Findings at or above --fail-on on the last run (what fails `check`).",
-        [(host(s), float(s.blocking)) for s in up],
+        [(host(s), float(s.blocking)) for s in up if s.against is not None],
     )
     metric(
         "envsync_changes",
