@@ -21,6 +21,25 @@ from tests.helpers import run_cli as run
 from tests.sshd import free_port
 
 pytestmark = pytest.mark.slow
+HOWTO = REPO / "docs" / "how-to" / "history.md"
+# What differs from run to run in a documented line: elided text, times, durations.
+_VARIES = re.compile(r"(…|\d+\.\d+s|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")
+
+
+def documented(section: str) -> list[str]:
+    """The lines of the first `text` block under a heading of the how-to page."""
+    after = HOWTO.read_text().split(f"## {section}\n", 1)[1]
+    return after.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+
+
+def pattern(line: str) -> str:
+    out = ""
+    for i, piece in enumerate(_VARIES.split(line)):
+        if i % 2 == 0:
+            out += re.escape(piece)
+        else:
+            out += ".*" if piece == "…" else r"[0-9.]+s" if piece.endswith("s") else r"\S+Z"
+    return "^" + out
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +127,8 @@ def test_a_host_against_its_own_last_good_state(
             assert "cause (fatal finding of envsync diff ct129@good ct129)" in out
             assert "xgrammar 0.1.10 lacks StructuralTag" in out
             assert "next: envsync repair ct129@good ct129 --prefer fix --apply" in out
+            for line in documented("A crash with no reference"):  # the how-to shows a real run
+                assert re.search(pattern(line), out, re.MULTILINE), line
         assert len(list((states / "ct129").glob("*.json"))) == 1  # a crash records nothing
 
         # the repair puts the recorded state back: a pin (files would need a live reference)
