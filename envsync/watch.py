@@ -65,6 +65,7 @@ class FirstSeen:
     """No state of the host was recorded before: this run recorded its first."""
 
     host: str
+    against: str | None = None  # what its findings are compared with (None: nothing yet)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,6 +135,8 @@ def _hosts(session: Session, options: WatchOptions) -> tuple[str, ...]:
     hosts = options.hosts or ((session.inventory.target,) if session.inventory.target else ())
     if not hosts:
         raise InputError("watch: name the HOSTs to watch, or set defaults.target in the inventory")
+    for name in hosts:
+        session.host(name)  # a host, not a file or a recorded state: its states are kept
     return hosts
 
 
@@ -190,7 +193,7 @@ def _watch_host(
         seen: tuple[Change, ...] = ()
         if latest is None or latest.digest != digest(snap)[:16]:
             if latest is None:
-                events.append(FirstSeen(host=host))
+                events.append(FirstSeen(host=host, against=against))
             else:
                 seen = changes(load(latest), snap)
                 events.append(Changed(host=host, since=latest.when, changes=seen))
@@ -290,8 +293,13 @@ def event_lines(run: WatchRun) -> list[str]:
     out = []
     for event in run.events:
         match event:
-            case FirstSeen(host=host):
-                out.append(f"{host}: first watched; its state is recorded")
+            case FirstSeen(host=host, against=None):
+                out.append(
+                    f"{host}: first watched; its state is recorded (no good state to compare "
+                    "it with yet: a ready deploy or smoke, or a lock, records one)"
+                )
+            case FirstSeen(host=host, against=against):
+                out.append(f"{host}: first watched, against {against}; its state is recorded")
             case Changed(host=host, since=since, changes=changed):
                 out.append(f"{host}: changed since its state of {since}:")
                 out += [f"  {change_text(c)}" for c in changed] or ["  (nothing diff compares)"]

@@ -334,3 +334,25 @@ def test_the_snapshot_of_a_new_distribution_field_reads_old_snapshots() -> None:
     snap = from_data(Snapshot, data)
     assert all(d.installed_at is None for d in snap.distributions)
     assert isinstance(snap.distributions[0], Distribution)
+
+
+def test_check_and_watch_take_states_where_they_may(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.helpers import run_cli
+
+    inv = tmp_path / "envsync.toml"
+    inv.write_text('[hosts.ct129]\npython = "/nonexistent/python"\n')
+    states = ("--state-dir", str(tmp_path / "states"))
+    code, _, err = run_cli(
+        capsys, "--inventory", str(inv), "check", "--lock", "ct129@good", "ct129", *states
+    )
+    assert code == 2 and "envsync: ct129@good: no state of ct129 is recorded in" in err
+    missing = str(tmp_path / "env@2.lock")
+    code, _, err = run_cli(capsys, "--inventory", str(inv), "check", "--lock", missing, "ct129")
+    assert code == 2 and f"{missing}: no such lock file" in err
+    code, _, err = run_cli(
+        capsys, "--inventory", str(inv), "watch", "--once", "ct129@good", *states
+    )
+    assert code == 2 and "ct129@good is a recorded state of ct129, not a host" in err
+    assert not (tmp_path / "states").exists()  # nothing was recorded for a name that is no host

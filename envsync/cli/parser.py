@@ -181,9 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Find, explain and repair environment drift between GPU inference hosts.",
         epilog="HOST is an inventory host name, `local`, a recorded state of a host "
         "(HOST@good, HOST@latest, HOST@-1, HOST@2026-11-30T14:00), or a snapshot (.json), "
-        "lock (.lock, .toml) or pinned requirements (.txt) file. Exit codes: 0 clean, 1 drift, 2 usage or "
-        "bad input, 3 collection failed, 4 apply failed, 5 smoke test failed, 6 the target is "
-        "locked by another envsync.",
+        "lock (.lock, .toml) or pinned requirements (.txt) file. Exit codes: 0 clean, 1 drift, "
+        "2 usage or bad input, 3 collection failed, 4 apply failed, 5 smoke test failed, 6 the "
+        "target is locked by another envsync.",
     )
     parser.add_argument("--version", action="version", version=f"envsync {__version__}")
     _global_options(parser)
