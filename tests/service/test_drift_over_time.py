@@ -78,7 +78,9 @@ def test_a_host_against_its_own_last_good_state(
         )
         assert code == 0 and "ct129: ready in " in out, out + err
         (good,) = (states / "ct129").glob("*-ready-*.json")
-        recorded = json.loads(good.read_text())["at"]
+        state = json.loads(good.read_text())
+        # recorded after the collection: the two times can fall in different seconds
+        recorded, collected = state["at"], state["snapshot"]["collected_at"]
         code, out, _ = run(capsys, "--inventory", inv, "diff", "ct129@good", "ct129", *s)
         assert code == 0 and "no drift" in out
 
@@ -102,7 +104,7 @@ def test_a_host_against_its_own_last_good_state(
             for f in report["findings"]
         ] == [("version", "xgrammar", "0.1.32", "0.1.10", "fatal")]
         assert (
-            f"since ct129@good (collected {recorded}): xgrammar 0.1.32 → 0.1.10 (installed {installed} by pip)"
+            f"since ct129@good (collected {collected}): xgrammar 0.1.32 → 0.1.10 (installed {installed} by pip)"
             in report["notes"]
         )
         # the table says it too

@@ -92,33 +92,42 @@ def op_stop(op: dict[str, Any]) -> dict[str, Any]:
     return {"stopped": pid}
 
 
-def port_free(port: int) -> None:
-    """Refuse to start a service whose port another process already holds."""
+def port_free(port: int, wait: float = 0.0) -> None:
+    """Refuse to start a service whose port another process already holds.
+
+    `wait`: how long the port may take to come free, for the instance just stopped: its
+    leader can read as dead (a zombie) while its other threads still hold the socket."""
     import errno
     import socket
 
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    # As servers do: a port whose old connections linger (TIME_WAIT) is free; one that a
-    # process listens on is not.
-    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        probe.bind(("0.0.0.0", port))
-    except OSError as e:
-        if e.errno == errno.EADDRINUSE:
-            raise Failure(
-                "port-in-use", f"port {port} is already in use on this host (another service?)"
-            ) from None
-    finally:
-        probe.close()
+    deadline = time.time() + wait
+    while True:
+        probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # As servers do: a port whose old connections linger (TIME_WAIT) is free; one that
+        # a process listens on is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+            return
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                return
+            if time.time() >= deadline:
+                raise Failure(
+                    "port-in-use", f"port {port} is already in use on this host (another service?)"
+                ) from None
+        finally:
+            probe.close()
+        time.sleep(0.1)
 
 
 def op_start(op: dict[str, Any]) -> dict[str, Any]:
     """Stop the previous instance, start the service in its own session, log to a file."""
     import subprocess
 
-    op_stop({"name": op["name"]})
+    stopped = op_stop({"name": op["name"]})["stopped"]
     if op.get("port"):
-        port_free(int(op["port"]))
+        port_free(int(op["port"]), wait=10.0 if stopped else 0.0)
     pid_file, log_file = run_files(op["name"])
     env = dict(os.environ)
     env.update(op.get("env") or {})
