@@ -21,7 +21,7 @@ from envsync.collect.importcheck import ImportCheck
 from envsync.exitcodes import ExitCode
 from envsync.locking import LockFormat
 from envsync.runner import CONNECT_TIMEOUT
-from envsync.session import JOBS
+from envsync.session import ENGINES, JOBS, EngineName
 from envsync.vocab import Severity
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ class SessionOptions:
     probe: ProbeOptions = field(default_factory=ProbeOptions)  # --deep, --timeout, --no-cache
     allow_broken: bool = False
     jobs: int = JOBS
+    engine: EngineName = ENGINES[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,6 +126,7 @@ def _session(
         ),
         allow_broken=args.allow_broken,
         jobs=jobs,
+        engine=args.engine,
     )
 
 

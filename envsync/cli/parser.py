@@ -14,7 +14,7 @@ from envsync.inventory import DEFAULT_DEADLINE
 from envsync.locking import LOCK_FORMATS
 from envsync.report import FORMATS
 from envsync.runner import CONNECT_TIMEOUT
-from envsync.session import JOBS
+from envsync.session import ENGINES, JOBS
 from envsync.vocab import FAIL_ON_DEFAULT, ONLY, ONLY_DEFAULT, PREFER, SEVERITIES
 
 
@@ -51,6 +51,14 @@ def _collect_options(p: argparse.ArgumentParser) -> None:
         help="also import torch on the host for CUDA arch list, cuDNN, NCCL",
     )
     _seconds(p, "--timeout", DEFAULT_TIMEOUT, "give up on a host's probe after SECONDS")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINES[0],
+        help="envsync (default): its own runners (this machine, SSH through Fabric, exec "
+        "prefixes), --jobs hosts at once; ansible: collect through ansible-playbook, its forks "
+        "(--jobs), connection plugins and become, each host as it answers",
+    )
     p.add_argument(
         "--allow-broken",
         action="store_true",
