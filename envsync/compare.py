@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envsync.classes import HostClass, environment_digest, fold_reports
@@ -170,6 +170,10 @@ class FleetComparison:
     unreachable: tuple[str, ...] = ()  # their names
     # The targets folded into classes (one environment and service each), each diffed once.
     classes: tuple[HostClass, ...] = ()
+    # Kept only when asked (a canary rollout plans from them): the reference's snapshot,
+    # and the first snapshot of each class, by its key.
+    reference_snapshot: Snapshot | None = None
+    samples: Mapping[str, Snapshot] = field(default_factory=dict)
 
     @property
     def drift(self) -> bool:
@@ -227,11 +231,14 @@ def _reference_request(session: Session, ref_name: str, among: Sequence[Target])
 def class_key(target: Target, snap: Snapshot) -> str:
     """What makes two targets one class: the environment's digest, and the service it runs
     (a host's own service overrides make its startup another)."""
-    run = startup(target, snap)
-    service = json.dumps(
-        [run.command, run.entrypoint, run.launcher, run.shown, run.unreadable, run.unresolved]
+    # The command as written, not as run: a host's own port and interpreter path do not
+    # make its startup another.
+    service = target.service
+    shape = [list(service.command), service.workdir] if service else []
+    service_key = json.dumps(
+        [shape, target.entrypoint, target.launcher, target.shown, target.unreadable]
     )
-    return f"{environment_digest(snap)}:{hashlib.sha256(service.encode()).hexdigest()[:8]}"
+    return f"{environment_digest(snap)}:{hashlib.sha256(service_key.encode()).hexdigest()[:8]}"
 
 
 def _compare_each(
@@ -241,6 +248,7 @@ def _compare_each(
     reference: Snapshot | Request,
     import_check: ImportCheck,
     on_snapshot: Callable[[int, Snapshot], None] | None = None,
+    samples: bool = False,
 ) -> FleetComparison:
     """Collect the targets (and the reference, when it is a request) in parallel and
     compare each target as it arrives, keeping only its report (targets that answer
@@ -259,6 +267,7 @@ def _compare_each(
     failures: dict[int, CollectError] = {}
     keys: dict[int, str] = {}
     first_of: dict[str, Report] = {}  # a class's key -> the report of its first host
+    kept: dict[str, Snapshot] = {}
     for i, result in session.collect_each(requests):
         if i < first:
             if isinstance(result, CollectError):
@@ -280,7 +289,12 @@ def _compare_each(
                     known = first_of[key] = compare(
                         ref, among[j], snap, runners=session.runners, import_check=import_check
                     )
-                done[j] = known if known.target == snap.host else replace(known, target=snap.host)
+                    if samples:
+                        kept[key] = snap
+                elif known.target != snap.host:
+                    command = startup(among[j], snap).command  # the host's own port, python
+                    known = replace(known, target=snap.host, command=command)
+                done[j] = known
                 del snap
     order = sorted(done)
     reports = tuple(done[j] for j in order)
@@ -289,6 +303,8 @@ def _compare_each(
         failures=tuple(failures[j] for j in sorted(failures)),
         unreachable=tuple(among[j].name for j in sorted(failures)),
         classes=fold_reports(reports, [keys[j] for j in order]),
+        reference_snapshot=ref if samples else None,
+        samples=kept,
     )
 
 
@@ -329,9 +345,11 @@ def diff_fleet(
     *,
     import_check: ImportCheck = NO_IMPORT_CHECK,
     outputs: Sequence[str | Path] = (),
+    samples: bool = False,
 ) -> FleetComparison:
     """`diff REF HOST...`: every target collected in parallel, compared as it arrives
-    (HOSTs may be groups and node sets: inventory.select)."""
+    (HOSTs may be groups and node sets: inventory.select). `samples`: keep the reference's
+    snapshot and each class's first."""
     _writable(outputs)
     resolve(reference, session.inventory)  # every name is checked before anything is collected
     among = targets(session, session.inventory.select(names))
@@ -340,6 +358,7 @@ def diff_fleet(
         among,
         reference=_reference_request(session, reference, among),
         import_check=import_check,
+        samples=samples,
     )
 
 

@@ -16,7 +16,8 @@ from envsync.apply.hostlock import target_lock
 from envsync.compare import diff, pair_names
 from envsync.documents import check_writable, write_atomic
 from envsync.errors import InputError
-from envsync.inventory import DEFAULT_DEADLINE
+from envsync.inventory import DEFAULT_DEADLINE, HostSpec
+from envsync.model import Snapshot
 from envsync.plan import Plan, container_note, dumps_plan, load_plan, make_plan
 from envsync.service.host import ServiceRun, run_service
 from envsync.session import Session
@@ -39,6 +40,11 @@ class RepairOptions:
     deadline: float = DEFAULT_DEADLINE  # of that smoke test
     wait: float = 0.0  # queue behind another envsync holding the target's lock
     store: Path | None = None  # where the smoke test keeps tokens/s figures (None: nowhere)
+    # A fleet (TGT a group or node set): the canary batches, as Ansible's `serial`
+    # (counts or percentages of the hosts, the last repeated), and how many hosts of a
+    # batch may fail (N, or N% of the batch) before the rollout stops (canary.py).
+    batch: tuple[str, ...] = ()
+    max_fail: str = "0"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,13 +115,31 @@ def _plan(
     done = Repair(plan=plan, exec_prefix=spec.exec)
     if not options.apply or not plan.steps:
         return done
+    reference_spec = ref_source.spec if isinstance(ref_source, HostSource) else None
+    return carry_out(session, options, spec, plan, reference, snap, reference_spec, lock)
+
+
+def carry_out(
+    session: Session,
+    options: RepairOptions,
+    spec: HostSpec,
+    plan: Plan,
+    reference: Snapshot,
+    snap: Snapshot,
+    reference_spec: HostSpec | None,
+    lock: str | None,
+) -> Repair:
+    """Apply a plan to the target whose snapshot it was made from (under its lock), then
+    deploy and smoke-test the service when one is configured (`repair --apply`, and each
+    host of a canary rollout)."""
+    tgt_name = spec.name
     count = len(plan.steps)
     applied = apply_plan(
         plan,
         target_spec=spec,
         target=snap,
         runners=session.runners,
-        reference_spec=ref_source.spec if isinstance(ref_source, HostSource) else None,
+        reference_spec=reference_spec,
         reference=reference,
         pip_options=spec.pip_options,
         on_step=lambda i, step: session.note(f"{tgt_name}: step {i}/{count}: {step.summary}"),

@@ -60,6 +60,7 @@ PLAYBOOK = """\
         ansible_ssh_host_key_checking: true
         ansible_paramiko_host_key_checking: true
         ansible_ssh_args: "{{ envsync_ssh_args[inventory_hostname] }}"
+        ansible_python_interpreter: "{{ envsync_interpreters[inventory_hostname] }}"
 """
 
 Request = tuple[int, HostSpec, ProbeOptions]
@@ -135,6 +136,7 @@ class AnsibleEngine:
         """The playbook, its variables and (for envsync.toml) the inventory; the command."""
         requests: dict[str, str] = {}
         ssh_args: dict[str, str] = {}
+        interpreters: dict[str, str] = {}
         longest = 0.0
         for _, spec, options in batch:
             argv = probe_argv(spec, options)
@@ -145,11 +147,15 @@ class AnsibleEngine:
             accept = self.accept_new or spec.host_key_policy == "accept-new"
             policy = "accept-new" if accept else "yes"
             ssh_args[spec.name] = f"-o StrictHostKeyChecking={policy} {SSH_ARGS}"
+            # The module runs with the service's interpreter (3.8+, and there for sure);
+            # behind an exec prefix that one is inside: Ansible finds one outside.
+            interpreters[spec.name] = "auto_silent" if spec.exec else spec.python
             longest = max(longest, options.timeout)
         variables = {
             "envsync_requests": requests,
             "envsync_stdin": base64.b64encode(probe_source()).decode(),
             "envsync_ssh_args": ssh_args,
+            "envsync_interpreters": interpreters,
             "envsync_timeout": int(longest + SLACK),
         }
         (folder / "vars.json").write_text(json.dumps(variables))
@@ -204,9 +210,14 @@ def _snapshot(
         return CollectError(
             f"{spec.name}: the probe did not finish within {options.timeout:g}s (through Ansible)"
         )
-    if "rc" not in result or status not in ("ok", "failed"):
-        why = _first(message) or _first(str(result.get("module_stderr") or "")) or status
-        return CollectError(f"{spec.name}: Ansible's task failed: {why}")
+    answered = "stdout_z" in result or "not_found" in result
+    if not answered or status not in ("ok", "failed"):
+        stderr = str(result.get("module_stderr") or "").strip().splitlines()
+        why = " | ".join(line.strip() for line in stderr[-3:] if line.strip())
+        return CollectError(
+            f"{spec.name}: envsync's Ansible module did not run: {why or message or status}",
+            tip="is the interpreter Ansible runs modules with there a Python 3.8+?",
+        )
     if result.get("not_found"):
         return CollectError(
             f"{spec.name}: python {spec.python!r} not found",

@@ -187,8 +187,10 @@ def repair(args: argparse.Namespace, command: Command[RepairOptions]) -> Invocat
         deadline=args.deadline,
         wait=args.wait,
         store=default_store(os.environ),
+        batch=tuple(args.batch or ()),
+        max_fail=args.max_fail,
     )
-    return _bound(command, options, _session(args))
+    return _bound(command, options, _session(args, jobs=args.jobs))
 
 
 def deploy(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:

@@ -16,6 +16,7 @@ from envsync.exitcodes import ExitCode
 from envsync.vocab import FAIL_ON_DEFAULT, Severity
 
 if TYPE_CHECKING:
+    from envsync.canary import Outcome, Rollout
     from envsync.classes import HostClass
     from envsync.compare import FleetComparison
     from envsync.findings import Report
@@ -157,6 +158,39 @@ def print_service_run(run: ServiceRun, session: Session) -> ExitCode:
     if verdict.log_tail:
         print(f"log tail:\n{indent(verdict.log_tail)}")
     return ExitCode.SMOKE
+
+
+def print_rollout(done: Rollout) -> ExitCode:
+    """A fleet's repair: the plan of each class, then what each batch did and which hosts
+    changed; the command's exit code."""
+    from envsync.nodeset import fold
+    from envsync.plan import describe
+
+    for planned in done.plans:
+        head = f"class {planned.nodeset} ({len(planned.hosts)} host(s)): "
+        if planned.plan is None:
+            print(head + f"no plan: {planned.why}")
+        elif not planned.plan.steps:
+            print(head + "nothing to do")
+        else:
+            print(head + f"{len(planned.plan.steps)} step(s)")
+            print(indent(describe(planned.plan)))
+    if not done.applied:
+        pending = any(p.plan is not None and p.plan.steps for p in done.plans)
+        return ExitCode.DRIFT if pending else ExitCode.OK
+    for n, batch in enumerate(done.batches, 1):
+        print(f"batch {n}/{done.planned} {fold(batch.hosts)}:")
+        for result in batch.results:
+            print(f"  {result.host}: {result.outcome}: {result.detail}")
+    if done.stopped:
+        print(f"stopped at batch {len(done.batches)} of {done.planned}")
+    words: tuple[Outcome, ...] = ("changed", "rolled-back", "failed", "unchanged", "not-run")
+    print("; ".join(f"{w}: {fold(done.hosts(w))}" for w in words if done.hosts(w)))
+    if done.stopped or done.hosts("failed"):
+        return ExitCode.APPLY
+    if done.hosts("not-run"):
+        return ExitCode.COLLECT
+    return ExitCode.OK
 
 
 def print_rollback(done: Rollback, session: Session) -> None:

@@ -237,7 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="plan the fixes for a target (exit 1 when steps are pending); --apply runs them",
     )
     p.add_argument("reference", nargs="?", metavar="REF", help="default: defaults.reference")
-    p.add_argument("target", nargs="?", metavar="TGT", help="default: defaults.target")
+    p.add_argument(
+        "target",
+        nargs="?",
+        metavar="TGT",
+        help="default: defaults.target; a group or node set: planned once per class, "
+        "applied in canary batches",
+    )
     p.add_argument(
         "--prefer",
         choices=PREFER,
@@ -259,7 +265,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-deploy", action="store_true", help="do not deploy and smoke-test after --apply"
     )
     p.add_argument("-o", "--output", metavar="FILE", help="save the plan as JSON to FILE")
+    p.add_argument(
+        "--batch",
+        action="append",
+        metavar="SIZES",
+        help="a fleet (TGT a group or node set): apply in canary batches of these sizes, "
+        "counts or percentages, the last repeated (as Ansible's serial; default 1,10%%,100%%)",
+    )
+    p.add_argument(
+        "--max-fail",
+        default="0",
+        metavar="N",
+        help="a batch stops the rollout (and is rolled back) when more than N of its hosts "
+        "(or N%%) fail (default 0)",
+    )
     _collect_options(p)
+    _jobs_option(p)
     _deadline_option(p, "smoke test after --apply: ")
     _wait_option(p)
     p.set_defaults(build=partial(options.repair, command=commands.cmd_repair))
