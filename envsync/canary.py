@@ -25,7 +25,7 @@ from envsync.findings import Report
 from envsync.model import Snapshot
 from envsync.nodeset import fold
 from envsync.plan import Plan, make_plan
-from envsync.repair import RepairOptions, carry_out
+from envsync.repair import RepairOptions, carry_out, deploy_after_apply
 from envsync.session import Session
 from envsync.snapshot import HostSource, resolve
 
@@ -158,7 +158,8 @@ def rollout(session: Session, options: RepairOptions, hosts: Sequence[str]) -> R
                 only=options.only,
                 installer=spec.installer,
             )
-            plans.append(ClassPlan(hosts=c.hosts, key=c.key, plan=plan))
+            # shown for the class: its node set, not the host it was made from
+            plans.append(ClassPlan(hosts=c.hosts, key=c.key, plan=replace(plan, target=c.nodeset)))
         except PlanError as e:
             plans.append(ClassPlan(hosts=c.hosts, key=c.key, plan=None, why=e.message))
     done = Rollout(reference=reference, plans=tuple(plans))
@@ -269,12 +270,17 @@ def _one(
                 only=options.only,
                 installer=spec.installer,
             )
-            done = carry_out(session, options, spec, plan, reference, snap, reference_spec, lock)
+            quiet = replace(options, deploy=False)  # deployed below, the backup known
+            done = carry_out(session, quiet, spec, plan, reference, snap, reference_spec, lock)
+            backup = done.applied.backup if done.applied else None
+            steps = f"{done.applied.steps} step(s), backup {backup}" if done.applied else "no step"
+            try:
+                run, _ = deploy_after_apply(session, options, spec, lock)
+            except EnvsyncError as e:
+                detail = f"{steps}; deploy: {e}"
+                return HostResult(host=host, outcome="failed", detail=detail, backup=backup)
     except EnvsyncError as e:
-        return HostResult(host=host, outcome="failed", detail=str(e))
-    backup = done.applied.backup if done.applied else None
-    steps = f"{done.applied.steps} step(s), backup {backup}" if done.applied else "no step"
-    run = done.service
+        return HostResult(host=host, outcome="failed", detail=str(e), backup=backup)
     if run is not None and not run.ok:
         what = run.verdict.exception or run.verdict.detail or run.verdict.kind
         return HostResult(
@@ -301,7 +307,9 @@ def _roll_back(session: Session, options: RepairOptions, result: HostResult) -> 
             wait=options.wait,
             on_stale=session.note,
         ) as lock:
-            rollback(spec, session.runners(spec), result.backup, lock=lock)
+            # the apply names its backup by its folder; the agent restores it by its name
+            ident = result.backup.rstrip("/").rpartition("/")[2]
+            rollback(spec, session.runners(spec), ident, lock=lock)
     except EnvsyncError as e:
         return replace(result, outcome="failed", detail=f"{result.detail}; rollback failed: {e}")
     session.note(f"{result.host}: rolled back {result.backup}")

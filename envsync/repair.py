@@ -151,21 +151,24 @@ def carry_out(
     )
     if spec.exec:
         session.note(f"{tgt_name}: {container_note(tgt_name, spec.exec)}")
-    done = Repair(plan=plan, exec_prefix=spec.exec, applied=applied)
+    run, why = deploy_after_apply(session, options, spec, lock)
+    return Repair(plan=plan, exec_prefix=spec.exec, applied=applied, service=run, not_deployed=why)
+
+
+def deploy_after_apply(
+    session: Session, options: RepairOptions, spec: HostSpec, lock: str | None
+) -> tuple[ServiceRun | None, str | None]:
+    """Deploy and smoke-test the target's service after an apply, when asked and one is
+    configured: the smoke test, or why there was none (None, None: not asked, no service)."""
     service = spec.service
     if not options.deploy or service is None or not service.command:
-        return done
+        return None, None
     if not service.port:
-        return Repair(
-            plan=plan,
-            exec_prefix=spec.exec,
-            applied=applied,
-            not_deployed="the service has no port in the inventory: not deployed",
-        )
+        return None, "the service has no port in the inventory: not deployed"
     run = run_service(
         session, spec, restart=True, deadline=options.deadline, lock=lock, store=options.store
     )
-    return Repair(plan=plan, exec_prefix=spec.exec, applied=applied, service=run)
+    return run, None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
