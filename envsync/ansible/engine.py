@@ -212,8 +212,8 @@ def _snapshot(
         )
     answered = "stdout_z" in result or "not_found" in result
     if not answered or status not in ("ok", "failed"):
-        stderr = str(result.get("module_stderr") or "").strip().splitlines()
-        why = " | ".join(line.strip() for line in stderr[-3:] if line.strip())
+        lines = str(result.get("module_stderr") or "").strip().splitlines()
+        why = " | ".join(line.strip() for line in lines[-3:] if line.strip())
         return CollectError(
             f"{spec.name}: envsync's Ansible module did not run: {why or message or status}",
             tip="is the interpreter Ansible runs modules with there a Python 3.8+?",
