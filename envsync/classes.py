@@ -12,13 +12,34 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from envsync.findings import Report
-from envsync.model import Snapshot
+from envsync.model import Distribution, Snapshot
 
 DIGEST_LENGTH = 16  # hex digits: 64 bits, no collision among any fleet's classes
+
+
+# The digests of watched distributions' files, by the files themselves: a fleet's hosts
+# hold the same few sets of thousands of files, each set filtered and hashed once.
+_FILES: dict[tuple[bool, frozenset[tuple[str, str]]], str] = {}
+_FILES_KEPT = 256
+
+
+def _files_digest(dist: Distribution) -> str:
+    from envsync.diff import comparable_files
+
+    assert dist.files is not None
+    key = (dist.source is not None, frozenset(dist.files.items()))
+    found = _FILES.get(key)
+    if found is None:
+        text = json.dumps(comparable_files(dist), sort_keys=True, separators=(",", ":"))
+        found = hashlib.sha256(text.encode()).hexdigest()
+        if len(_FILES) >= _FILES_KEPT:
+            _FILES.pop(next(iter(_FILES)))
+        _FILES[key] = found
+    return found
 
 
 def environment_digest(snapshot: Snapshot) -> str:
@@ -26,9 +47,17 @@ def environment_digest(snapshot: Snapshot) -> str:
     name, paths and when it was collected do not count)."""
     from envsync.diff import view
 
+    watched = {d.name: _files_digest(d) for d in snapshot.distributions if d.files is not None}
+    bare = replace(
+        snapshot,
+        distributions=tuple(
+            replace(d, files=None) if d.files is not None else d for d in snapshot.distributions
+        ),
+    )
     graph = snapshot.startup
     data: dict[str, Any] = {
-        "view": view(snapshot),
+        "view": view(bare),
+        "files": watched,
         "startup": None
         if graph is None
         else {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,7 +55,9 @@ _INSTALL_RECORDS = (
 _METADATA_DIRS = (".dist-info", ".egg-info")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _package_file(path: str) -> bool:
+    # Pure on a path, and a fleet's hosts hold the same paths: each is judged once.
     if path.startswith("../"):
         return False  # scripts in bin/ carry each venv's own interpreter path
     first, sep, _ = path.partition("/")
@@ -82,6 +85,11 @@ def _comparable(
         and _package_file(path)
         and not (either_source and path.partition("/")[0].endswith(_METADATA_DIRS))
     }
+
+
+def comparable_files(dist: Distribution) -> dict[str, str]:
+    """A watched distribution's files that a diff compares (on its own, no peer)."""
+    return _comparable(dist, dist.source is not None)
 
 
 def _commit(dist: Distribution | None) -> str | None:

@@ -8,8 +8,10 @@ deploys the service the plan changed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envsync.apply import Applied, apply_plan, rollback
 from envsync.apply.hostlock import target_lock
@@ -23,6 +25,9 @@ from envsync.service.host import ServiceRun, run_service
 from envsync.session import Session
 from envsync.snapshot import HostSource, resolve
 from envsync.vocab import ONLY_DEFAULT, PREFER, Only, Prefer
+
+if TYPE_CHECKING:
+    from envsync.canary import Rollout
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +61,22 @@ class Repair:
     applied: Applied | None = None  # None: not applied (no --apply, or nothing to do)
     service: ServiceRun | None = None  # the deploy and smoke test after the apply
     not_deployed: str | None = None  # why there was none although a service is configured
+
+
+def fleet_targets(session: Session, options: RepairOptions) -> tuple[str, ...]:
+    """The hosts of a fleet repair: TGT's (or defaults.target's) when it names several, or
+    when canary batches are asked for; () for the repair of one host."""
+    target = options.target or session.inventory.target
+    hosts = session.inventory.select([target]) if target else ()
+    return hosts if len(hosts) > 1 or options.batch else ()
+
+
+def repair_fleet(session: Session, options: RepairOptions, hosts: Sequence[str]) -> Rollout:
+    """`repair REF FLEET`: one plan per class of hosts and, with `apply`, canary batches
+    (canary.py)."""
+    from envsync.canary import rollout
+
+    return rollout(session, options, hosts)
 
 
 def repair(session: Session, options: RepairOptions) -> Repair:

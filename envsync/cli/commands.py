@@ -151,13 +151,11 @@ def cmd_check(options: CheckOptions, session: Session) -> ExitCode:
 
 def cmd_repair(options: RepairOptions, session: Session) -> ExitCode:
     from envsync.plan import describe
-    from envsync.repair import repair
+    from envsync.repair import fleet_targets, repair, repair_fleet
 
-    hosts = session.inventory.select([options.target]) if options.target else ()
-    if len(hosts) > 1 or options.batch:
-        from envsync.canary import rollout
-
-        return print_rollout(rollout(session, options, hosts or _default_target(session)))
+    hosts = fleet_targets(session, options)
+    if hosts:
+        return print_rollout(repair_fleet(session, options, hosts))
     done = repair(session, options)
     if not options.apply:
         emit(describe(done.plan, exec_prefix=done.exec_prefix), None)
@@ -170,14 +168,6 @@ def cmd_repair(options: RepairOptions, session: Session) -> ExitCode:
     if done.service is None:
         return ExitCode.OK
     return print_service_run(done.service, session)
-
-
-def _default_target(session: Session) -> tuple[str, ...]:
-    from envsync.errors import InputError
-
-    if not session.inventory.target:
-        raise InputError("repair: name TGT, or set defaults.target in the inventory")
-    return session.inventory.select([session.inventory.target])
 
 
 def cmd_deploy(options: ServiceOptions, session: Session) -> ExitCode:
