@@ -84,6 +84,14 @@ class Session:
     def collect_one(self, name: str, options: ProbeOptions | None = None) -> Snapshot:
         """The snapshot a HOST argument names: collected live, or read from its file."""
         source = resolve(name, self.inventory)
+        if self.engine is not None and isinstance(source, HostSource):
+            answers = list(self.engine.collect([(0, source.spec, options or self.probe)]))
+            if not answers:
+                raise CollectError(f"{name}: the engine gave no result")
+            result = answers[0][1]
+            if isinstance(result, CollectError):
+                raise result
+            return self._received(source, result)
         return self._received(source, take(source, self.runners, options or self.probe))
 
     def _received(self, source: Source, snap: Snapshot) -> Snapshot:

@@ -160,3 +160,41 @@ def test_an_unreachable_host_is_reported_and_the_others_collected(
     data = json.loads(out)
     assert sorted(s["host"] for s in data["snapshots"]) == ["n1", "n2", "n4"]
     assert [e["host"] for e in data["errors"]] == ["n3"]
+
+
+def test_results_stream_back_as_each_host_answers(fleet: dict[str, object], tmp_path: Path) -> None:
+    """A host whose interpreter takes 6 s to start does not hold back the other's snapshot."""
+    import time
+
+    from envsync.ansible.engine import AnsibleEngine
+    from envsync.collect import ProbeOptions
+    from envsync.inventory import load_inventory
+
+    pythons = fleet["pythons"]
+    assert isinstance(pythons, list)
+    slow = tmp_path / "slow-python"
+    slow.write_text(f'#!/bin/sh\nsleep 6\nexec "{pythons[0]}" "$@"\n')
+    slow.chmod(0o755)
+    root = fleet["root"]
+    assert isinstance(root, Path)
+    text = (
+        (root / "envsync.toml")
+        .read_text()
+        .replace(
+            f'[hosts.n2]\nssh = "{fleet["servers"][1].target}"\npython = "{pythons[0]}"',  # type: ignore[index]
+            f'[hosts.n2]\nssh = "{fleet["servers"][1].target}"\npython = "{slow}"',  # type: ignore[index]
+        )
+    )
+    assert str(slow) in text
+    (tmp_path / "envsync.toml").write_text(text)
+    inventory = load_inventory(str(tmp_path / "envsync.toml"), {})
+    engine = AnsibleEngine(inventory=inventory, forks=8)
+    started = time.perf_counter()
+    arrived = {}
+    for _, result in engine.collect(
+        [(0, inventory.hosts["n2"], ProbeOptions()), (1, inventory.hosts["n1"], ProbeOptions())]
+    ):
+        assert not isinstance(result, Exception), result
+        arrived[result.host] = time.perf_counter() - started
+    assert list(arrived) == ["n1", "n2"]
+    assert arrived["n2"] - arrived["n1"] > 4
