@@ -167,7 +167,6 @@ def rollout(session: Session, options: RepairOptions, hosts: Sequence[str]) -> R
         e_host: HostResult(host=e_host, outcome="not-run", detail=str(e))
         for e_host, e in zip(fleet.unreachable, fleet.failures, strict=True)
     }
-    todo: list[str] = []
     plan_of: dict[str, ClassPlan] = {}
     for cp in plans:
         for host in cp.hosts:
@@ -181,7 +180,7 @@ def rollout(session: Session, options: RepairOptions, hosts: Sequence[str]) -> R
         return replace(done, results=_ordered(hosts, results))
     groups = batches(todo, sizes)
     ran: list[Batch] = []
-    reports = {h: r for c in fleet.classes for h, r in ((h, c.report) for h in c.hosts)}
+    reports = {h: c.report for c in fleet.classes for h in c.hosts}
     for n, group in enumerate(groups, 1):
         session.note(f"batch {n}/{len(groups)}: {fold(group)} ({len(group)} host(s))")
         with ThreadPoolExecutor(max_workers=max(1, session.jobs)) as pool:

@@ -201,8 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
         "targets",
         nargs="*",
         metavar="TGT",
-        help="default: defaults.target; several: collected in parallel, one matrix of the "
-        "fleet (table, json, markdown, html)",
+        help="default: defaults.target; several (or a group, a node set): collected in "
+        "parallel, identical hosts folded into classes (table, json, markdown, html)",
     )
     _output_option(p)
     _collect_options(p)

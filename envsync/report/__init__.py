@@ -57,7 +57,7 @@ def render_fleet(
 
         return json.dumps(fleet_data(fleet), indent=2) + "\n"
     if fmt not in FLEET_FORMATS:
-        raise ValueError(f"no fleet matrix in format {fmt!r}")
+        raise ValueError(f"no fleet view in format {fmt!r}")
     module = importlib.import_module(f"envsync.report.{fmt}")
     if fmt == "table":
         return str(module.render_fleet(fleet, color=color, width=width))
