@@ -21,7 +21,8 @@ from envsync.errors import CollectError, InputError
 from envsync.inventory import HostSpec, Inventory
 from envsync.model import Snapshot
 from envsync.runner import Runners
-from envsync.snapshot import HostSource, SnapshotDocument, Source, resolve, take
+from envsync.snapshot import HostSource, SnapshotDocument, Source, StateSource, resolve, take
+from envsync.states import StateStore, pick
 
 JOBS = 8  # hosts collected at once by default
 # What collects the hosts: envsync's own runners, or Ansible (envsync/ansible/engine.py).
@@ -60,6 +61,8 @@ class Session:
     notes: Callable[[str], None] = _quiet  # progress and summaries, as they happen
     progress: Progress | None = None
     engine: Engine | None = None  # None: envsync's own runners, `jobs` hosts at once
+    # Where hosts' states are recorded and read (`HOST@good`); None: neither.
+    states: StateStore | None = None
 
     def __enter__(self) -> Session:
         return self
@@ -77,12 +80,26 @@ class Session:
     def host(self, name: str) -> HostSpec:
         """An inventory host (or `local`), not a file: for stages that act on a host."""
         source = resolve(name, self.inventory)
+        if isinstance(source, StateSource):
+            raise InputError(
+                f"{name} is a recorded state of {source.spec.name}, not a host",
+                tip=f"name the host itself: {source.spec.name}",
+            )
         if not isinstance(source, HostSource):
             raise InputError(f"{name} is a file, not a host")
         return source.spec
 
+    def resolve(self, name: str) -> Source:
+        """What a HOST argument names; a recorded state is looked up (not read) at once,
+        so that a state that does not exist fails before any host is collected."""
+        source = resolve(name, self.inventory)
+        if isinstance(source, StateSource) and self.states is not None:
+            pick(self.states, source.spec.name, source.selector, name)
+        return source
+
     def collect_one(self, name: str, options: ProbeOptions | None = None) -> Snapshot:
-        """The snapshot a HOST argument names: collected live, or read from its file."""
+        """The snapshot a HOST argument names: collected live (through the engine, if
+        any), or read from its file or the state folder."""
         source = resolve(name, self.inventory)
         if self.engine is not None and isinstance(source, HostSource):
             answers = list(self.engine.collect([(0, source.spec, options or self.probe)]))
@@ -91,10 +108,11 @@ class Session:
             result = answers[0][1]
             if isinstance(result, CollectError):
                 raise result
-            return self._received(source, result)
-        return self._received(source, take(source, self.runners, options or self.probe))
+            return self._received(name, source, result)
+        snap = take(source, self.runners, options or self.probe, self.states)
+        return self._received(name, source, snap)
 
-    def _received(self, source: Source, snap: Snapshot) -> Snapshot:
+    def _received(self, name: str, source: Source, snap: Snapshot) -> Snapshot:
         """A snapshot as it arrives: malformed metadata refused, the note of its host."""
         if snap.broken and not self.allow_broken:
             first = snap.broken[0]
@@ -110,6 +128,8 @@ class Session:
                 f"{sum(1 for d in snap.distributions if d.watched)} watched, "
                 f"collected in {snap.duration_s or 0:.2f}s",
             )
+        elif isinstance(source, StateSource):
+            self.note(f"{name}: the state of {source.spec.name} collected {snap.collected_at}")
         return snap
 
     def collect_each(
@@ -119,7 +139,7 @@ class Session:
         arrives, with its index in `requests`; a host that fails gives its CollectError and
         does not stop the others. Nothing is kept once it is handed on: a caller that writes
         each snapshot out holds at most `jobs` of them, however many hosts there are."""
-        sources = [resolve(name, self.inventory) for name, _ in requests]  # all checked first
+        sources = [self.resolve(name) for name, _ in requests]  # all checked first
         if self.engine is not None and any(isinstance(s, HostSource) for s in sources):
             yield from self._through_engine(self.engine, requests, sources)
             return
@@ -172,7 +192,7 @@ class Session:
             for i, result in engine.collect(asked):
                 if not isinstance(result, CollectError):
                     try:
-                        result = self._received(sources[i], result)
+                        result = self._received(requests[i][0], sources[i], result)
                     except CollectError as e:
                         result = e
                 if advance is not None:

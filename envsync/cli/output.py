@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from envsync.repair import Rollback
     from envsync.service.host import ServiceRun
     from envsync.session import Session
+    from envsync.watch import WatchRun
 
 
 def err(message: str) -> None:
@@ -137,6 +138,8 @@ def print_service_run(run: ServiceRun, session: Session) -> ExitCode:
     if diagnosis is not None:
         for line in diagnosis.notes:  # what collecting for the diagnosis said, in its turn
             session.note(line)
+        if diagnosis.against:
+            print(f"  traced against {diagnosis.against}")
         where = f"; last frame: {diagnosis.frame}" if diagnosis.frame else ""
         cause = diagnosis.cause
         if not diagnosis.import_error:
@@ -195,3 +198,41 @@ def print_rollout(done: Rollout) -> ExitCode:
 
 def print_rollback(done: Rollback, session: Session) -> None:
     session.note(f"{done.host}: restored {done.backup} ({', '.join(done.dists) or 'files only'})")
+
+
+def print_watch_run(run: WatchRun) -> None:
+    """What changed in a watch run, at once (a journal or a pipe reads it as it comes)."""
+    from envsync.watch import event_lines
+
+    for line in event_lines(run):
+        print(redact.text(line), flush=True)
+
+
+class _Stop(Exception):
+    """SIGTERM while a watch waits for its next run."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stop
+
+
+def signal_wait(seconds: float) -> bool:
+    """Sleep until the next run (True), or until SIGTERM (False: the watch ends, exit 0).
+    A SIGTERM during a run is main()'s: exit 143, every file of that run whole."""
+    import signal
+    import threading
+    import time
+
+    if threading.current_thread() is not threading.main_thread():
+        time.sleep(seconds)
+        return True
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        try:
+            signal.signal(signal.SIGTERM, _stop)
+            time.sleep(seconds)
+            return True
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    except _Stop:  # during the sleep, or as the handler was being put back
+        return False
