@@ -10,7 +10,8 @@ environment digest as a label, so that a dashboard sees both "how bad" and "did 
     envsync_host_up{host="gpu002"} 0                 # could not be collected
     envsync_server_findings{server="sglang_a",severity="fatal"} 2
 
-`textfile()` is the function other stages call (a watch that checks on a schedule).
+`textfile()` is the function other stages call; `family` and `sample` are the format
+itself, for a stage with metrics of its own (watch.py's).
 """
 
 from __future__ import annotations
@@ -23,21 +24,36 @@ from envsync.vocab import FAIL_ON_DEFAULT, SEVERITIES, SEVERITY_RANK, Severity
 PREFIX = "envsync"
 
 
-def _label(value: str) -> str:
+def label(value: str) -> str:
     """A label value as the exposition format escapes it."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _sample(name: str, labels: Mapping[str, str], value: int) -> str:
-    inner = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
-    return f"{PREFIX}_{name}{{{inner}}} {value}"
+def number(value: float) -> str:
+    """A sample's value: whole numbers without a fraction, others to the millisecond."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.3f}"
 
 
-def _family(name: str, help_text: str, samples: Iterable[str]) -> list[str]:
+def sample(name: str, labels: Mapping[str, str], value: float) -> str:
+    """One sample line of the metric `name` (its whole name)."""
+    inner = ",".join(f'{k}="{label(v)}"' for k, v in labels.items())
+    return f"{name}{{{inner}}} {number(value)}" if inner else f"{name} {number(value)}"
+
+
+def family(name: str, help_text: str, samples: Iterable[str]) -> list[str]:
+    """A gauge's HELP and TYPE lines and its samples; nothing for a gauge without any."""
     lines = list(samples)
     if not lines:
         return []
-    return [f"# HELP {PREFIX}_{name} {help_text}", f"# TYPE {PREFIX}_{name} gauge", *lines]
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", *lines]
+
+
+def _sample(name: str, labels: Mapping[str, str], value: int) -> str:
+    return sample(f"{PREFIX}_{name}", labels, value)
+
+
+def _family(name: str, help_text: str, samples: Iterable[str]) -> list[str]:
+    return family(f"{PREFIX}_{name}", help_text, samples)
 
 
 def textfile(

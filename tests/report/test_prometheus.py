@@ -54,3 +54,24 @@ def test_fail_on_decides_check_ok() -> None:
     benign_only = Report(reference="r", target="h", findings=(OMEGA,))
     assert families(textfile([benign_only]))["envsync_check_ok"][0][1] == 1.0
     assert families(textfile([benign_only], fail_on="benign"))["envsync_check_ok"][0][1] == 0.0
+
+
+def test_watchs_textfile_is_written_by_the_same_format() -> None:
+    from envsync.watch import HostStatus, WatchRun
+    from envsync.watch import textfile as watch_textfile
+
+    run = WatchRun(
+        at="2026-12-01T10:00:00Z",
+        events=(),
+        statuses=(
+            HostStatus(host='h"1\\\n', up=True, against="h@good", counts={"fatal": 2}),
+            HostStatus(host="down", up=False, last_good=1796126003.5),
+        ),
+    )
+    found = families(watch_textfile(run))
+    assert {lab["host"]: v for lab, v in found["envsync_up"]} == {'h"1\\\n': 1.0, "down": 0.0}
+    fatal = [v for lab, v in found["envsync_findings"] if lab["severity"] == "fatal"]
+    assert fatal == [2.0]
+    assert found["envsync_last_good_timestamp_seconds"] == [({"host": "down"}, 1796126003.5)]
+    ((labels, ended),) = found["envsync_watch_last_run_timestamp_seconds"]
+    assert labels == {} and ended > 1796126003.5 - 10**9
