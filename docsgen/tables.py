@@ -96,6 +96,7 @@ def inventory_keys() -> str:
         "defaults": "`[defaults]`",
         "service": "`[service]`, and a host's `service = {...}` table",
         "hosts": "`[hosts.NAME]`",
+        "groups": "`[groups.NAME]`",
     }
     out: list[str] = []
     for table, heading in headings.items():

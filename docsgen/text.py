@@ -91,7 +91,8 @@ CONTEXTS = {
     "typing": "under `if TYPE_CHECKING`: never runs",
 }
 
-# The inventory, key by key ([defaults], [service] and a host's service table, [hosts.NAME]).
+# The inventory, key by key ([defaults], [service] and a host's service table, [hosts.NAME],
+# [groups.NAME]).
 INVENTORY = {
     "defaults.reference": "the known-good host: `envsync lock` with no HOST, and the "
     "reference of `diff` and `repair`",
@@ -99,8 +100,8 @@ INVENTORY = {
     "defaults.watch": "distributions whose every file is hashed and checked against `RECORD` "
     "(local patches)",
     "defaults.env": "environment variables to record, as fnmatch patterns (default: "
-    "`CUDA_*`, `NCCL_*`, `SGLANG_*`, `TORCH_*`, `HF_*`, `PYTHONPATH`, `LD_LIBRARY_PATH`, "
-    "`PIP_*`, `VIRTUAL_ENV`); secret values are redacted on the host",
+    "`CUDA_*`, `NCCL_*`, `GLOO_*`, `SGLANG_*`, `TORCH_*`, `HF_*`, `PYTHONPATH`, "
+    "`LD_LIBRARY_PATH`, `PIP_*`, `VIRTUAL_ENV`); secret values are redacted on the host",
     "defaults.rules": "your own rule packs (paths relative to the inventory), read after the "
     "built-in ones",
     "service.command": "the launch command, as a list: `{python}`, `{port}` and "
@@ -134,6 +135,11 @@ INVENTORY = {
     "`--find-links`, `--no-index`)",
     "hosts.installer": '`"pip"` or `"uv"`: overrides the installer a pin uses (default: the '
     "target's pip, else uv)",
+    "groups.hosts": 'the group\'s hosts: names or node sets (`"gpu[001-128,130]"`, or a list '
+    "of them); a HOST argument may name the group",
+    "groups.server": "the hosts are the nodes of one multi-node server: `check` fails any "
+    "difference among them in torch, NCCL, its net plugin, the driver, Python, the engine or "
+    "`NCCL_*`/`GLOO_*`/`CUDA_*` variables",
 }
 
 # Fields of the schemas whose code carries no comment (Class.field).

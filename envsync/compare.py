@@ -8,10 +8,13 @@ commands: deepdiff and the classifier are not light.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from envsync.classes import HostClass, environment_digest, fold_reports
 from envsync.classify import Startup, classify
 from envsync.classify.rules import (
     RulePack,
@@ -26,6 +29,7 @@ from envsync.diff import differences
 from envsync.documents import check_writable
 from envsync.errors import CollectError, InputError, SnapshotError
 from envsync.findings import Finding, Report
+from envsync.gate import NodeFacts, node_facts, server_report
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.launch import effective_command, entrypoint, parse_flags
 from envsync.model import ImportOutcome, Snapshot
@@ -169,6 +173,13 @@ class FleetComparison:
 
     reports: tuple[Report, ...]  # in the order the targets were named
     failures: tuple[CollectError, ...] = ()  # the targets that could not be collected
+    unreachable: tuple[str, ...] = ()  # their names
+    # The targets folded into classes (one environment and service each), each diffed once.
+    classes: tuple[HostClass, ...] = ()
+    # Kept only when asked (a canary rollout plans from them): the reference's snapshot,
+    # and the first snapshot of each class, by its key.
+    reference_snapshot: Snapshot | None = None
+    samples: Mapping[str, Snapshot] = field(default_factory=dict)
 
     @property
     def drift(self) -> bool:
@@ -181,6 +192,9 @@ class CheckResult(FleetComparison):
 
     fail_on: Severity
     blocking: tuple[Finding, ...] = ()  # findings at or above fail_on
+    # The gates of the multi-node servers among the hosts (gate.py): their nodes against
+    # one another.
+    servers: tuple[Report, ...] = ()
 
 
 def pair_names(
@@ -220,16 +234,33 @@ def _reference_request(session: Session, ref_name: str, among: Sequence[Target])
     )
 
 
+def class_key(target: Target, snap: Snapshot) -> str:
+    """What makes two targets one class: the environment's digest, and the service it runs
+    (a host's own service overrides make its startup another)."""
+    # The command as written, not as run: a host's own port and interpreter path do not
+    # make its startup another.
+    service = target.service
+    shape = [list(service.command), service.workdir] if service else []
+    service_key = json.dumps(
+        [shape, target.entrypoint, target.launcher, target.shown, target.unreadable]
+    )
+    return f"{environment_digest(snap)}:{hashlib.sha256(service_key.encode()).hexdigest()[:8]}"
+
+
 def _compare_each(
     session: Session,
     among: Sequence[Target],
     *,
     reference: Snapshot | Request,
     import_check: ImportCheck,
+    on_snapshot: Callable[[int, Snapshot], None] | None = None,
+    samples: bool = False,
 ) -> FleetComparison:
     """Collect the targets (and the reference, when it is a request) in parallel and
     compare each target as it arrives, keeping only its report (targets that answer
-    before the reference wait for it). A reference that cannot be collected is raised."""
+    before the reference wait for it); a target of a class already compared takes that
+    report (classes.py). A reference that cannot be collected is raised. `on_snapshot`
+    sees each target's snapshot before it is let go."""
     requests: list[Request] = [(t.name, t.options) for t in among]
     ref: Snapshot | None = None
     if isinstance(reference, Snapshot):
@@ -240,6 +271,9 @@ def _compare_each(
     waiting: dict[int, Snapshot] = {}
     done: dict[int, Report] = {}
     failures: dict[int, CollectError] = {}
+    keys: dict[int, str] = {}
+    first_of: dict[str, Report] = {}  # a class's key -> the report of its first host
+    kept: dict[str, Snapshot] = {}
     for i, result in session.collect_each(requests):
         if i < first:
             if isinstance(result, CollectError):
@@ -253,12 +287,30 @@ def _compare_each(
         if ref is not None:
             for j in list(waiting):
                 snap = waiting.pop(j)
-                done[j] = compare(
-                    ref, among[j], snap, runners=session.runners, import_check=import_check
-                )
+                if on_snapshot is not None:
+                    on_snapshot(j, snap)
+                keys[j] = key = class_key(among[j], snap)
+                known = first_of.get(key)
+                if known is None:
+                    known = first_of[key] = compare(
+                        ref, among[j], snap, runners=session.runners, import_check=import_check
+                    )
+                    if samples:
+                        kept[key] = snap
+                elif known.target != snap.host:
+                    command = startup(among[j], snap).command  # the host's own port, python
+                    known = replace(known, target=snap.host, command=command)
+                done[j] = known
+                del snap
+    order = sorted(done)
+    reports = tuple(done[j] for j in order)
     return FleetComparison(
-        reports=tuple(done[j] for j in sorted(done)),
+        reports=reports,
         failures=tuple(failures[j] for j in sorted(failures)),
+        unreachable=tuple(among[j].name for j in sorted(failures)),
+        classes=fold_reports(reports, [keys[j] for j in order]),
+        reference_snapshot=ref if samples else None,
+        samples=kept,
     )
 
 
@@ -299,16 +351,20 @@ def diff_fleet(
     *,
     import_check: ImportCheck = NO_IMPORT_CHECK,
     outputs: Sequence[str | Path] = (),
+    samples: bool = False,
 ) -> FleetComparison:
-    """`diff REF HOST...`: every target collected in parallel, compared as it arrives."""
+    """`diff REF HOST...`: every target collected in parallel, compared as it arrives
+    (HOSTs may be groups and node sets: inventory.select). `samples`: keep the reference's
+    snapshot and each class's first."""
     _writable(outputs)
     resolve(reference, session.inventory)  # every name is checked before anything is collected
-    among = targets(session, names)
+    among = targets(session, session.inventory.select(names))
     return _compare_each(
         session,
         among,
         reference=_reference_request(session, reference, among),
         import_check=import_check,
+        samples=samples,
     )
 
 
@@ -335,7 +391,9 @@ def check(
     or above `fail_on` block."""
     from envsync.lock import read_lock
 
-    names = list(hosts) or ([session.inventory.target] if session.inventory.target else [])
+    names = list(session.inventory.select(hosts)) or (
+        [session.inventory.target] if session.inventory.target else []
+    )
     if not names:
         raise InputError("check: name the HOSTs to check, or set defaults.target in the inventory")
     _writable(outputs)
@@ -347,15 +405,31 @@ def check(
         )
     else:
         reference = read_lock(Path(lock))
+    among = targets(session, names)
+    servers = [g for g in session.inventory.servers() if len(set(g.hosts) & set(names)) > 1]
+    members = {h for g in servers for h in g.hosts}
+    nodes: dict[str, NodeFacts] = {}
+
+    def keep(j: int, snap: Snapshot) -> None:
+        if among[j].name in members:
+            nodes[among[j].name] = node_facts(among[j].name, snap)
+
     fleet = _compare_each(
-        session, targets(session, names), reference=reference, import_check=import_check
+        session, among, reference=reference, import_check=import_check, on_snapshot=keep
     )
+    gates = tuple(server_report(g.name, [nodes[h] for h in g.hosts if h in nodes]) for g in servers)
     threshold = SEVERITY_RANK[fail_on]
     return CheckResult(
         reports=fleet.reports,
         failures=fleet.failures,
+        unreachable=fleet.unreachable,
+        classes=fleet.classes,
         fail_on=fail_on,
         blocking=tuple(
-            f for r in fleet.reports for f in r.findings if SEVERITY_RANK[f.severity] <= threshold
+            f
+            for r in (*fleet.reports, *gates)
+            for f in r.findings
+            if SEVERITY_RANK[f.severity] <= threshold
         ),
+        servers=gates,
     )

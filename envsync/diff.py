@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
-from envsync.findings import Difference
+from envsync.findings import Difference, short_hash
 from envsync.hostside.shared import package_file
-from envsync.model import Distribution, GitState, GpuInfo, Snapshot, Unavailable
+from envsync.model import Distribution, GitState, GpuInfo, Nccl, Snapshot, Unavailable
 from envsync.vocab import KIND_RANK, Kind
 
 # The kind of a difference in each section of facts (environment variables: system).
@@ -16,6 +17,7 @@ _FACT_KINDS: dict[str, Kind] = {
     "torch": "torch",
     "gpu": "gpu",
     "system": "system",
+    "nccl": "system",
     "env": "system",
 }
 
@@ -53,7 +55,9 @@ _INSTALL_RECORDS = (
 _METADATA_DIRS = (".dist-info", ".egg-info")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _package_file(path: str) -> bool:
+    # Pure on a path, and a fleet's hosts hold the same paths: each is judged once.
     if path.startswith("../"):
         return False  # scripts in bin/ carry each venv's own interpreter path
     first, sep, _ = path.partition("/")
@@ -81,6 +85,11 @@ def _comparable(
         and _package_file(path)
         and not (either_source and path.partition("/")[0].endswith(_METADATA_DIRS))
     }
+
+
+def comparable_files(dist: Distribution) -> dict[str, str]:
+    """A watched distribution's files that a diff compares (on its own, no peer)."""
+    return _comparable(dist, dist.source is not None)
 
 
 def _commit(dist: Distribution | None) -> str | None:
@@ -146,8 +155,22 @@ def view(
         "torch": _facts(snapshot.torch, _TORCH_KEYS),
         "gpu": gpu,
         "system": _facts(snapshot.system, _SYSTEM_KEYS),
+        "nccl": _nccl(snapshot.nccl),
         "env": dict(snapshot.env),
     }
+
+
+def _nccl(nccl: Nccl | Unavailable | None) -> dict[str, Any]:
+    """NCCL as a diff compares it: its version, the library's hash, the net plugins."""
+    if not isinstance(nccl, Nccl):
+        return {}
+    out: dict[str, Any] = {
+        "version": nccl.version,
+        "library": nccl.sha256,
+        "net plugins": ", ".join(f"{p.name} {short_hash(p.sha256)}" for p in nccl.net_plugins)
+        or "none",
+    }
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _text(value: Any) -> str | None:
@@ -168,9 +191,9 @@ def differences(reference: Snapshot, target: Snapshot) -> list[Difference]:
     ref = view(reference, other=target)
     tgt = view(target, partial_names=partial, other=reference)
     if reference.partial:
-        for key in ("files", "python", "torch", "gpu", "system", "env"):
+        for key in ("files", "python", "torch", "gpu", "system", "nccl", "env"):
             ref[key] = tgt[key] = {}
-    for section in ("python", "torch", "gpu", "system"):
+    for section in ("python", "torch", "gpu", "system", "nccl"):
         # Unknown on one side (unavailable, or from a lock without it) is not drift.
         if not ref[section] or not tgt[section]:
             ref[section] = tgt[section] = {}

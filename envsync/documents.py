@@ -48,7 +48,15 @@ def read_text(path: Path, error: type[InputError], what: str) -> str:
             why = too_large(size, str(path), what)
             if why:
                 raise error(why)
-            return f.read(MAX_DOCUMENT_BYTES + 1).decode("utf-8")
+            # Its size and one byte more, not the bound: read(n) allocates n bytes first (a
+            # 64 MB buffer for every document); a file grown since is read up to the bound.
+            data = f.read(size + 1)
+            if len(data) > size:
+                data += f.read(MAX_DOCUMENT_BYTES + 1 - len(data))
+            why = too_large(len(data), str(path), what)
+            if why:
+                raise error(why)
+            return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise error(f"{path}: cannot read {what}: {e}") from e
 

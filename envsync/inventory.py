@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from envsync.codec import decode
 from envsync.documents import read_toml
-from envsync.errors import DecodeError, InventoryError
+from envsync.errors import DecodeError, InputError, InventoryError
 from envsync.vocab import INSTALLERS, Installer
 
 DEFAULT_INVENTORY = "envsync.toml"
@@ -23,6 +23,7 @@ HOST_KEY_POLICIES = ("strict", "accept-new")
 DEFAULT_ENV = (
     "CUDA_*",
     "NCCL_*",
+    "GLOO_*",
     "SGLANG_*",
     "TORCH_*",
     "HF_*",
@@ -68,6 +69,18 @@ class HostSpec:
     service: ServiceSpec | None = None  # the inventory's [service] with this host's overrides
     pip_options: tuple[str, ...] = ()  # added to `pip install` on this host (index options)
     installer: Installer | None = None  # None: the target's pip, else uv on its PATH
+    # An Ansible connection plugin envsync's own runners do not speak (`winrm`,
+    # `community.docker.docker`): the host is reached only through `--engine ansible`.
+    connection: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Group:
+    """Hosts named together (`[groups.NAME]`, or an Ansible group)."""
+
+    name: str
+    hosts: tuple[str, ...]
+    server: bool = False  # the nodes of one multi-node server: they must agree (gate.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +91,24 @@ class Inventory:
     target: str | None = None
     service: ServiceSpec | None = None
     rules: tuple[str, ...] = ()  # user rule packs (paths), after the built-in ones
+    groups: Mapping[str, Group] = field(default_factory=dict)
+    # The Ansible inventory this was read from (`--engine ansible` runs against it), or
+    # None for envsync.toml.
+    ansible: str | None = None
+
+    def select(self, words: Sequence[str]) -> tuple[str, ...]:
+        """Every host the HOST arguments name: hosts, groups, node sets (`gpu[001-087]`),
+        set operations and globs (nodeset.py); a file or `HOST@...` stands as it is."""
+        from envsync.nodeset import is_pattern, select_all
+
+        if not any(is_pattern(w) or w in self.groups for w in words):
+            return tuple(words)
+        groups = {name: g.hosts for name, g in self.groups.items()}
+        return select_all(words, tuple(self.hosts), groups)
+
+    def servers(self) -> tuple[Group, ...]:
+        """The groups marked as the nodes of one multi-node server."""
+        return tuple(g for g in self.groups.values() if g.server)
 
     def host(self, name: str) -> HostSpec:
         if name in self.hosts:
@@ -151,8 +182,19 @@ class _DefaultsTable:
     rules: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _GroupTable:
+    hosts: tuple[str, ...] | str = ()  # names or node sets: "gpu[001-004]"
+    server: bool = False
+
+
 # The tables a user writes, by their heading (the docs list their keys from these).
-TABLES = {"defaults": _DefaultsTable, "service": _ServiceTable, "hosts": _HostTable}
+TABLES = {
+    "defaults": _DefaultsTable,
+    "service": _ServiceTable,
+    "hosts": _HostTable,
+    "groups": _GroupTable,
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,6 +202,7 @@ class _Document:
     defaults: _DefaultsTable = field(default_factory=_DefaultsTable)
     service: _ServiceTable | None = None
     hosts: Mapping[str, _HostTable] = field(default_factory=dict)
+    groups: Mapping[str, _GroupTable] = field(default_factory=dict)
 
 
 def inventory_path(explicit: str | None, environ: Mapping[str, str]) -> tuple[Path, bool]:
@@ -182,6 +225,12 @@ def load_inventory(
                 tip="check --inventory / ENVSYNC_INVENTORY, or create envsync.toml",
             )
         return Inventory(path=None)
+    from envsync.ansible import is_ansible_inventory  # an Ansible inventory, by its content
+
+    if is_ansible_inventory(path):
+        from envsync.ansible import read_inventory
+
+        return read_inventory(path)
     return parse_inventory(read_toml(path, InventoryError, "inventory", "invalid TOML"), path)
 
 
@@ -275,7 +324,11 @@ def _exec_prefix(value: list[Any], where: str, path: Path) -> tuple[str, ...]:
     return prefix
 
 
-def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
+def parse_inventory(
+    data: Mapping[str, Any], path: Path, *, ansible: str | None = None
+) -> Inventory:
+    """The inventory of a document (envsync.toml's, or one made of an Ansible inventory:
+    `ansible`, its path)."""
     try:
         document = decode(_Document, data)
     except DecodeError as e:
@@ -301,7 +354,27 @@ def parse_inventory(data: Mapping[str, Any], path: Path) -> Inventory:
         target=defaults.target,
         service=service,
         rules=tuple(_local_path(p, path) or p for p in defaults.rules),
+        groups={name: _group(name, table, hosts, path) for name, table in document.groups.items()},
+        ansible=ansible,
     )
+
+
+def _group(name: str, table: _GroupTable, hosts: Mapping[str, HostSpec], path: Path) -> Group:
+    from envsync.nodeset import expand
+
+    words = (table.hosts,) if isinstance(table.hosts, str) else table.hosts
+    try:
+        members = tuple(dict.fromkeys(n for w in words for n in expand(w)))
+    except InputError as e:
+        raise InventoryError(f"{path}: groups.{name}.hosts: {e.message}", tip=e.tip) from e
+    unknown = [m for m in members if m not in hosts]
+    if unknown:
+        raise InventoryError(
+            f"{path}: groups.{name} names host(s) that are not in [hosts]: {', '.join(unknown)}"
+        )
+    if name in hosts:
+        raise InventoryError(f"{path}: groups.{name}: a host has that name too")
+    return Group(name=name, hosts=members, server=table.server)
 
 
 def _host(

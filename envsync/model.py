@@ -136,6 +136,26 @@ class Torch:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NetPlugin:
+    """An NCCL net plugin (libnccl-net*.so) NCCL would find on the host."""
+
+    name: str
+    path: str
+    sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Nccl:
+    """NCCL as torch would load it on the host, read without loading it."""
+
+    library: str | None = None  # the libnccl.so.2 torch loads (None: none, plugins only)
+    version: str | None = None  # NCCL's own version string: "2.21.5+cuda12.4"
+    soname: str | None = None
+    sha256: str | None = None
+    net_plugins: tuple[NetPlugin, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Gpu:
     index: int
     name: str
@@ -248,6 +268,7 @@ class Snapshot:
     broken: tuple[BrokenDistribution, ...] = ()
     watch: tuple[str, ...] = ()
     torch: Torch | Unavailable | None = None  # None: torch is not installed
+    nccl: Nccl | Unavailable | None = None  # None: no NCCL found (or not recorded)
     gpu: GpuInfo | Unavailable
     system: System | Unavailable
     env: Mapping[str, str] = field(default_factory=dict)

@@ -8,20 +8,26 @@ deploys the service the plan changed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envsync.apply import Applied, apply_plan, rollback
 from envsync.apply.hostlock import target_lock
 from envsync.compare import diff, pair_names
 from envsync.documents import check_writable, write_atomic
 from envsync.errors import InputError
-from envsync.inventory import DEFAULT_DEADLINE
+from envsync.inventory import DEFAULT_DEADLINE, HostSpec
+from envsync.model import Snapshot
 from envsync.plan import Plan, container_note, dumps_plan, load_plan, make_plan
 from envsync.service.host import ServiceRun, run_service
 from envsync.session import Session
 from envsync.snapshot import HostSource, resolve
 from envsync.vocab import ONLY_DEFAULT, PREFER, Only, Prefer
+
+if TYPE_CHECKING:
+    from envsync.canary import Rollout
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +45,11 @@ class RepairOptions:
     deadline: float = DEFAULT_DEADLINE  # of that smoke test
     wait: float = 0.0  # queue behind another envsync holding the target's lock
     store: Path | None = None  # where the smoke test keeps tokens/s figures (None: nowhere)
+    # A fleet (TGT a group or node set): the canary batches, as Ansible's `serial`
+    # (counts or percentages of the hosts, the last repeated), and how many hosts of a
+    # batch may fail (N, or N% of the batch) before the rollout stops (canary.py).
+    batch: tuple[str, ...] = ()
+    max_fail: str = "0"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +61,22 @@ class Repair:
     applied: Applied | None = None  # None: not applied (no --apply, or nothing to do)
     service: ServiceRun | None = None  # the deploy and smoke test after the apply
     not_deployed: str | None = None  # why there was none although a service is configured
+
+
+def fleet_targets(session: Session, options: RepairOptions) -> tuple[str, ...]:
+    """The hosts of a fleet repair: TGT's (or defaults.target's) when it names several, or
+    when canary batches are asked for; () for the repair of one host."""
+    target = options.target or session.inventory.target
+    hosts = session.inventory.select([target]) if target else ()
+    return hosts if len(hosts) > 1 or options.batch else ()
+
+
+def repair_fleet(session: Session, options: RepairOptions, hosts: Sequence[str]) -> Rollout:
+    """`repair REF FLEET`: one plan per class of hosts and, with `apply`, canary batches
+    (canary.py)."""
+    from envsync.canary import rollout
+
+    return rollout(session, options, hosts)
 
 
 def repair(session: Session, options: RepairOptions) -> Repair:
@@ -109,13 +136,31 @@ def _plan(
     done = Repair(plan=plan, exec_prefix=spec.exec)
     if not options.apply or not plan.steps:
         return done
+    reference_spec = ref_source.spec if isinstance(ref_source, HostSource) else None
+    return carry_out(session, options, spec, plan, reference, snap, reference_spec, lock)
+
+
+def carry_out(
+    session: Session,
+    options: RepairOptions,
+    spec: HostSpec,
+    plan: Plan,
+    reference: Snapshot,
+    snap: Snapshot,
+    reference_spec: HostSpec | None,
+    lock: str | None,
+) -> Repair:
+    """Apply a plan to the target whose snapshot it was made from (under its lock), then
+    deploy and smoke-test the service when one is configured (`repair --apply`, and each
+    host of a canary rollout)."""
+    tgt_name = spec.name
     count = len(plan.steps)
     applied = apply_plan(
         plan,
         target_spec=spec,
         target=snap,
         runners=session.runners,
-        reference_spec=ref_source.spec if isinstance(ref_source, HostSource) else None,
+        reference_spec=reference_spec,
         reference=reference,
         pip_options=spec.pip_options,
         on_step=lambda i, step: session.note(f"{tgt_name}: step {i}/{count}: {step.summary}"),
@@ -127,21 +172,24 @@ def _plan(
     )
     if spec.exec:
         session.note(f"{tgt_name}: {container_note(tgt_name, spec.exec)}")
-    done = Repair(plan=plan, exec_prefix=spec.exec, applied=applied)
+    run, why = deploy_after_apply(session, options, spec, lock)
+    return Repair(plan=plan, exec_prefix=spec.exec, applied=applied, service=run, not_deployed=why)
+
+
+def deploy_after_apply(
+    session: Session, options: RepairOptions, spec: HostSpec, lock: str | None
+) -> tuple[ServiceRun | None, str | None]:
+    """Deploy and smoke-test the target's service after an apply, when asked and one is
+    configured: the smoke test, or why there was none (None, None: not asked, no service)."""
     service = spec.service
     if not options.deploy or service is None or not service.command:
-        return done
+        return None, None
     if not service.port:
-        return Repair(
-            plan=plan,
-            exec_prefix=spec.exec,
-            applied=applied,
-            not_deployed="the service has no port in the inventory: not deployed",
-        )
+        return None, "the service has no port in the inventory: not deployed"
     run = run_service(
         session, spec, restart=True, deadline=options.deadline, lock=lock, store=options.store
     )
-    return Repair(plan=plan, exec_prefix=spec.exec, applied=applied, service=run)
+    return run, None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

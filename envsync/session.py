@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Literal, Protocol, get_args
 
 from envsync.collect import ProbeOptions
 from envsync.errors import CollectError, InputError
@@ -25,11 +25,23 @@ from envsync.snapshot import HostSource, SnapshotDocument, Source, StateSource, 
 from envsync.states import StateStore, pick
 
 JOBS = 8  # hosts collected at once by default
+# What collects the hosts: envsync's own runners, or Ansible (envsync/ansible/engine.py).
+EngineName = Literal["envsync", "ansible"]
+ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 
 Request = tuple[str, ProbeOptions | None]  # a HOST argument, and what to collect there
 # A progress display for `total` collections: a context whose value is called once per host
 # done (the CLI's is a bar on a terminal).
 Progress = Callable[[int], AbstractContextManager[Callable[[], None]]]
+
+
+class Engine(Protocol):
+    """What collects hosts other than through envsync's own runners (`--engine ansible`):
+    (index, host, options) in, each index's snapshot or CollectError out as it arrives."""
+
+    def collect(
+        self, requests: Sequence[tuple[int, HostSpec, ProbeOptions]]
+    ) -> Iterator[tuple[int, Snapshot | CollectError]]: ...
 
 
 def _quiet(message: str) -> None:
@@ -48,6 +60,7 @@ class Session:
     jobs: int = JOBS
     notes: Callable[[str], None] = _quiet  # progress and summaries, as they happen
     progress: Progress | None = None
+    engine: Engine | None = None  # None: envsync's own runners, `jobs` hosts at once
     # Where hosts' states are recorded and read (`HOST@good`); None: neither.
     states: StateStore | None = None
 
@@ -85,10 +98,22 @@ class Session:
         return source
 
     def collect_one(self, name: str, options: ProbeOptions | None = None) -> Snapshot:
-        """The snapshot a HOST argument names: collected live, or read from its file or
-        the state folder."""
+        """The snapshot a HOST argument names: collected live (through the engine, if
+        any), or read from its file or the state folder."""
         source = resolve(name, self.inventory)
+        if self.engine is not None and isinstance(source, HostSource):
+            answers = list(self.engine.collect([(0, source.spec, options or self.probe)]))
+            if not answers:
+                raise CollectError(f"{name}: the engine gave no result")
+            result = answers[0][1]
+            if isinstance(result, CollectError):
+                raise result
+            return self._received(name, source, result)
         snap = take(source, self.runners, options or self.probe, self.states)
+        return self._received(name, source, snap)
+
+    def _received(self, name: str, source: Source, snap: Snapshot) -> Snapshot:
+        """A snapshot as it arrives: malformed metadata refused, the note of its host."""
         if snap.broken and not self.allow_broken:
             first = snap.broken[0]
             more = f" (and {len(snap.broken) - 1} more)" if len(snap.broken) > 1 else ""
@@ -114,8 +139,10 @@ class Session:
         arrives, with its index in `requests`; a host that fails gives its CollectError and
         does not stop the others. Nothing is kept once it is handed on: a caller that writes
         each snapshot out holds at most `jobs` of them, however many hosts there are."""
-        for name, _ in requests:
-            self.resolve(name)  # every name is checked before anything is collected
+        sources = [self.resolve(name) for name, _ in requests]  # all checked first
+        if self.engine is not None and any(isinstance(s, HostSource) for s in sources):
+            yield from self._through_engine(self.engine, requests, sources)
+            return
         if len(requests) == 1:
             name, options = requests[0]
             try:
@@ -144,6 +171,34 @@ class Session:
             finally:  # a caller that stops early (an error): hosts not started are not collected
                 for job in jobs:
                     job.cancel()
+
+    def _through_engine(
+        self, engine: Engine, requests: Sequence[Request], sources: Sequence[Source]
+    ) -> Iterator[tuple[int, Snapshot | CollectError]]:
+        """The hosts through the engine (all at once, each as it arrives), files read here."""
+        asked = [
+            (i, s.spec, requests[i][1] or self.probe)
+            for i, s in enumerate(sources)
+            if isinstance(s, HostSource)
+        ]
+        for i, source in enumerate(sources):
+            if not isinstance(source, HostSource):
+                try:
+                    yield i, self.collect_one(requests[i][0], requests[i][1])
+                except CollectError as e:
+                    yield i, e
+        shown = self.progress(len(asked)) if self.progress else contextlib.nullcontext(None)
+        with shown as advance:
+            for i, result in engine.collect(asked):
+                if not isinstance(result, CollectError):
+                    try:
+                        result = self._received(requests[i][0], sources[i], result)
+                    except CollectError as e:
+                        result = e
+                if advance is not None:
+                    advance()
+                yield i, result
+                del result
 
     def collect_many(self, requests: Sequence[Request]) -> list[Snapshot | CollectError]:
         """collect_each's results in the order asked."""

@@ -349,27 +349,18 @@ def append_lines(path: str, lines: Sequence[str]) -> None:
         os.close(fd)
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if value.is_integer() else f"{value:.3f}"
-
-
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 def textfile(run: WatchRun) -> str:
-    """The hosts' status in node_exporter's textfile format (one write per run, atomic).
-    Kept here until `check --format prometheus` has its own renderer to share."""
+    """The hosts' status in node_exporter's textfile format (one write per run, atomic),
+    written as `check --format prometheus` writes its own (report/prometheus.py)."""
+    from envsync.report.prometheus import family, sample
+
     lines: list[str] = []
 
-    def metric(name: str, help_text: str, samples: list[tuple[str, float]]) -> None:
-        lines.append(f"# HELP {name} {help_text}")
-        lines.append(f"# TYPE {name} gauge")
-        lines.extend(f"{name}{labels} {_number(value)}" for labels, value in samples)
+    def metric(name: str, help_text: str, samples: list[tuple[Mapping[str, str], float]]) -> None:
+        lines.extend(family(name, help_text, (sample(name, k, v) for k, v in samples)))
 
-    def host(status: HostStatus, **extra: str) -> str:
-        pairs = {"host": status.host, **extra}
-        return "{" + ",".join(f'{k}="{_label(v)}"' for k, v in pairs.items()) + "}"
+    def host(status: HostStatus, **extra: str) -> dict[str, str]:
+        return {"host": status.host, **extra}
 
     up = [s for s in run.statuses if s.up]
     metric(
@@ -403,7 +394,7 @@ def textfile(run: WatchRun) -> str:
         [(host(s), s.last_good) for s in run.statuses if s.last_good is not None],
     )
     ended = time.time()
-    metric("envsync_watch_last_run_timestamp_seconds", "When the last run ended.", [("", ended)])
+    metric("envsync_watch_last_run_timestamp_seconds", "When the last run ended.", [({}, ended)])
     return "\n".join(lines) + "\n"
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The fleet view of the built-in example: ct129 against three targets (ct200, ct201, ct202)
-# in one matrix, as a table, Markdown, JSON and one self-contained HTML page, plus a
-# screenshot of the page in headless Chromium. The page and its screenshot are kept in the
-# repository as the docs' sample (docs/assets/fleet.html, fleet.png: the fleet how-to).
+# in classes of identical hosts, as a table, Markdown, JSON and one self-contained HTML
+# page, plus a screenshot of the page in headless Chromium. The page and its screenshot
+# are kept in the repository as the docs' sample (docs/assets/fleet.html, fleet.png: the fleet how-to).
 # Run examples/quickstart.sh once first (it installs .venv and builds the shared runtime).
 set -euo pipefail
 cd "$(dirname "$0")/.."

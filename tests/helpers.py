@@ -21,7 +21,7 @@ def make_wheel(
     directory: Path,
     name: str,
     version: str,
-    files: dict[str, str],
+    files: dict[str, str] | dict[str, str | bytes],
     *,
     requires: tuple[str, ...] = (),
     top_level: tuple[str, ...] | None = None,
@@ -32,16 +32,17 @@ def make_wheel(
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
     metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
     metadata += "\nA package written for envsync's tests.\n"
-    entries = dict(files)
+    entries: dict[str, str | bytes] = dict(files)
     entries[f"{info}/METADATA"] = metadata
     entries[f"{info}/WHEEL"] = (
         "Wheel-Version: 1.0\nGenerator: envsync-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     )
     if top_level is not None:
         entries[f"{info}/top_level.txt"] = "".join(t + "\n" for t in top_level)
-    record = "".join(
-        f"{path},{_digest(text.encode())},{len(text.encode())}\n" for path, text in entries.items()
-    )
+    data = {
+        path: text if isinstance(text, bytes) else text.encode() for path, text in entries.items()
+    }
+    record = "".join(f"{path},{_digest(b)},{len(b)}\n" for path, b in data.items())
     record += f"{info}/RECORD,,\n"
     entries[f"{info}/RECORD"] = record
     path = directory / f"{dist}-{version}-py3-none-any.whl"

@@ -250,11 +250,15 @@ def test_diff_of_several_targets_is_one_matrix(
     code, out, err = run(capsys, "diff", str(SNAPSHOT), str(ct200), str(same), "--format", "json")
     assert code == 1
     data = json.loads(out)
-    assert data["hosts"] == ["ct200", "ct129"]  # each snapshot's host
-    assert {r["subject"]: sorted(r["cells"]) for r in data["rows"]} == {
-        "soundfile": ["ct200"],
-        "xgrammar": ["ct200"],
-    }
+    assert data["schema_version"] == 2 and data["hosts"] == 2
+    # each snapshot's host, a class each (their environments differ), drifted one first
+    assert [(c["hosts"], c["count"]) for c in data["classes"]] == [("ct200", 1), ("ct129", 1)]
+    assert len(data["classes"][0]["digest"]) == 16
+    assert sorted(f["subject"] for f in data["classes"][0]["findings"]) == [
+        "soundfile",
+        "xgrammar",
+    ]
+    assert data["classes"][1]["headline"] == "as the reference"
     assert "ct200 against ct129: 2 risky" in err
     page = tmp_path / "fleet.html"
     code, out, _ = run(
@@ -285,4 +289,4 @@ def test_a_host_that_fails_does_not_hide_the_others(
     )
     assert code == 3
     assert "gone" in err
-    assert json.loads(out)["hosts"] == ["ct200"]
+    assert [c["members"] for c in json.loads(out)["classes"]] == [["ct200"]]

@@ -19,7 +19,9 @@ from envsync.cli.options import (
 from envsync.cli.output import (
     emit,
     err,
+    note_classes,
     print_rollback,
+    print_rollout,
     print_service_run,
     print_watch_run,
     render,
@@ -43,15 +45,16 @@ def cmd_snapshot(options: SnapshotOptions, session: Session) -> ExitCode:
     from envsync.snapshot import dumps_snapshot
 
     writable(options.output)
-    if len(options.hosts) == 1:
-        (result,) = session.collect_many([(options.hosts[0], None)])
+    hosts = session.inventory.select(options.hosts)
+    if len(hosts) == 1:
+        (result,) = session.collect_many([(hosts[0], None)])
         if isinstance(result, CollectError):
             err(str(result))
             return ExitCode.COLLECT
         emit(dumps_snapshot(result), options.output)
         return ExitCode.OK
     with tempfile.TemporaryFile() as spool:
-        doc = collect_snapshots(session, options.hosts, spool, on_error=lambda e: err(str(e)))
+        doc = collect_snapshots(session, hosts, spool, on_error=lambda e: err(str(e)))
         emit(doc.pieces(), options.output)
     return ExitCode.COLLECT if doc.errors else ExitCode.OK
 
@@ -72,7 +75,8 @@ def cmd_lock(options: LockOptions, session: Session) -> ExitCode:
 def cmd_diff(options: DiffOptions, session: Session) -> ExitCode:
     from envsync import compare
 
-    if len(options.targets) > 1:
+    chosen = session.inventory.select(options.targets)
+    if len(chosen) > 1:
         fleet = compare.diff_fleet(
             session,
             options.reference or "",
@@ -83,16 +87,18 @@ def cmd_diff(options: DiffOptions, session: Session) -> ExitCode:
         for failure in fleet.failures:
             err(str(failure))
         if fleet.reports:
-            emit(render(options.format, fleet.reports, options.output, fleet=True), options.output)
-        for report in fleet.reports:
-            session.note(report.summary_line())
+            shown = render(
+                options.format, fleet.reports, options.output, fleet=True, classes=fleet.classes
+            )
+            emit(shown, options.output)
+        note_classes(session, fleet)
         if fleet.failures:
             return ExitCode.COLLECT
         return ExitCode.DRIFT if fleet.drift else ExitCode.OK
     comparison = compare.diff(
         session,
         options.reference,
-        options.targets[0] if options.targets else None,
+        chosen[0] if chosen else None,
         import_check=options.import_check,
         outputs=(options.output or "",),
     )
@@ -117,17 +123,25 @@ def cmd_check(options: CheckOptions, session: Session) -> ExitCode:
     )
     for failure in result.failures:
         err(str(failure))
+    shown = (*result.reports, *result.servers)
     emit(
-        render(options.format, result.reports, options.output, fail_on=result.fail_on),
+        render(
+            options.format,
+            result.reports if options.format == "prometheus" else shown,
+            options.output,
+            fail_on=result.fail_on,
+            classes=result.classes,
+            unreachable=result.unreachable,
+            servers=result.servers,
+        ),
         options.output,
     )
     if options.junit:
-        write_atomic(
-            Path(options.junit), render_reports("junit", result.reports, fail_on=result.fail_on)
-        )
+        write_atomic(Path(options.junit), render_reports("junit", shown, fail_on=result.fail_on))
     if options.markdown:
-        write_atomic(Path(options.markdown), render_reports("markdown", result.reports))
-    for report in result.reports:
+        write_atomic(Path(options.markdown), render_reports("markdown", shown))
+    note_classes(session, result)
+    for report in result.servers:
         session.note(report.summary_line())
     if result.failures:
         return ExitCode.COLLECT
@@ -141,8 +155,11 @@ def cmd_check(options: CheckOptions, session: Session) -> ExitCode:
 
 def cmd_repair(options: RepairOptions, session: Session) -> ExitCode:
     from envsync.plan import describe
-    from envsync.repair import repair
+    from envsync.repair import fleet_targets, repair, repair_fleet
 
+    hosts = fleet_targets(session, options)
+    if hosts:
+        return print_rollout(repair_fleet(session, options, hosts))
     done = repair(session, options)
     if not options.apply:
         emit(describe(done.plan, exec_prefix=done.exec_prefix), None)

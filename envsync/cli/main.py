@@ -22,8 +22,17 @@ from envsync.session import Session
 
 def _session(options: SessionOptions, runners: Runners) -> Session:
     """The command's session: notes printed unless --quiet, a progress bar on a terminal."""
+    inventory = load_inventory(options.inventory, os.environ)
+    engine = None
+    if options.engine == "ansible":
+        from envsync.ansible.engine import AnsibleEngine
+
+        engine = AnsibleEngine(
+            inventory=inventory, forks=options.jobs, accept_new=options.accept_new_host_keys
+        )
     return Session(
-        inventory=load_inventory(options.inventory, os.environ),
+        inventory=inventory,
+        engine=engine,
         runners=runners,
         probe=options.probe,
         allow_broken=options.allow_broken,

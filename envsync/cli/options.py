@@ -21,7 +21,7 @@ from envsync.collect.importcheck import ImportCheck
 from envsync.exitcodes import ExitCode
 from envsync.locking import LockFormat
 from envsync.runner import CONNECT_TIMEOUT
-from envsync.session import JOBS
+from envsync.session import ENGINES, JOBS, EngineName
 from envsync.states import KEEP, StateStore, default_dir
 from envsync.vocab import Severity
 
@@ -45,6 +45,7 @@ class SessionOptions:
     probe: ProbeOptions = field(default_factory=ProbeOptions)  # --deep, --timeout, --no-cache
     allow_broken: bool = False
     jobs: int = JOBS
+    engine: EngineName = ENGINES[0]
     states: StateStore | None = None  # where hosts' states are recorded and read
 
 
@@ -152,6 +153,7 @@ def _session(
         ),
         allow_broken=args.allow_broken,
         jobs=jobs,
+        engine=args.engine,
         states=_states(args, keep),
     )
 
@@ -213,8 +215,10 @@ def repair(args: argparse.Namespace, command: Command[RepairOptions]) -> Invocat
         deadline=args.deadline,
         wait=args.wait,
         store=default_store(os.environ),
+        batch=tuple(args.batch or ()),
+        max_fail=args.max_fail,
     )
-    return _bound(command, options, _session(args, keep=args.keep_states))
+    return _bound(command, options, _session(args, jobs=args.jobs, keep=args.keep_states))
 
 
 def deploy(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:

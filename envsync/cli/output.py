@@ -16,6 +16,9 @@ from envsync.exitcodes import ExitCode
 from envsync.vocab import FAIL_ON_DEFAULT, Severity
 
 if TYPE_CHECKING:
+    from envsync.canary import Outcome, Rollout
+    from envsync.classes import HostClass
+    from envsync.compare import FleetComparison
     from envsync.findings import Report
     from envsync.repair import Rollback
     from envsync.service.host import ServiceRun
@@ -48,19 +51,44 @@ def render(
     output: str | None,
     *,
     fleet: bool = False,
+    classes: Sequence[HostClass] | None = None,
     fail_on: Severity = FAIL_ON_DEFAULT,
+    unreachable: Sequence[str] = (),
+    servers: Sequence[Report] = (),
 ) -> str:
     """Reports in `fmt`, coloured and as wide as the terminal when they go to one;
-    `fleet`: several targets as one matrix (in the formats that have one); `fail_on`:
-    what fails a JUnit case."""
+    `fleet`: several targets folded into classes (`classes`, as compared), in the formats
+    that have a fleet view; `fail_on`: what fails a JUnit case. The Prometheus textfile
+    also takes the hosts' digests (`classes`), the hosts not collected and the servers'
+    gates."""
     from envsync.report import FLEET_FORMATS, render_fleet
     from envsync.report import render as render_reports
 
+    if fmt == "prometheus":
+        from envsync.report.prometheus import textfile
+
+        digests = {h: c.digest for c in classes or () for h in c.hosts}
+        return textfile(
+            reports, digests=digests, fail_on=fail_on, unreachable=unreachable, servers=servers
+        )
     color = output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     width = shutil.get_terminal_size((120, 40)).columns if color else 120
     if fleet and fmt in FLEET_FORMATS:
-        return render_fleet(fmt, reports, color=color, width=width)
+        return render_fleet(fmt, reports, classes=classes, color=color, width=width)
     return render_reports(fmt, reports, color=color, width=width, fail_on=fail_on)
+
+
+def note_classes(session: Session, fleet: FleetComparison) -> None:
+    """The summary of a fleet on stderr: a line per host while each host is a class of
+    its own, else a line per class (1,000 hosts in 12 classes: 12 lines)."""
+    from envsync.report.fleet import build_fleet
+
+    if all(len(c.hosts) == 1 for c in fleet.classes):
+        for report in fleet.reports:
+            session.note(report.summary_line())
+        return
+    for row in build_fleet(fleet.reports, fleet.classes).classes:
+        session.note(f"{row.line()} against {row.report.reference}")
 
 
 def indent(text: str) -> str:
@@ -133,6 +161,39 @@ def print_service_run(run: ServiceRun, session: Session) -> ExitCode:
     if verdict.log_tail:
         print(f"log tail:\n{indent(verdict.log_tail)}")
     return ExitCode.SMOKE
+
+
+def print_rollout(done: Rollout) -> ExitCode:
+    """A fleet's repair: the plan of each class, then what each batch did and which hosts
+    changed; the command's exit code."""
+    from envsync.nodeset import fold
+    from envsync.plan import describe
+
+    for planned in done.plans:
+        head = f"class {planned.nodeset} ({len(planned.hosts)} host(s)): "
+        if planned.plan is None:
+            print(head + f"no plan: {planned.why}")
+        elif not planned.plan.steps:
+            print(head + "nothing to do")
+        else:
+            print(head + f"{len(planned.plan.steps)} step(s)")
+            print(indent(describe(planned.plan)))
+    if not done.applied:
+        pending = any(p.plan is not None and p.plan.steps for p in done.plans)
+        return ExitCode.DRIFT if pending else ExitCode.OK
+    for n, batch in enumerate(done.batches, 1):
+        print(f"batch {n}/{done.planned} {fold(batch.hosts)}:")
+        for result in batch.results:
+            print(f"  {result.host}: {result.outcome}: {result.detail}")
+    if done.stopped:
+        print(f"stopped at batch {len(done.batches)} of {done.planned}")
+    words: tuple[Outcome, ...] = ("changed", "rolled-back", "failed", "unchanged", "not-run")
+    print("; ".join(f"{w}: {fold(done.hosts(w))}" for w in words if done.hosts(w)))
+    if done.stopped or done.hosts("failed"):
+        return ExitCode.APPLY
+    if done.hosts("not-run"):
+        return ExitCode.COLLECT
+    return ExitCode.OK
 
 
 def print_rollback(done: Rollback, session: Session) -> None:

@@ -14,7 +14,7 @@ from envsync.inventory import DEFAULT_DEADLINE
 from envsync.locking import LOCK_FORMATS
 from envsync.report import FORMATS
 from envsync.runner import CONNECT_TIMEOUT
-from envsync.session import JOBS
+from envsync.session import ENGINES, JOBS
 from envsync.states import KEEP
 from envsync.vocab import FAIL_ON_DEFAULT, ONLY, ONLY_DEFAULT, PREFER, SEVERITIES
 
@@ -52,6 +52,14 @@ def _collect_options(p: argparse.ArgumentParser) -> None:
         help="also import torch on the host for CUDA arch list, cuDNN, NCCL",
     )
     _seconds(p, "--timeout", DEFAULT_TIMEOUT, "give up on a host's probe after SECONDS")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINES[0],
+        help="envsync (default): its own runners (this machine, SSH through Fabric, exec "
+        "prefixes) with --jobs hosts at once; ansible: collect through ansible-playbook, its forks "
+        "(--jobs), connection plugins and become, each host as it answers",
+    )
     p.add_argument(
         "--allow-broken",
         action="store_true",
@@ -233,8 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
         "targets",
         nargs="*",
         metavar="TGT",
-        help="default: defaults.target; several: collected in parallel, one matrix of the "
-        "fleet (table, json, markdown, html)",
+        help="default: defaults.target; several (or a group, a node set): collected in "
+        "parallel, identical hosts folded into classes (table, json, markdown, html)",
     )
     _output_option(p)
     _collect_options(p)
@@ -276,7 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="plan the fixes for a target (exit 1 when steps are pending); --apply runs them",
     )
     p.add_argument("reference", nargs="?", metavar="REF", help="default: defaults.reference")
-    p.add_argument("target", nargs="?", metavar="TGT", help="default: defaults.target")
+    p.add_argument(
+        "target",
+        nargs="?",
+        metavar="TGT",
+        help="default: defaults.target; a group or node set: planned once per class, "
+        "applied in canary batches",
+    )
     p.add_argument(
         "--prefer",
         choices=PREFER,
@@ -298,7 +312,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-deploy", action="store_true", help="do not deploy and smoke-test after --apply"
     )
     p.add_argument("-o", "--output", metavar="FILE", help="save the plan as JSON to FILE")
+    p.add_argument(
+        "--batch",
+        action="append",
+        metavar="SIZES",
+        help="a fleet (TGT a group or node set): apply in canary batches of these sizes, "
+        "counts or percentages, the last repeated (as Ansible's serial; default 1,10%%,100%%)",
+    )
+    p.add_argument(
+        "--max-fail",
+        default="0",
+        metavar="N",
+        help="a batch stops the rollout (and is rolled back) when more than N of its hosts "
+        "(or N%%) fail (default 0)",
+    )
     _collect_options(p)
+    _jobs_option(p)
     _state_options(p, records=True)
     _deadline_option(p, "smoke test after --apply: ")
     _wait_option(p)

@@ -14,7 +14,7 @@ from envsync.errors import CollectError, CommandNotFound, DecodeError
 from envsync.hostside import protocol
 from envsync.inventory import HostSpec
 from envsync.model import ModuleFacts, Snapshot
-from envsync.runner import Runner
+from envsync.runner import CommandResult, Runner
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -71,6 +71,11 @@ def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None)
             f"{host.name}: python {host.python!r} not found",
             tip=f"set hosts.{host.name}.python to the service's interpreter",
         ) from e
+    return read_result(host, result, options)
+
+
+def read_result(host: HostSpec, result: CommandResult, options: ProbeOptions) -> Snapshot:
+    """The snapshot in the probe's result, however it ran (a runner, or an engine)."""
     if result.returncode != 0:
         tail = result.stderr_tail()
         if result.returncode == 127 or (

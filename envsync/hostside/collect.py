@@ -18,6 +18,7 @@ from .finder import ModuleFinder
 from .graphcache import RawJSON, cached_startup_graph
 from .interpreter import interpreter_facts
 from .machine import env_facts, gpu_facts, installer_facts, system_facts, torch_facts
+from .nccl import nccl_facts
 from .shared import normalize
 from .state import service_state
 
@@ -35,6 +36,7 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
     before = dict(hashes) if hashes is not None else None
     finder = ModuleFinder(paths, editable_mapping(paths))
     distributions, broken = scan_distributions(paths, options.get("watch") or [], hashes, finder)
+    nccl = nccl_facts(paths, hashes)
     if hashes_path and hashes is not None and hashes != before:
         save_cache(hashes_path, hashes)
     facts: dict[str, Any] = {
@@ -47,6 +49,7 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
         "broken": broken,
         "watch": sorted({normalize(w) for w in options.get("watch") or []}),
         "torch": torch_facts(paths, bool(options.get("deep"))),
+        "nccl": nccl,
         "gpu": gpu_facts(),
         "system": system_facts(),
         "env": env_facts(options.get("env") or []),

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from envsync.findings import Report
 from envsync.vocab import FAIL_ON_DEFAULT, Severity
 
+if TYPE_CHECKING:
+    from envsync.classes import HostClass
+
 # Each format is a module of this package with render(reports) -> str; loaded on use
 # (the table needs rich, which the other commands should not pay for).
-FORMATS = ("html", "json", "junit", "markdown", "table")
-# With several targets, these show one matrix of the fleet (report/fleet.py) instead.
+FORMATS = ("html", "json", "junit", "markdown", "prometheus", "table")
+# With several targets, these show the fleet's classes (report/fleet.py) instead.
 FLEET_FORMATS = ("html", "json", "markdown", "table")
 
 
@@ -30,24 +34,30 @@ def render(
     module = importlib.import_module(f"envsync.report.{fmt}")
     if fmt == "table":
         return str(module.render(reports, color=color, width=width))
-    if fmt == "junit":
+    if fmt in ("junit", "prometheus"):
         return str(module.render(reports, fail_on=fail_on))
     return str(module.render(reports))
 
 
 def render_fleet(
-    fmt: str, reports: Sequence[Report], *, color: bool = False, width: int = 120
+    fmt: str,
+    reports: Sequence[Report],
+    *,
+    classes: Sequence[HostClass] | None = None,
+    color: bool = False,
+    width: int = 120,
 ) -> str:
-    """Several targets against one reference as one matrix, in `fmt` (FLEET_FORMATS)."""
+    """Several targets against one reference, folded into classes (`classes`: as the
+    comparison folded them; else by their reports), in `fmt` (FLEET_FORMATS)."""
     from envsync.report.fleet import build_fleet, fleet_data
 
-    fleet = build_fleet(reports)
+    fleet = build_fleet(reports, classes)
     if fmt == "json":
         import json
 
         return json.dumps(fleet_data(fleet), indent=2) + "\n"
     if fmt not in FLEET_FORMATS:
-        raise ValueError(f"no fleet matrix in format {fmt!r}")
+        raise ValueError(f"no fleet view in format {fmt!r}")
     module = importlib.import_module(f"envsync.report.{fmt}")
     if fmt == "table":
         return str(module.render_fleet(fleet, color=color, width=width))

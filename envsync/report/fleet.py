@@ -1,121 +1,139 @@
-"""The fleet matrix: every difference on any host, one column per host (pure).
+"""The fleet view: hosts folded into classes, one row per class, worst first (pure).
 
-Rows are the subjects (a package, a file, a fact) that differ from the reference on at
-least one host, worst first; a cell is that host's value and finding, or nothing when the
-host matches the reference there.
+A class is the hosts whose environments are identical (classes.py): it is named by its
+node set (`gpu[001-087]`), counted, and carries the one report its hosts share
+(`gpu[001-087]: as the reference; gpu[088-089]: xgrammar fatal`). 1,000 hosts in 12
+classes are 12 rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from envsync.classes import HostClass, fold_reports
 from envsync.findings import Finding, Report, short_hash
-from envsync.vocab import KIND_RANK, SEVERITIES, SEVERITY_RANK, Kind, Severity
+from envsync.vocab import SEVERITIES, SEVERITY_RANK, Severity
+
+# How many subjects a class's headline names before "and N more".
+HEADLINE_SUBJECTS = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Row:
-    subject: str
-    kind: Kind  # the kind of its worst cell
-    reference: str | None
-    cells: Mapping[str, Finding]  # host -> its finding; a host absent here matches
-    worst: Severity
+class FleetClass:
+    hosts: tuple[str, ...]
+    nodeset: str  # the hosts as a node set: gpu[001-087]
+    digest: str | None  # the environment's digest (None: folded by their reports)
+    report: Report  # what every host of the class has against the reference
+
+    @property
+    def count(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """The class's findings, worst first."""
+        return tuple(sorted(self.report.findings, key=lambda f: SEVERITY_RANK[f.severity]))
+
+    @property
+    def worst(self) -> Severity | None:
+        if not self.findings:
+            return None
+        return min((f.severity for f in self.findings), key=SEVERITY_RANK.__getitem__)
+
+    @property
+    def rank(self) -> int:
+        """Sorts a class: its worst severity's rank (no drift after every severity)."""
+        return SEVERITY_RANK[self.worst] if self.worst else len(SEVERITIES)
+
+    def headline(self) -> str:
+        """`as the reference`, or `xgrammar fatal; 2 risky, 1 benign`."""
+        worst = self.worst
+        if worst is None:
+            return "as the reference"
+        subjects = [f.subject for f in self.findings if f.severity == worst]
+        named = ", ".join(subjects[:HEADLINE_SUBJECTS])
+        if len(subjects) > HEADLINE_SUBJECTS:
+            named += f" and {len(subjects) - HEADLINE_SUBJECTS} more"
+        counts = self.report.summary
+        rest = ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s] and s != worst)
+        return f"{named} {worst}" + (f"; {rest}" if rest else "")
+
+    def line(self) -> str:
+        """One line of the class: `gpu[088-089] (2): xgrammar fatal`."""
+        return f"{self.nodeset} ({self.count}): {self.headline()}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fleet:
     reference: str
-    hosts: tuple[str, ...]
-    rows: tuple[Row, ...]
-    summary: Mapping[str, Mapping[str, int]]  # host -> severity -> count
-    notes: Mapping[str, tuple[str, ...]]  # host -> what envsync could not tell
+    classes: tuple[FleetClass, ...]  # worst first, then the largest, then by node set
+    notes: Mapping[str, tuple[str, ...]]  # node set -> what envsync could not tell
 
-    def counts_text(self, host: str) -> str:
-        counts = self.summary[host]
-        return ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s]) or "no drift"
+    @property
+    def host_count(self) -> int:
+        return sum(c.count for c in self.classes)
 
-
-def _unique_targets(reports: Sequence[Report]) -> list[Report]:
-    """Columns need distinct names: a second `ct200` (two files of one host) is `ct200 (2)`."""
-    seen: dict[str, int] = {}
-    out = []
-    for report in reports:
-        seen[report.target] = seen.get(report.target, 0) + 1
-        if seen[report.target] > 1:
-            report = replace(report, target=f"{report.target} ({seen[report.target]})")
-        out.append(report)
-    return out
-
-
-def build_fleet(reports: Sequence[Report]) -> Fleet:
-    """One matrix of several reports against the same reference."""
-    reports = _unique_targets(reports)
-    by_subject: dict[str, dict[str, Finding]] = {}
-    for report in reports:
-        for finding in report.findings:
-            by_subject.setdefault(finding.subject, {})[report.target] = finding
-    rows = []
-    for subject, cells in by_subject.items():
-        worst = min(cells.values(), key=lambda f: SEVERITY_RANK[f.severity])
-        rows.append(
-            Row(
-                subject=subject,
-                kind=worst.kind,
-                reference=worst.reference,
-                cells=cells,
-                worst=worst.severity,
-            )
+    def title(self) -> str:
+        hosts, classes = self.host_count, len(self.classes)
+        return (
+            f"{hosts} host{'s' if hosts != 1 else ''} in {classes} class"
+            f"{'es' if classes != 1 else ''} against {self.reference}"
         )
-    rows.sort(
-        key=lambda r: (
-            SEVERITY_RANK[r.worst],
-            -sum(1 for f in r.cells.values() if f.severity == r.worst),
-            KIND_RANK[r.kind],
-            r.subject,
+
+
+def build_fleet(reports: Sequence[Report], classes: Sequence[HostClass] | None = None) -> Fleet:
+    """The fleet of several reports against one reference: `classes` as the comparison
+    folded them (by environment), else hosts whose reports say the same are one class."""
+    folded = classes if classes is not None else fold_reports(reports)
+    rows = [
+        FleetClass(
+            hosts=c.hosts,
+            nodeset=c.nodeset,
+            digest=c.digest if classes is not None else None,
+            report=c.report,
         )
-    )
+        for c in folded
+    ]
+    rows.sort(key=lambda c: (c.rank, -c.count, c.nodeset))
+    reference = reports[0].reference if reports else (rows[0].report.reference if rows else "")
     return Fleet(
-        reference=reports[0].reference if reports else "",
-        hosts=tuple(r.target for r in reports),
-        rows=tuple(rows),
-        summary={r.target: r.summary for r in reports},
-        notes={r.target: r.notes for r in reports if r.notes},
+        reference=reference,
+        classes=tuple(rows),
+        notes={c.nodeset: c.report.notes for c in rows if c.report.notes},
     )
 
 
-def cell_text(finding: Finding | None) -> str:
-    """How a cell shows the target's value: `=` where the host matches the reference."""
-    if finding is None:
-        return "="
-    return short_hash(finding.target) or "—"
+def value_text(value: str | None) -> str:
+    """A value as a report cell shows it: hashes shortened, `—` for none."""
+    return short_hash(value) or "—"
+
+
+def change_text(finding: Finding) -> str:
+    """`xgrammar 0.1.32 → 0.1.10`: a finding's subject and its two values."""
+    return f"{finding.subject} {value_text(finding.reference)} → {value_text(finding.target)}"
 
 
 def fleet_data(fleet: Fleet) -> dict[str, object]:
-    """The matrix as JSON data (schema_version 1)."""
+    """The fleet as JSON data (schema_version 2: classes, not a column per host)."""
+    from envsync.report.json import report_data
+
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "reference": fleet.reference,
-        "hosts": list(fleet.hosts),
-        "summary": {h: dict(fleet.summary[h]) for h in fleet.hosts},
-        "rows": [
+        "hosts": fleet.host_count,
+        "classes": [
             {
-                "subject": row.subject,
-                "kind": row.kind,
-                "reference": row.reference,
-                "worst": row.worst,
-                "cells": {
-                    host: {
-                        "value": f.target,
-                        "kind": f.kind,
-                        "severity": f.severity,
-                        "reason": f.reason,
-                        "fixes": [{"kind": x.kind, "summary": x.summary} for x in f.fixes],
-                    }
-                    for host, f in row.cells.items()
-                },
+                "hosts": c.nodeset,
+                "members": list(c.hosts),
+                "count": c.count,
+                "digest": c.digest,
+                "worst": c.worst,
+                "headline": c.headline(),
+                "summary": c.report.summary,
+                "findings": report_data(c.report)["findings"],
+                "notes": list(c.report.notes),
             }
-            for row in fleet.rows
+            for c in fleet.classes
         ],
-        "notes": {h: list(n) for h, n in fleet.notes.items()},
     }

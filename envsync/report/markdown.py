@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from envsync.findings import Report, short_hash
-from envsync.report.fleet import Fleet, cell_text
+from envsync.report.fleet import Fleet
 
 MARK = {
     "fatal": "🔴 fatal",
@@ -59,31 +59,28 @@ def render(reports: Sequence[Report]) -> str:
 
 
 def render_fleet(fleet: Fleet) -> str:
-    """The fleet matrix: a row per difference, a column per host (`=`: as the reference)."""
-    out = [f"## envsync: {len(fleet.hosts)} host(s) against {fleet.reference}\n"]
-    out += [f"- **{h}**: {fleet.counts_text(h)}" for h in fleet.hosts]
+    """The fleet's classes: one line each, then each class's findings, fatal and risky
+    with their reasons and fixes."""
+    out = [f"## envsync: {fleet.title()}\n"]
+    out += ["| hosts | count | verdict |", "| --- | --- | --- |"]
+    for row in fleet.classes:
+        mark = MARK[row.worst].split()[0] if row.worst else "✅"
+        out.append(f"| `{_cell(row.nodeset)}` | {row.count} | {mark} {_cell(row.headline())} |")
     out.append("")
-    if fleet.rows:
-        out.append("| subject | kind | reference | " + " | ".join(map(_cell, fleet.hosts)) + " |")
-        out.append("| --- | --- | --- |" + " --- |" * len(fleet.hosts))
-        for row in fleet.rows:
-            cells = []
-            for host in fleet.hosts:
-                f = row.cells.get(host)
-                cells.append("=" if f is None else f"{MARK[f.severity]} {_cell(cell_text(f))}")
+    for row in fleet.classes:
+        if not row.findings:
+            continue
+        out.append(f"### `{_cell(row.nodeset)}` ({row.count})\n")
+        out.append("| severity | kind | subject | reference | target | why | fix |")
+        out.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for f in row.findings:
+            fix = "; ".join(x.summary for x in f.fixes)
             out.append(
-                f"| `{_cell(row.subject)}` | {row.kind} | {_cell(short_hash(row.reference))} | "
-                + " | ".join(cells)
-                + " |"
+                f"| {MARK[f.severity]} | {f.kind} | `{_cell(f.subject)}` | "
+                f"{_cell(short_hash(f.reference))} | {_cell(short_hash(f.target))} | "
+                f"{_cell(f.reason)} | {_cell(fix)} |"
             )
         out.append("")
-        for row in fleet.rows:
-            for host, f in row.cells.items():
-                if f.severity in ("fatal", "risky"):
-                    fixes = "".join(f"\n  - {x.kind}: {_cell(x.summary)}" for x in f.fixes)
-                    out.append(
-                        f"- **{host}** `{row.subject}` ({f.severity}): {_cell(f.reason)}{fixes}"
-                    )
-    for host, notes in fleet.notes.items():
-        out += [f"> note ({host}): {note}\n" for note in notes]
+    for nodeset, notes in fleet.notes.items():
+        out += [f"> note ({nodeset}): {note}\n" for note in notes]
     return "\n".join(out).rstrip() + "\n"

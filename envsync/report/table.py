@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from envsync.findings import Report, short_hash
-from envsync.report.fleet import Fleet, cell_text
+from envsync.report.fleet import Fleet, change_text
 
 STYLE = {
     "fatal": "bold red",
@@ -71,47 +71,30 @@ def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) 
 
 
 def render_fleet(fleet: Fleet, *, color: bool = False, width: int = 120) -> str:
-    """The fleet matrix: a row per difference, a column per host, cells by severity."""
+    """The fleet's classes: a row per class (its node set, count and headline), each
+    finding of it on a line of its own."""
     buffer = io.StringIO()
     console = _console(buffer, color, width)
-    title = f"{len(fleet.hosts)} host(s) against {fleet.reference}: " + "; ".join(
-        f"{h} {fleet.counts_text(h)}" for h in fleet.hosts
-    )
-    if not fleet.rows:
-        console.print(title)
-        return buffer.getvalue()
+    title = fleet.title()
     table = Table(title=title, title_justify="left", expand=False)
-    table.add_column("subject", overflow="fold", max_width=40)
-    table.add_column("kind", no_wrap=True)
-    table.add_column("reference", overflow="fold", max_width=14)
-    table.add_column("worst", no_wrap=True)
-    for host in fleet.hosts:
-        table.add_column(host, overflow="fold", max_width=18)
-    for row in fleet.rows:
-        cells = []
-        for host in fleet.hosts:
-            f = row.cells.get(host)
-            if f is None:
-                cells.append(Text("=", style="dim"))
-            else:
-                cell = Text(cell_text(f), style=STYLE[f.severity])
-                cell.append(f"\n{f.severity}", style=STYLE[f.severity])
-                cells.append(cell)
-        table.add_row(
-            row.subject,
-            row.kind,
-            _value(row.reference),
-            Text(row.worst, style=STYLE[row.worst]),
-            *cells,
-        )
+    table.add_column("hosts", overflow="fold", max_width=36)
+    table.add_column("count", justify="right", no_wrap=True)
+    table.add_column("verdict", overflow="fold", max_width=40)
+    table.add_column("differences", overflow="fold", ratio=1, min_width=40)
+    for row in fleet.classes:
+        verdict = Text(row.headline(), style=STYLE[row.worst] if row.worst else "green")
+        changes = Text()
+        for i, f in enumerate(row.findings):
+            if i:
+                changes.append("\n")
+            changes.append(f"{f.severity:<8} ", style=STYLE[f.severity])
+            changes.append(change_text(f))
+        table.add_row(row.nodeset, str(row.count), verdict, changes)
     console.print(table)
-    legend = Text("cells: ")
-    for severity, style in STYLE.items():
-        legend.append(severity, style=style)
-        legend.append(" ")
-    legend.append("(= as on the reference); `--format html` shows each cell's reason and fixes")
-    console.print(legend, style="dim" if not color else None)
-    for host, notes in fleet.notes.items():
+    console.print(
+        "`--format html` shows each difference's reason and fixes", style="dim" if color else None
+    )
+    for nodeset, notes in fleet.notes.items():
         for note in notes:
-            console.print(f"note ({host}): {note}", style="dim")
+            console.print(f"note ({nodeset}): {note}", style="dim")
     return buffer.getvalue()

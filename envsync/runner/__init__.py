@@ -46,6 +46,14 @@ def make_runner(
 ) -> Runner:
     """The runner for a host (the one place that chooses): this machine, SSH (through jump
     hosts), and either of them behind the host's exec prefix (a container, pod or node)."""
+    if spec.connection is not None:
+        from envsync.errors import RunnerError
+
+        raise RunnerError(
+            f"{spec.name}: reached through Ansible's {spec.connection!r} connection, which "
+            "envsync's own runners do not speak",
+            tip="collect it with --engine ansible",
+        )
     runner: Runner
     if spec.ssh is None:
         from envsync.runner.local import LocalRunner

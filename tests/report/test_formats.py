@@ -95,7 +95,14 @@ REPORT = Report(
 )
 CLEAN = Report(reference="ct129", target="ct129-clone", entrypoint=None)
 
-SUFFIX = {"table": "txt", "json": "json", "markdown": "md", "junit": "xml", "html": "html"}
+SUFFIX = {
+    "table": "txt",
+    "json": "json",
+    "markdown": "md",
+    "junit": "xml",
+    "html": "html",
+    "prometheus": "prom",
+}
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))

@@ -45,19 +45,19 @@ def headless(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_fleet_page_renders_and_sorts_in_chromium(tmp_path: Path) -> None:
     page = tmp_path / "fleet.html"
     page.write_text(render_fleet("html", REPORTS))
-    # As loaded: sorted by the worst severity; every fatal cell is in the DOM.
+    # As loaded: a row per class, worst first; every fatal difference is in the DOM.
     dom = headless(tmp_path, "--dump-dom", page.as_uri()).stdout
     assert 'id="fleet"' in dom
-    rows = re.findall(r'<tr data-order="(\d+)"', dom)
-    assert rows == ["0", "1", "2"]
-    assert len(re.findall(r'<td class="fatal" data-host="(ct200|ct202)"', dom)) == 2
-    # Sorted by ct201's column (the script ran): its risky row comes first.
-    dom = headless(tmp_path, "--dump-dom", page.as_uri() + "#sort=ct201").stdout
-    assert 'data-sorted="ct201"' in dom
-    assert re.findall(r'<tr data-order="(\d+)"', dom)[0] == "1"
-    # The reason and the fixes of a fatal cell open on request.
+    assert re.findall(r'<tr data-order="(\d+)"', dom) == ["0", "1", "2", "3"]
+    assert dom.count('<details class="fatal">') == 2
+    # Sorted by the count of risky findings (the script ran): ct200 and ct201 first.
+    dom = headless(tmp_path, "--dump-dom", page.as_uri() + "#sort=risky").stdout
+    assert 'data-sorted="risky"' in dom
+    first = re.findall(r'<tr data-order="\d+" data-hosts="([^"]+)"', dom)[:2]
+    assert first == ["ct200", "ct201"]
+    # The reason and the fixes of every fatal difference open on request.
     dom = headless(tmp_path, "--dump-dom", page.as_uri() + "#open=fatal").stdout
-    assert dom.count("<details open") == 2
+    assert dom.count('<details class="fatal" open') == 2
     shot = tmp_path / "fleet.png"
     headless(
         tmp_path,
@@ -67,3 +67,46 @@ def test_fleet_page_renders_and_sorts_in_chromium(tmp_path: Path) -> None:
         page.as_uri(),
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_a_thousand_hosts_in_twelve_classes_are_twelve_rows(tmp_path: Path) -> None:
+    """The page at 1,000 hosts: 12 rows, a host found by its name (`#host=`), loaded and
+    scripted by the browser within seconds."""
+    import json
+    import time
+
+    from envsync import compare
+    from envsync.codec import from_data
+    from envsync.model import Snapshot
+    from tests import fleet_sim
+
+    data = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "ct129.json"
+    base = from_data(Snapshot, json.loads(data.read_text()))
+    snapshots = fleet_sim.fleet(base, 1000, 12)
+    with fleet_sim.session(snapshots) as session:
+        among = compare.targets(session, list(snapshots))
+        result = compare._compare_each(
+            session, among, reference=base, import_check=compare.NO_IMPORT_CHECK
+        )
+    page = tmp_path / "fleet.html"
+    page.write_text(render_fleet("html", result.reports, classes=result.classes))
+    assert page.stat().st_size < 200_000
+    started = time.perf_counter()
+    dom = headless(tmp_path, "--dump-dom", page.as_uri() + "#host=gpu0950").stdout
+    took = time.perf_counter() - started
+    rows = re.findall(r"<tr data-order=\"\d+\" data-hosts=\"([^\"]*)\"( hidden=\"\")?", dom)
+    assert len(rows) == 12
+    shown = [hosts.split()[0] for hosts, hidden in rows if not hidden]
+    assert len(shown) == 1 and "gpu0950" in next(h for h, x in rows if not x).split()
+    assert "1 class(es) with a host matching gpu0950" in dom
+    assert ">gpu[0001-0890]<" in dom
+    assert took < 60
+    shot = tmp_path / "fleet-1000.png"
+    headless(
+        tmp_path,
+        "--hide-scrollbars",
+        "--window-size=1400,900",
+        f"--screenshot={shot}",
+        page.as_uri(),
+    )
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
