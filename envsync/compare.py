@@ -120,9 +120,15 @@ def compare(
     *,
     runners: Callable[[HostSpec], Runner],
     import_check: ImportCheck = NO_IMPORT_CHECK,
+    reference_host: HostSpec | None = None,
 ) -> Report:
+    """The target's findings against the reference. With the import check, the startup
+    modules are imported on the target, and when one fails, the same modules up to it on
+    the reference (`reference_host`: a live reference), so that a failure both share is
+    not put down to a difference."""
     run = startup(target, snap)
     outcomes: list[ImportOutcome] = []
+    theirs: list[ImportOutcome] | None = None
     if import_check.run:
         spec = target.spec
         if spec is None or not run.entrypoint:
@@ -140,7 +146,13 @@ def compare(
         ]
         if modules:
             outcomes = check_imports(spec, runners(spec), modules, import_check.timeout)
-    return classify(reference, snap, differences(reference, snap), run, outcomes)
+        failed = [o.module for o in outcomes if not o.ok]
+        if failed and reference_host is not None:
+            upto = modules[: modules.index(failed[0]) + 1]
+            theirs = check_imports(
+                reference_host, runners(reference_host), upto, import_check.timeout
+            )
+    return classify(reference, snap, differences(reference, snap), run, outcomes, theirs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -226,11 +238,13 @@ def _compare_each(
     before the reference wait for it). A reference that cannot be collected is raised."""
     requests: list[Request] = [(t.name, t.options) for t in among]
     ref: Snapshot | None = None
+    ref_host: HostSpec | None = None
     if isinstance(reference, Snapshot):
         ref, first = reference, 0  # first: the index of the first target among the requests
     else:
         requests.insert(0, reference)
         first = 1
+        ref_host = _live(session, reference[0])
     waiting: dict[int, Snapshot] = {}
     done: dict[int, Report] = {}
     failures: dict[int, CollectError] = {}
@@ -248,12 +262,23 @@ def _compare_each(
             for j in list(waiting):
                 snap = waiting.pop(j)
                 done[j] = compare(
-                    ref, among[j], snap, runners=session.runners, import_check=import_check
+                    ref,
+                    among[j],
+                    snap,
+                    runners=session.runners,
+                    import_check=import_check,
+                    reference_host=ref_host,
                 )
     return FleetComparison(
         reports=tuple(done[j] for j in sorted(done)),
         failures=tuple(failures[j] for j in sorted(failures)),
     )
+
+
+def _live(session: Session, name: str) -> HostSpec | None:
+    """The reference's host, when it is one (not a snapshot, lock or requirements file)."""
+    source = resolve(name, session.inventory)
+    return source.spec if isinstance(source, HostSource) else None
 
 
 def _writable(outputs: Sequence[str | Path]) -> None:
@@ -282,7 +307,14 @@ def diff(
     ref, snap = session.collect_all(
         [_reference_request(session, ref_name, [tgt]), (tgt_name, tgt.options)]
     )
-    report = compare(ref, tgt, snap, runners=session.runners, import_check=import_check)
+    report = compare(
+        ref,
+        tgt,
+        snap,
+        runners=session.runners,
+        import_check=import_check,
+        reference_host=_live(session, ref_name),
+    )
     return Comparison(target=tgt, reference=ref, snapshot=snap, report=report)
 
 
