@@ -20,15 +20,15 @@ from envsync.classify.rules import (
     load_packs,
     packs_for,
 )
-from envsync.collect import ProbeOptions
+from envsync.collect import ModelQuery, ProbeOptions
 from envsync.collect.importcheck import NO_IMPORT_CHECK, ImportCheck, check_imports
 from envsync.diff import differences
 from envsync.documents import check_writable
 from envsync.errors import CollectError, InputError
 from envsync.findings import Finding, Report
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
-from envsync.launch import effective_command, entrypoint, parse_flags
-from envsync.model import ImportOutcome, Snapshot
+from envsync.launch import effective_command, entrypoint, launch_of, parse_flags, script_rule
+from envsync.model import ImportOutcome, Snapshot, Unavailable
 from envsync.runner import Runner
 from envsync.session import Request, Session
 from envsync.snapshot import HostSource, Source, resolve, service_of
@@ -72,6 +72,7 @@ def prepare(
             internal=tuple(dict.fromkeys((*tops, *watch))),
             workdir=service.workdir if service else None,
             isolated=entry.isolated,
+            model=model_query(service, source.spec, target_packs),
         )
     return Target(
         name=name,
@@ -83,6 +84,51 @@ def prepare(
         launcher=entry.launcher,
         shown=entry.shown,
         unreadable=entry.unreadable,
+    )
+
+
+# The service's variables that say where the Hugging Face cache is.
+_HF_VARIABLES = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
+
+
+def model_query(
+    service: ServiceSpec | None, spec: HostSpec, packs: Sequence[RulePack]
+) -> ModelQuery | None:
+    """What the probe reads of the served model: only when a rule pack imports model
+    modules by the model's architectures. The model is the command's first flag of the
+    packs' `model_flags`, else a console script's model argument (`vllm serve MODEL`)."""
+    registries = tuple(
+        (item.module, item.registry) for p in packs for item in p.startup if item.selected_by
+    )
+    if not registries or service is None:
+        return None
+    command = effective_command(service, spec, None)
+    flags = parse_flags(command)
+    model = next((flags[f] for p in packs for f in p.model_flags if f in flags), None)
+    launch = launch_of(command)
+    rule = (
+        script_rule(launch.target, launch.args, packs)
+        if launch.shape == "console" and launch.target
+        else None
+    )
+    if model is None and rule is not None and rule.model_argument:
+        words = [a for a in launch.args if not a.startswith("-")]
+        after = words[1:] if rule.subcommand and words and words[0] == rule.subcommand else words
+        model = after[0] if after else None
+    env = {k: v for k, v in service.env.items() if k in _HF_VARIABLES}
+    return ModelQuery(model=model, revision=flags.get("--revision"), env=env, registries=registries)
+
+
+def _model_note(run: Startup, snap: Snapshot) -> str | None:
+    """Why the served model's modules cannot be told apart on the target, when it matters."""
+    if not isinstance(snap.model, Unavailable):
+        return None
+    if not any(item.selected_by for p in run.packs for item in p.startup):
+        return None
+    return (
+        f"{snap.host}: {snap.model.reason}: envsync cannot tell which model module serves "
+        "the model, so a failing model module is judged as the model registry imports "
+        "every one of them"
     )
 
 
@@ -110,6 +156,7 @@ def startup(target: Target, snap: Snapshot) -> Startup:
         unresolved=tuple(
             r for r in (target.entrypoint, *target.launcher) if r and ":" in r and r not in resolved
         ),
+        model=snap.model,
     )
 
 
@@ -152,7 +199,9 @@ def compare(
             theirs = check_imports(
                 reference_host, runners(reference_host), upto, import_check.timeout
             )
-    return classify(reference, snap, differences(reference, snap), run, outcomes, theirs)
+    report = classify(reference, snap, differences(reference, snap), run, outcomes, theirs)
+    note = _model_note(run, snap)
+    return replace(report, notes=(*report.notes, note)) if note else report
 
 
 # ---------------------------------------------------------------------------------------

@@ -259,6 +259,18 @@ class StartupGraph:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ServedModel:
+    """The model the service serves, from its config.json on the host."""
+
+    model: str  # as the command names it: a folder, or a Hugging Face repository id
+    config: str  # the config.json read
+    architectures: tuple[str, ...]
+    # architecture -> the modules its rule packs' registries import for it (none: the
+    # registry does not know it)
+    modules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
     """Everything envsync knows of one Python environment on one host."""
 
@@ -282,6 +294,9 @@ class Snapshot:
     # The crash envsync's smoke test last saw on this host, kept until it is next ready.
     crash: Crash | None = None
     installers: Installers | None = None  # None: not known (a lock, an older snapshot)
+    # The served model, when a rule pack imports model modules by it (Unavailable: why
+    # envsync cannot tell which, e.g. the model path does not exist on the host).
+    model: ServedModel | Unavailable | None = None
 
     def distribution(self, name: str) -> Distribution | None:
         for dist in self.distributions:
