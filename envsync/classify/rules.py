@@ -314,6 +314,7 @@ def active_roots(
             if any(flag in flags for flag in item.unless):
                 continue
             reason = f"{pack.name} rule: {item.reason}"
+            label = item.reason.split(" (")[0]
             if item.selected_by and isinstance(model, ServedModel):
                 served = _served(item, model)
                 for arch, module in served:
@@ -337,11 +338,12 @@ def active_roots(
             elif item.selected_by:
                 why = model.reason if isinstance(model, Unavailable) else "no model was read"
                 reason += f"; which of them serves the model envsync cannot tell: {why}"
+                label += f"; which of them serves the model envsync cannot tell: {why}"
             roots.append(
                 Root(
                     module=item.module,
                     reason=reason,
-                    label=item.reason.split(" (")[0],
+                    label=label,
                     context="try" if item.guarded else "module",
                 )
             )

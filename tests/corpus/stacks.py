@@ -23,6 +23,10 @@ import sys
 import venv
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.corpus.cases import Case
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -91,6 +95,27 @@ def _venv(root: Path, layers: Sequence[Path]) -> Path:
     return root / "bin" / "python"
 
 
+def _base_site() -> Path:
+    return (
+        CACHE
+        / "base"
+        / "lib"
+        / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        / "site-packages"
+    )
+
+
+def _layer_root(among: Sequence[str]) -> tuple[Path, list[str]]:
+    reqs = sorted(set.intersection(*(set(requirements(s)) for s in among)))
+    digest = hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:12]
+    return CACHE / f"layer-{digest}", reqs
+
+
+def _layer_site(among: Sequence[str]) -> Path:
+    root, _ = _layer_root(among)
+    return root / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+
+
 def base() -> Path:
     """The base venv (torch); its site-packages."""
     root = CACHE / "base"
@@ -103,14 +128,48 @@ def base() -> Path:
 
 def layer(wheels: Path, stacks: Sequence[str]) -> Path:
     """The packages every one of `stacks` pins at the same version; its site-packages."""
-    shared = set.intersection(*(set(requirements(s)) for s in stacks))
-    reqs = sorted(shared)
-    root = CACHE / ("layer-" + hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:12])
+    root, reqs = _layer_root(stacks)
     if not _fresh(root, reqs):
         python = _venv(root, (base(),))
         _install(python, wheels, reqs)
         _done(root, reqs)
     return _site(root)
+
+
+def build_all(cases: Sequence[Case], wheels: Path) -> dict[str, Path]:
+    """Every case's pair, the base, the layer and each reference installed side by side
+    (an install is one core's work: unpacking wheels); each case's folder by its id."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = [c.id for c in cases]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        jobs = [pool.submit(base), pool.submit(layer, wheels, names)]
+        jobs += [pool.submit(_reference, c.id, c.engine, wheels, names) for c in cases]
+        for job in jobs:
+            job.result()
+    return {c.id: build(c.id, c.engine, c.target, wheels, names, c.removed) for c in cases}
+
+
+def _own(name: str, among: Sequence[str]) -> list[str]:
+    shared = set.intersection(*(set(requirements(s)) for s in among))
+    return sorted(set(requirements(name)) - shared)
+
+
+def _reference(name: str, engine: str, wheels: Path, among: Sequence[str]) -> Path:
+    """A case's reference: the engine and the packages only it pins (the layer and the
+    base through .pth files, which need not exist yet while it installs)."""
+    shared = _layer_site(among)
+    recipe = {
+        "engine": engine,
+        "own": _own(name, among),
+        "layers": [str(shared), str(_base_site())],
+    }
+    root = CACHE / name / "ref"
+    if not _fresh(root, recipe):
+        _venv(root, (shared, _base_site()))
+        _install(root / "bin" / "python", wheels, [engine, *_own(name, among)])
+        _done(root, recipe)
+    return root
 
 
 def build(
@@ -126,14 +185,17 @@ def build(
     it on the target (`remove`: distributions the target lacks). `among`: every stack the
     session builds, whose shared packages go in the one layer."""
     shared = layer(wheels, among)
-    own = sorted(set(requirements(name)) - set.intersection(*(set(requirements(s)) for s in among)))
-    recipe = {"engine": engine, "own": own, "culprit": list(culprit), "remove": list(remove)}
+    recipe = {
+        "reference": str(_reference(name, engine, wheels, among)),
+        "own": _own(name, among),
+        "culprit": list(culprit),
+        "remove": list(remove),
+        "layer": str(shared),
+    }
     root = CACHE / name
-    if _fresh(root, [recipe, str(shared)]):
-        return root
-    ref = _venv(root / "ref", (shared, base()))
-    _install(ref, wheels, [engine, *own])
     tgt_root = root / "tgt"
+    if _fresh(tgt_root, recipe):
+        return root
     python = _venv(tgt_root, ())
     site = _site(tgt_root)
     shutil.rmtree(site)
@@ -143,16 +205,15 @@ def build(
             continue
         text = script.read_bytes()
         if text.startswith(b"#!"):
-            first, _, rest = text.partition(b"\n")
-            (tgt_root / "bin" / script.name).write_bytes(
-                b"#!" + str(python).encode() + b"\n" + rest
-            )
-            (tgt_root / "bin" / script.name).chmod(0o755)
+            _, _, rest = text.partition(b"\n")
+            copy = tgt_root / "bin" / script.name
+            copy.write_bytes(b"#!" + str(python).encode() + b"\n" + rest)
+            copy.chmod(0o755)
     if remove:
         _pip(python, "uninstall", "-q", "-y", *remove)
     if culprit:
         _install(python, wheels, culprit)
-    _done(root, [recipe, str(shared)])
+    _done(tgt_root, recipe)
     return root
 
 
@@ -160,6 +221,5 @@ if __name__ == "__main__":
     from tests.corpus.cases import STACKS
 
     cache = Path(os.environ.get("TEST_WHEEL_CACHE", REPO / "examples" / ".cache" / "wheels"))
-    names = [c.id for c in STACKS]
-    for case in STACKS:
-        print(build(case.id, case.engine, case.target, cache, names, case.removed))
+    for path in build_all(STACKS, cache).values():
+        print(path)
