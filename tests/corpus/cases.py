@@ -372,6 +372,8 @@ STACKS = (
         "lazy module re-raises as 'Could not import module ProcessorMixin': the culprit is "
         "named only in the exception's cause",
         pip_check_flags_culprit=True,  # vllm 0.8.5.post1 requires torchvision==0.21.0
+        # benign until the imports inside transformers are read (image_utils.py:59, under
+        # `if is_torchvision_available():`): then risky
         entries=(Entry(command=VLLM_MODULE, run=API, static="risky", needs_reach=True),),
         raising=Raising(
             file="vllm/inputs/registry.py",
