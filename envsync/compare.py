@@ -23,7 +23,7 @@ from envsync.classify.rules import (
     load_packs,
     packs_for,
 )
-from envsync.collect import ProbeOptions
+from envsync.collect import ModelQuery, ProbeOptions
 from envsync.collect.importcheck import NO_IMPORT_CHECK, ImportCheck, check_imports
 from envsync.diff import differences
 from envsync.documents import check_writable
@@ -31,8 +31,8 @@ from envsync.errors import CollectError, InputError, SnapshotError
 from envsync.findings import Finding, Report
 from envsync.gate import NodeFacts, node_facts, server_report
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
-from envsync.launch import effective_command, entrypoint, parse_flags
-from envsync.model import ImportOutcome, Snapshot
+from envsync.launch import effective_command, entrypoint, launch_of, parse_flags, script_rule
+from envsync.model import ImportOutcome, Snapshot, Unavailable
 from envsync.runner import Runner
 from envsync.session import Request, Session
 from envsync.snapshot import HostSource, Source, StateSource, resolve, service_of
@@ -77,6 +77,7 @@ def prepare(
             internal=tuple(dict.fromkeys((*tops, *watch))),
             workdir=service.workdir if service else None,
             isolated=entry.isolated,
+            model=model_query(service, source.spec, target_packs),
         )
     return Target(
         name=name,
@@ -88,6 +89,51 @@ def prepare(
         launcher=entry.launcher,
         shown=entry.shown,
         unreadable=entry.unreadable,
+    )
+
+
+# The service's variables that say where the Hugging Face cache is.
+_HF_VARIABLES = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
+
+
+def model_query(
+    service: ServiceSpec | None, spec: HostSpec, packs: Sequence[RulePack]
+) -> ModelQuery | None:
+    """What the probe reads of the served model: only when a rule pack imports model
+    modules by the model's architectures. The model is the command's first flag of the
+    packs' `model_flags`, else a console script's model argument (`vllm serve MODEL`)."""
+    registries = tuple(
+        (item.module, item.registry) for p in packs for item in p.startup if item.selected_by
+    )
+    if not registries or service is None:
+        return None
+    command = effective_command(service, spec, None)
+    flags = parse_flags(command)
+    model = next((flags[f] for p in packs for f in p.model_flags if f in flags), None)
+    launch = launch_of(command)
+    rule = (
+        script_rule(launch.target, launch.args, packs)
+        if launch.shape == "console" and launch.target
+        else None
+    )
+    if model is None and rule is not None and rule.model_argument:
+        words = [a for a in launch.args if not a.startswith("-")]
+        after = words[1:] if rule.subcommand and words and words[0] == rule.subcommand else words
+        model = after[0] if after else None
+    env = {k: v for k, v in service.env.items() if k in _HF_VARIABLES}
+    return ModelQuery(model=model, revision=flags.get("--revision"), env=env, registries=registries)
+
+
+def _model_note(run: Startup, snap: Snapshot) -> str | None:
+    """Why the served model's modules cannot be told apart on the target, when it matters."""
+    if not isinstance(snap.model, Unavailable):
+        return None
+    if not any(item.selected_by for p in run.packs for item in p.startup):
+        return None
+    return (
+        f"{snap.host}: {snap.model.reason}: envsync cannot tell which model module serves "
+        "the model, so a failing model module is judged as the model registry imports "
+        "every one of them"
     )
 
 
@@ -115,6 +161,7 @@ def startup(target: Target, snap: Snapshot) -> Startup:
         unresolved=tuple(
             r for r in (target.entrypoint, *target.launcher) if r and ":" in r and r not in resolved
         ),
+        model=snap.model,
     )
 
 
@@ -125,9 +172,15 @@ def compare(
     *,
     runners: Callable[[HostSpec], Runner],
     import_check: ImportCheck = NO_IMPORT_CHECK,
+    reference_host: HostSpec | None = None,
 ) -> Report:
+    """The target's findings against the reference. With the import check, the startup
+    modules are imported on the target, and when one fails, the same modules up to it on
+    the reference (`reference_host`: a live reference), so that a failure both share is
+    not put down to a difference."""
     run = startup(target, snap)
     outcomes: list[ImportOutcome] = []
+    theirs: list[ImportOutcome] | None = None
     if import_check.run:
         spec = target.spec
         if spec is None or not run.entrypoint:
@@ -145,12 +198,22 @@ def compare(
         ]
         if modules:
             outcomes = check_imports(spec, runners(spec), modules, import_check.timeout)
-    report = classify(reference, snap, differences(reference, snap), run, outcomes)
+        failed = [o.module for o in outcomes if not o.ok]
+        if failed and reference_host is not None:
+            upto = modules[: modules.index(failed[0]) + 1]
+            theirs = check_imports(
+                reference_host, runners(reference_host), upto, import_check.timeout
+            )
+    report = classify(reference, snap, differences(reference, snap), run, outcomes, theirs)
+    notes = list(report.notes)
     if reference.source == "state":  # the target's own past: what arrived since, and when
         from envsync.history import since_notes
 
-        report = replace(report, notes=(*report.notes, *since_notes(reference, snap)))
-    return report
+        notes += since_notes(reference, snap)
+    note = _model_note(run, snap)
+    if note:
+        notes.append(note)
+    return replace(report, notes=tuple(notes))
 
 
 # ---------------------------------------------------------------------------------------
@@ -263,11 +326,13 @@ def _compare_each(
     sees each target's snapshot before it is let go."""
     requests: list[Request] = [(t.name, t.options) for t in among]
     ref: Snapshot | None = None
+    ref_host: HostSpec | None = None
     if isinstance(reference, Snapshot):
         ref, first = reference, 0  # first: the index of the first target among the requests
     else:
         requests.insert(0, reference)
         first = 1
+        ref_host = _live(session, reference[0])
     waiting: dict[int, Snapshot] = {}
     done: dict[int, Report] = {}
     failures: dict[int, CollectError] = {}
@@ -293,7 +358,12 @@ def _compare_each(
                 known = first_of.get(key)
                 if known is None:
                     known = first_of[key] = compare(
-                        ref, among[j], snap, runners=session.runners, import_check=import_check
+                        ref,
+                        among[j],
+                        snap,
+                        runners=session.runners,
+                        import_check=import_check,
+                        reference_host=ref_host,
                     )
                     if samples:
                         kept[key] = snap
@@ -312,6 +382,12 @@ def _compare_each(
         reference_snapshot=ref if samples else None,
         samples=kept,
     )
+
+
+def _live(session: Session, name: str) -> HostSpec | None:
+    """The reference's host, when it is one (not a snapshot, lock or requirements file)."""
+    source = resolve(name, session.inventory)
+    return source.spec if isinstance(source, HostSource) else None
 
 
 def _writable(outputs: Sequence[str | Path]) -> None:
@@ -340,7 +416,14 @@ def diff(
     ref, snap = session.collect_all(
         [_reference_request(session, ref_name, [tgt]), (tgt_name, tgt.options)]
     )
-    report = compare(ref, tgt, snap, runners=session.runners, import_check=import_check)
+    report = compare(
+        ref,
+        tgt,
+        snap,
+        runners=session.runners,
+        import_check=import_check,
+        reference_host=_live(session, ref_name),
+    )
     return Comparison(target=tgt, reference=ref, snapshot=snap, report=report)
 
 

@@ -181,24 +181,52 @@ class System:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Frame:
+    """One frame of a traceback: where code ran when an exception went through it."""
+
+    file: str  # as the interpreter named it (a path, or "<frozen importlib._bootstrap>")
+    line: int | None = None
+    function: str | None = None
+    code: str | None = None  # the source line, when the traceback showed it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Raised:
+    """One exception of a chain: its type, its first line and the frames it went through
+    (outermost first, the raising frame last)."""
+
+    exception: str  # e.g. "RuntimeError", "transformers.x.SomeError"
+    message: str = ""
+    frames: tuple[Frame, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Crash:
     """A crash of the service that envsync's smoke test watched: ground truth."""
 
     exception: str  # "ImportError: cannot import name 'X' from 'y' (...)"
     line: str | None = None  # the traceback's last frame, as the log printed it
     at: str | None = None  # when (UTC, ISO 8601)
+    # The traceback's frames as the log printed them (outermost first), and the exceptions
+    # that led to it (`__cause__` / `__context__`), innermost last.
+    frames: tuple[Frame, ...] = ()
+    chain: tuple[Raised, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ImportOutcome:
-    """What really importing one startup module in the target's interpreter did."""
+    """What really importing one startup module in a host's interpreter did."""
 
     module: str
     ok: bool
     exception: str | None = None  # e.g. "ImportError"
     message: str | None = None
-    file: str | None = None
+    file: str | None = None  # the raising frame's file and line
     line: int | None = None
+    frames: tuple[Frame, ...] = ()  # outermost first, the raising frame last
+    # The exceptions that led to it (`__cause__`, else an unsuppressed `__context__`),
+    # each the cause of the one before: the innermost last.
+    chain: tuple[Raised, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,6 +282,18 @@ class StartupGraph:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ServedModel:
+    """The model the service serves, from its config.json on the host."""
+
+    model: str  # as the command names it: a folder, or a Hugging Face repository id
+    config: str  # the config.json read
+    architectures: tuple[str, ...]
+    # architecture -> the modules its rule packs' registries import for it (none: the
+    # registry does not know it)
+    modules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
     """Everything envsync knows of one Python environment on one host."""
 
@@ -278,6 +318,9 @@ class Snapshot:
     # The crash envsync's smoke test last saw on this host, kept until it is next ready.
     crash: Crash | None = None
     installers: Installers | None = None  # None: not known (a lock, an older snapshot)
+    # The served model, when a rule pack imports model modules by it (Unavailable: why
+    # envsync cannot tell which, e.g. the model path does not exist on the host).
+    model: ServedModel | Unavailable | None = None
 
     def distribution(self, name: str) -> Distribution | None:
         for dist in self.distributions:

@@ -8,6 +8,6 @@ graph; rules.py reads the rule packs.
 
 from envsync.classify.engine import classify
 from envsync.classify.startup import Startup
-from envsync.classify.truth import failing_module, finding_for_error
+from envsync.classify.truth import blame, failing_module, finding_for_error, raised_chain
 
-__all__ = ["Startup", "classify", "failing_module", "finding_for_error"]
+__all__ = ["Startup", "blame", "classify", "failing_module", "finding_for_error", "raised_chain"]

@@ -22,6 +22,7 @@ def classify(
     diffs: Sequence[Difference],
     startup: Startup,
     imports: Sequence[ImportOutcome] = (),
+    reference_imports: Sequence[ImportOutcome] | None = None,
 ) -> Report:
     blind = _no_startup(target, startup)
     graph = None if blind else target.startup
@@ -42,7 +43,7 @@ def classify(
             for f in findings
         ]
     findings += target_checks(reference, target)
-    findings = apply_import_check(findings, imports, reference, target, notes)
+    findings = apply_import_check(findings, imports, reference, target, notes, reference_imports)
     findings = apply_crash(findings, target, reference, notes)
     findings += [
         classify_commit(d, reference, target, findings) for d in diffs if d.kind == "commit"

@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 from envsync.codec import decode
 from envsync.documents import read_toml
 from envsync.errors import DecodeError, RulesError
+from envsync.model import ServedModel, Unavailable
 from envsync.vocab import Context
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "rules"
@@ -25,6 +26,14 @@ class StartupModule:
     reason: str = ""
     unless: tuple[str, ...] = ()  # flags whose presence means it does not run
     guarded: bool = False  # imported inside a try/except that skips it when it fails
+    # "architectures": a model registry; the modules that serve the architectures in the
+    # served model's config.json are imported as startup itself (a failure is fatal),
+    # found through `registry`: "entry-class" (each module's EntryClass) or
+    # "table:MODULE:NAME" (a literal dict of architecture -> (module, class)).
+    selected_by: str | None = None
+    registry: str = ""
+    only_selected: bool = False  # True: the registry imports no other model module
+    versions: str = ""  # the versions of the pack's package it holds in (PEP 440); "": all
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +62,7 @@ class FlagRule:
     values: Mapping[str, FlagValue] = field(default_factory=dict)
     prefer: tuple[str, ...] = ()  # order in which values are offered as workarounds
     workaround: bool = True
+    versions: str = ""  # the versions of the pack's package that have the flag; "": all
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +75,7 @@ class ScriptRule:
     entrypoint: str  # the module whose startup it runs (and whose rule packs apply)
     modules: tuple[str, ...] = ()  # modules it imports on the way (run at startup too)
     reason: str = ""
+    model_argument: bool = False  # its first argument after the subcommand is the model
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +85,7 @@ class RulePack:
     description: str = ""
     package: str = ""  # the distribution whose version picks versioned defaults (its name)
     entrypoints: tuple[str, ...] = ()
+    model_flags: tuple[str, ...] = ()  # the flags that name the served model
     startup: tuple[StartupModule, ...] = ()
     flags: tuple[FlagRule, ...] = ()
     scripts: tuple[ScriptRule, ...] = ()
@@ -102,6 +114,7 @@ class _PackTable:
     description: str = ""
     package: str | None = None  # default: the pack's name
     entrypoints: tuple[str, ...] = ()
+    model_flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +140,7 @@ class _FlagTable:
     values: Mapping[str, _ValueTable] = field(default_factory=dict)
     prefer: tuple[str, ...] = ()
     workaround: bool = True
+    versions: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,21 +159,53 @@ def parse_pack(data: Mapping[str, Any], origin: str) -> RulePack:
     except DecodeError as e:
         raise RulesError(f"{origin}: {e}") from e
     pack = document.pack
+    for i, item in enumerate(document.startup):
+        _check_startup(item, f"startup[{i}]", origin)
     return RulePack(
         name=pack.name,
         origin=origin,
         description=pack.description,
         package=pack.package if pack.package is not None else pack.name,
         entrypoints=pack.entrypoints,
+        model_flags=pack.model_flags,
         startup=document.startup,
         flags=tuple(_flag(item, f"flags[{i}]", origin) for i, item in enumerate(document.flags)),
         scripts=document.scripts,
     )
 
 
+def _check_versions(versions: str, where: str, origin: str) -> None:
+    if versions:
+        try:
+            SpecifierSet(versions)
+        except InvalidSpecifier as e:
+            raise RulesError(
+                f"{origin}: {where}.versions {versions!r} is not a version range"
+            ) from e
+
+
+def _check_startup(item: StartupModule, where: str, origin: str) -> None:
+    _check_versions(item.versions, where, origin)
+    if item.selected_by not in (None, "architectures"):
+        raise RulesError(
+            f'{origin}: {where}.selected_by must be "architectures", got {item.selected_by!r}'
+        )
+    if item.selected_by:
+        kind = item.registry
+        parts = kind.split(":")
+        if not item.module.endswith(".*"):
+            raise RulesError(f'{origin}: {where}: selected_by needs a module "pkg.*"')
+        if kind != "entry-class" and not (len(parts) == 3 and parts[0] == "table" and all(parts)):
+            raise RulesError(
+                f'{origin}: {where}.registry must be "entry-class" or "table:MODULE:NAME", '
+                f"got {kind!r}"
+            )
+
+
 def _flag(item: _FlagTable, where: str, origin: str) -> FlagRule:
     if not item.flag.startswith("--"):
         raise RulesError(f"{origin}: {where}.flag must start with --, got {item.flag!r}")
+    _check_versions(item.versions, where, origin)
     values = {
         value: FlagValue(
             value=value, modules=spec.modules, gives_up=spec.gives_up, used_when=spec.used_when
@@ -193,6 +239,7 @@ def _flag(item: _FlagTable, where: str, origin: str) -> FlagRule:
         values=values,
         prefer=item.prefer,
         workaround=item.workaround,
+        versions=item.versions,
     )
 
 
@@ -230,14 +277,27 @@ def all_modules(
     return tuple(dict.fromkeys(names))
 
 
+def _served(item: StartupModule, model: ServedModel) -> list[tuple[str, str]]:
+    """(architecture, module) of the served model that this registry rule imports."""
+    prefix = item.module[:-1]
+    return [
+        (arch, module)
+        for arch in model.architectures
+        for module in model.modules.get(arch, ())
+        if module.startswith(prefix) and "." not in module[len(prefix) :]
+    ]
+
+
 def active_roots(
     entrypoint: str,
     packs: Sequence[RulePack],
     flags: Mapping[str, str],
     launcher: Sequence[str] = (),
     shown: str | None = None,
+    model: ServedModel | Unavailable | None = None,
 ) -> tuple[Root, ...]:
-    """The modules startup imports under these flags (the launcher's modules first)."""
+    """The modules startup imports under these flags (the launcher's modules first); a
+    model registry's module that serves the model's architecture is startup itself."""
     roots = [
         Root(module=m, reason=f"the launch command runs it ({shown})", label="the launcher")
         for m in launcher
@@ -253,11 +313,37 @@ def active_roots(
         for item in pack.startup:
             if any(flag in flags for flag in item.unless):
                 continue
+            reason = f"{pack.name} rule: {item.reason}"
+            label = item.reason.split(" (")[0]
+            if item.selected_by and isinstance(model, ServedModel):
+                served = _served(item, model)
+                for arch, module in served:
+                    roots.append(
+                        Root(
+                            module=module,
+                            reason=f"{pack.name} rule: the model's config.json ({model.config}) "
+                            f"names {arch}, which {module} serves: {item.reason}",
+                            label=f"the served model's architecture, {arch}",
+                        )
+                    )
+                if served and item.only_selected:
+                    continue  # no other model module is imported
+                if served:
+                    reason += (
+                        f"; the served model's ({', '.join(a for a, _ in served)}) count as startup"
+                    )
+                else:
+                    archs = ", ".join(model.architectures)
+                    reason += f"; no model module of this registry serves {archs}"
+            elif item.selected_by:
+                why = model.reason if isinstance(model, Unavailable) else "no model was read"
+                reason += f"; which of them serves the model envsync cannot tell: {why}"
+                label += f"; which of them serves the model envsync cannot tell: {why}"
             roots.append(
                 Root(
                     module=item.module,
-                    reason=f"{pack.name} rule: {item.reason}",
-                    label=item.reason.split(" (")[0],
+                    reason=reason,
+                    label=label,
                     context="try" if item.guarded else "module",
                 )
             )
@@ -290,15 +376,22 @@ def for_version(packs: Sequence[RulePack], versions: Mapping[str, str]) -> tuple
             version = Version(raw) if raw else None
         except InvalidVersion:
             version = None
-        if version is None or not any(rule.defaults for rule in pack.flags):
-            out.append(pack)
+        if version is None:
+            out.append(pack)  # every rule may hold: none is left out
             continue
         flags = []
         for rule in pack.flags:
+            if not _holds(rule.versions, version):
+                continue
             match = next(
                 (d for d in rule.defaults if version in SpecifierSet(d.version, prereleases=True)),
                 None,
             )
             flags.append(replace(rule, default=match.value) if match else rule)
-        out.append(replace(pack, flags=tuple(flags)))
+        startup = tuple(s for s in pack.startup if _holds(s.versions, version))
+        out.append(replace(pack, flags=tuple(flags), startup=startup))
     return tuple(out)
+
+
+def _holds(versions: str, version: Version) -> bool:
+    return not versions or version in SpecifierSet(versions, prereleases=True)

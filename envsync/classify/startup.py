@@ -13,7 +13,7 @@ from envsync.classify.graph import Failure, GraphIndex, Reach, path_to
 from envsync.classify.rules import Root, RulePack, active_roots
 from envsync.findings import Difference, Evidence, Finding
 from envsync.launch import parse_flags
-from envsync.model import Snapshot, StartupGraph
+from envsync.model import ServedModel, Snapshot, StartupGraph, Unavailable
 from envsync.vocab import Severity
 
 SEVERITY_OF_CONTEXT: dict[str, Severity] = {
@@ -45,6 +45,7 @@ class Startup:
     shown: str | None = None  # the entrypoint as a report names it ("script /srv/serve.py")
     unreadable: str | None = None  # why envsync cannot tell what the command starts
     unresolved: tuple[str, ...] = ()  # launch roots the target does not have ("console:x")
+    model: ServedModel | Unavailable | None = None  # the served model, as read on the target
 
     def roots(self, flags: Mapping[str, str]) -> tuple[Root, ...]:
         """The modules startup imports under these launch flags, the launcher's first
@@ -52,7 +53,9 @@ class Startup:
         check imports, so that both judge the same startup."""
         if not self.entrypoint:
             return ()
-        return active_roots(self.entrypoint, self.packs, flags, self.launcher, self.shown)
+        return active_roots(
+            self.entrypoint, self.packs, flags, self.launcher, self.shown, self.model
+        )
 
 
 class Analysis:

@@ -142,14 +142,14 @@ def print_service_run(run: ServiceRun, session: Session) -> ExitCode:
             print(f"  traced against {diagnosis.against}")
         where = f"; last frame: {diagnosis.frame}" if diagnosis.frame else ""
         cause = diagnosis.cause
-        if not diagnosis.import_error:
-            print(f"  not an import error: envsync has no finding for it{where}")
-        elif cause is None or cause.finding is None:
-            print(f"  not drift: {cause.why_not if cause else ''}{where}")
+        if cause.finding is None:
+            print(f"  not drift: {cause.why_not}{where}")
         else:
             # The crash makes the finding fatal on this host (kept until it is next ready).
             print(f"  cause (fatal finding of envsync diff {diagnosis.reference} {host}):")
             print(f"    {cause.finding.reason}")
+            if cause.how and not cause.how.startswith("`" + (verdict.exception or "")):
+                print(f"    (traced through the traceback: {cause.how})")
             if cause.finding.severity != "fatal":
                 print(
                     f"    (read from the code it was {cause.finding.severity}; this crash makes "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envsync.bundle import host_argv, host_input
@@ -41,6 +41,19 @@ class ProbeOptions:
     # envsync's side only: decode the graph's modules when they are looked at (the
     # reference's graph, of which a diff reads a few statements)
     lazy_graph: bool = False
+    # The served model to read (hostside/model.py): the command's model, the revision,
+    # the service's Hugging Face variables, and the rule packs' registries (root, kind).
+    model: ModelQuery | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelQuery:
+    """What the probe needs to read the served model's config.json and its modules."""
+
+    model: str | None  # None: the command names none
+    revision: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)  # HF_HOME, HF_HUB_CACHE ...
+    registries: tuple[tuple[str, str], ...] = ()  # ("sglang.srt.models.*", "entry-class")
 
 
 def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
@@ -55,6 +68,14 @@ def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
         payload["internal"] = list(options.internal)
         payload["workdir"] = options.workdir
         payload["isolated"] = options.isolated
+    if options.model is not None:
+        query = options.model
+        payload["model"] = {
+            "model": query.model,
+            "revision": query.revision,
+            "env": dict(query.env),
+            "registries": [{"root": r, "registry": k} for r, k in query.registries],
+        }
     options_json = json.dumps(payload, separators=(",", ":"))
     return host_argv(host.python, protocol.COLLECT, [options_json], cache_dir=options.cache_dir)
 

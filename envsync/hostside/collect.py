@@ -2,7 +2,7 @@
 
 It installs nothing; its only writes are its caches (caches.py). Options come as one JSON
 object in its first argument: {"host", "watch": [...], "env": [...], "deep": false,
-"roots": [...], "internal": [...], "workdir", "isolated"}.
+"roots": [...], "internal": [...], "workdir", "isolated", "model": {...}} (model.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from .finder import ModuleFinder
 from .graphcache import RawJSON, cached_startup_graph
 from .interpreter import interpreter_facts
 from .machine import env_facts, gpu_facts, installer_facts, system_facts, torch_facts
+from .model import served_model
 from .nccl import nccl_facts
 from .shared import normalize
 from .state import service_state
@@ -55,6 +56,7 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
         "env": env_facts(options.get("env") or []),
         "startup": cached_startup_graph(options, finder, base, digest),
         "installers": installer_facts(finder),
+        "model": served_model(options.get("model"), finder),
     }
     facts["service_flags"], facts["crash"] = service_state()
     facts["duration_s"] = round(time.time() - started, 4)

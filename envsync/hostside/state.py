@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def service_state() -> tuple[dict[str, str] | None, dict[str, str] | None]:
+def service_state() -> tuple[dict[str, str] | None, dict[str, Any] | None]:
     """The launch flags of `repair`, and the crash the smoke test last saw (until the
     service next comes up ready)."""
     try:
@@ -28,5 +28,38 @@ def service_state() -> tuple[dict[str, str] | None, dict[str, str] | None]:
     if not isinstance(crash, dict) or not isinstance(crash.get("exception"), str):
         crash = None
     else:
-        crash = {k: str(crash[k]) for k in ("exception", "line", "at") if crash.get(k)}
+        kept: dict[str, Any] = {
+            k: str(crash[k]) for k in ("exception", "line", "at") if crash.get(k)
+        }
+        kept["frames"] = _frames(crash.get("frames"))
+        chain = crash.get("chain")
+        kept["chain"] = [
+            {
+                "exception": str(r["exception"]),
+                "message": str(r.get("message") or ""),
+                "frames": _frames(r.get("frames")),
+            }
+            for r in (chain if isinstance(chain, list) else [])
+            if isinstance(r, dict) and isinstance(r.get("exception"), str)
+        ]
+        crash = kept
     return flags, crash
+
+
+def _frames(value: Any) -> list[dict[str, Any]]:
+    """A kept traceback's frames, as far as they are well formed (the file is ours, but
+    a snapshot reader must never fail on it)."""
+    out = []
+    for frame in value if isinstance(value, list) else []:
+        if not isinstance(frame, dict) or not isinstance(frame.get("file"), str):
+            continue
+        line = frame.get("line")
+        out.append(
+            {
+                "file": frame["file"],
+                "line": line if isinstance(line, int) and not isinstance(line, bool) else None,
+                "function": frame["function"] if isinstance(frame.get("function"), str) else None,
+                "code": frame["code"] if isinstance(frame.get("code"), str) else None,
+            }
+        )
+    return out

@@ -22,7 +22,7 @@ from envsync.apply.agent import Agent
 from envsync.errors import AgentError, DeployError
 from envsync.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec, parse_target
 from envsync.launch import effective_command
-from envsync.model import Crash
+from envsync.model import Crash, Frame, Raised
 from envsync.runner import Runner
 
 POLL_SECONDS = 0.2
@@ -62,6 +62,8 @@ class Verdict:
     seconds: float  # from the start of the watch to the verdict
     exception: str | None = None  # "ImportError: cannot import name ..."
     frame: str | None = None  # the traceback's last frame
+    # crashed: the traceback's exception with its frames, then the ones that led to it
+    raised: tuple[Raised, ...] = ()
     log_tail: str = ""
     tokens_per_s: float | None = None
     completion_tokens: int = 0
@@ -186,16 +188,77 @@ def attach(spec: HostSpec, service: ServiceSpec, flags: Mapping[str, str] | None
     return _deployment(spec, service, effective_command(service, spec, flags))
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+# The lines Python prints between the tracebacks of a chain (`__cause__`, `__context__`).
+_CHAINED = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
+# A log line's prefix: "[2026-12-01 10:00:00] ", vLLM's "(EngineCore_0 pid=12) ".
+_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*|\([\w.-]+ pid=\d+\)\s*)+")
+_FRAME = re.compile(r'^File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<function>.+))?$')
+
+
+def _lines(log: str) -> list[str]:
+    return [_PREFIX.sub("", line.rstrip()) for line in log.splitlines()]
+
+
 def _last_traceback(log: str) -> list[str]:
     """The lines of the log's last traceback (log prefixes removed), or none."""
-    lines = log.splitlines()
-    start = max(
-        (i for i, line in enumerate(lines) if "Traceback (most recent call last):" in line),
-        default=None,
-    )
+    lines = _lines(log)
+    start = max((i for i, line in enumerate(lines) if _TRACEBACK in line), default=None)
     if start is None:
         return []
-    return [re.sub(r"^\[[^\]]*\]\s*", "", line.rstrip()) for line in lines[start + 1 :]]
+    return lines[start + 1 :]
+
+
+def _raised(block: list[str]) -> Raised | None:
+    """One traceback's lines (after its header) as the exception it ends with."""
+    frames: list[Frame] = []
+    exception = None
+    for i, raw in enumerate(block):
+        line = raw.strip()
+        match = _FRAME.match(line)
+        if match:
+            code = block[i + 1].strip() if i + 1 < len(block) else ""
+            if not code or _FRAME.match(code) or EXCEPTION.match(code) or set(code) <= set("^~ "):
+                code = ""
+            frames.append(
+                Frame(
+                    file=match["file"],
+                    line=int(match["line"]),
+                    function=match["function"],
+                    code=_shown(code),
+                )
+            )
+        elif EXCEPTION.match(line):
+            exception = EXCEPTION.match(line)
+    if exception is None:
+        return None
+    return Raised(
+        exception=exception["type"],
+        message=_shown(exception["message"] or "") or "",
+        frames=tuple(frames),
+    )
+
+
+def crash_chain(log: str) -> tuple[Raised, ...]:
+    """The log's last traceback as a chain: the exception it ended with, then the one
+    Python printed above it as its cause or context, and so on (innermost last)."""
+    lines = _lines(log)
+    starts = [i for i, line in enumerate(lines) if _TRACEBACK in line]
+    chain: list[Raised] = []
+    end = len(lines)
+    for start in reversed(starts):
+        raised = _raised(lines[start + 1 : end])
+        if raised is None:
+            break
+        chain.append(raised)
+        before = [ln.strip() for ln in lines[max(0, start - 3) : start] if ln.strip()]
+        if not before or before[-1] not in _CHAINED:
+            break  # the first of its chain
+        end = start
+    return tuple(chain)
 
 
 def last_exception(log: str) -> str | None:
@@ -308,6 +371,7 @@ def smoke(
                 seconds=elapsed,
                 exception=_shown(last_exception(watch.log)),
                 frame=_shown(last_frame(watch.log)),
+                raised=crash_chain(watch.log),
                 log_tail=_tail(watch.log),
                 detail="the service's process is gone",
             )

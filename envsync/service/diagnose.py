@@ -4,13 +4,14 @@ compares them to find out."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from envsync.classify import failing_module, finding_for_error
+from envsync.classify import blame, failing_module, raised_chain
 from envsync.compare import diff
 from envsync.findings import Finding, Fix, FlagFix, PinFix, Report
 from envsync.inventory import HostSpec
-from envsync.model import Snapshot
+from envsync.model import Raised, Snapshot
 from envsync.session import Session
 from envsync.vocab import FixKind, Prefer
 
@@ -31,6 +32,7 @@ class Cause:
     finding: Finding | None
     fixes: tuple[tuple[Fix, str], ...] = ()  # each fix with the command that applies it
     why_not: str = ""  # no finding: why the crash is not drift
+    how: str = ""  # a finding: how the exception was traced to it (a message, a frame)
 
 
 def _not_drift(module: str | None, reference: Snapshot, target: Snapshot) -> str:
@@ -47,12 +49,22 @@ def _not_drift(module: str | None, reference: Snapshot, target: Snapshot) -> str
     return f"no difference from {reference.host} explains it"
 
 
-def crash_cause(exception: str, report: Report, reference: Snapshot, target: Snapshot) -> Cause:
+def crash_cause(
+    exception: str,
+    report: Report,
+    reference: Snapshot,
+    target: Snapshot,
+    raised: Sequence[Raised] = (),
+) -> Cause:
+    """The finding a crash's exception comes from, whatever its type: the modules its
+    messages name, else the code that raised it (`raised`: the traceback's chain, as the
+    log printed it; without it, only the exception's line is read)."""
     module = failing_module(exception)
-    i = finding_for_error(report.findings, exception, reference, target)
-    if i is None:
+    chain = list(raised) or raised_chain(exception)
+    found = blame(report.findings, chain, reference, target)
+    if found is None:
         return Cause(module=module, finding=None, why_not=_not_drift(module, reference, target))
-    finding = report.findings[i]
+    finding = report.findings[found.index]
     fixes = tuple(
         (
             fix,
@@ -62,7 +74,7 @@ def crash_cause(exception: str, report: Report, reference: Snapshot, target: Sna
         for fix in finding.fixes
         if isinstance(fix, PinFix | FlagFix)
     )
-    return Cause(module=module, finding=finding, fixes=fixes)
+    return Cause(module=module, finding=finding, fixes=fixes, how=found.how)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,19 +84,24 @@ class Diagnosis:
     reference: str
     host: str
     frame: str | None  # the traceback's last frame, when the log had one
-    import_error: bool  # False: not an import error, envsync has no finding for it
-    cause: Cause | None = None  # None when not an import error
+    cause: Cause
     # What collecting the hosts for it noted, kept to be shown after the crash itself.
     notes: tuple[str, ...] = ()
     against: str | None = None  # REF is the host's own state: "ct129@good, recorded …"
 
 
 def diagnose(
-    session: Session, spec: HostSpec, exception: str, frame: str | None
+    session: Session,
+    spec: HostSpec,
+    exception: str,
+    frame: str | None,
+    raised: Sequence[Raised] = (),
 ) -> Diagnosis | None:
     """The crash traced to a finding of `diff REF HOST` (REF: the inventory's reference;
     when there is none, or it is the host itself: the host's last good state), or None
-    when there is nothing to trace it against."""
+    when there is nothing to trace it against. Any exception: an ImportError, a
+    ValueError from a registry, a RuntimeError from an operator registration, an OSError
+    from the loader (`raised`: its traceback's chain)."""
     ref = session.inventory.reference
     against = None
     if not ref or ref == spec.name:
@@ -95,18 +112,15 @@ def diagnose(
             return None
         ref = f"{spec.name}@good"
         against = f"{ref}, recorded {good.when}"
-    if failing_module(exception) is None:
-        return Diagnosis(
-            reference=ref, host=spec.name, frame=frame, import_error=False, against=against
-        )
     notes: list[str] = []
     comparison = diff(replace(session, notes=notes.append), ref, spec.name)
-    cause = crash_cause(exception, comparison.report, comparison.reference, comparison.snapshot)
+    cause = crash_cause(
+        exception, comparison.report, comparison.reference, comparison.snapshot, raised
+    )
     return Diagnosis(
         reference=ref,
         host=spec.name,
         frame=frame,
-        import_error=True,
         cause=cause,
         notes=tuple(notes),
         against=against,

@@ -104,10 +104,20 @@ def run_service(
     elif verdict.kind == "crashed" and verdict.exception:
         from envsync.service.diagnose import diagnose  # the classifier: only for a crash
 
-        run = replace(run, diagnosis=diagnose(session, spec, verdict.exception, verdict.frame))
+        raised = verdict.raised
+        run = replace(
+            run, diagnosis=diagnose(session, spec, verdict.exception, verdict.frame, raised)
+        )
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        crash = Crash(
+            exception=verdict.exception,
+            line=verdict.frame,
+            at=at,
+            frames=raised[0].frames if raised else (),
+            chain=raised[1:],
+        )
         # Ground truth for diff, check and repair on this host until it is next ready.
-        keep_crash(spec, runner, Crash(exception=verdict.exception, line=verdict.frame, at=at))
+        keep_crash(spec, runner, crash)
     return run
 
 

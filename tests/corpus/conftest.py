@@ -44,7 +44,7 @@ class Pairs:
     def pair(self, case: Case) -> Pair:
         if case.id not in self._pairs:
             root = self.root / case.id
-            sglang = fetch(self.wheels, case.sglang)
+            sglang = fetch(self.wheels, case.engine)
             for side, requirements in (("ref", case.reference), ("tgt", case.target)):
                 python = make_venv(root / side)
                 pip_install(python, sglang, *(fetch(self.wheels, r) for r in requirements))
