@@ -4,8 +4,8 @@
 depended on (each file's stamp, each absence, each folder, the ld.so.cache, the loader
 itself), so that a warm check only stats: it imports no more of this package than the
 verdicts (the reader, the search and the linker are imported when a check must run).
-Both give plain JSON data for the host's cache file; entries written less than two
-seconds after their file changed are not kept (git's "racy" rule).
+Both give plain JSON data for the host's cache file; entries whose file changed too
+recently are not kept (the host side's racy rule, shared.racy).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import os
 import time
 
-from .stamps import Stamp, plain, stamp
+from ..shared import Stamp, plain, racy, stamp
 from .verdicts import decode_load, encode_load
 
 TYPE_CHECKING = False  # typing costs milliseconds on a host: for the checker only
@@ -31,12 +31,11 @@ if TYPE_CHECKING:
     Data = Dict[str, Any]
 
 SCHEMA = 1
-RACY_NS = 2 * 10**9
 
 
 def _racy(value: Stamp | int, now_ns: int) -> bool:
     """Whether a file changed too recently to trust its stamp (it may be being written)."""
-    return isinstance(value, Stamp) and now_ns - value.mtime_ns < RACY_NS
+    return isinstance(value, Stamp) and racy(value.mtime_ns, now_ns)
 
 
 class ElfCache:
@@ -141,7 +140,7 @@ def cached_judge(
         return decode_load(record["started"]), [decode_load(d) for d in record["loads"]]
     started, loads, seen = _judge(program, requests, settings, facts_store, files)
     now = time.time_ns()
-    if any(isinstance(v, list) and now - v[1] < RACY_NS for v in seen["files"].values()):
+    if any(isinstance(v, list) and racy(v[1], now) for v in seen["files"].values()):
         store.pop(key, None)
     else:
         store[key] = {
