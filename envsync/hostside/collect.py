@@ -18,6 +18,7 @@ from .finder import ModuleFinder
 from .graphcache import RawJSON, cached_startup_graph
 from .interpreter import interpreter_facts
 from .machine import env_facts, gpu_facts, installer_facts, system_facts, torch_facts
+from .nativescan import native_facts
 from .shared import normalize
 from .state import service_state
 
@@ -53,6 +54,10 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
         "startup": cached_startup_graph(options, finder, base, digest),
         "installers": installer_facts(finder),
     }
+    torch = facts["torch"] if isinstance(facts["torch"], dict) else None
+    facts["native"] = native_facts(
+        options, finder, facts["startup"], torch, distributions, base, digest
+    )
     facts["service_flags"], facts["crash"] = service_state()
     facts["duration_s"] = round(time.time() - started, 4)
     return facts
