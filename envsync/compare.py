@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envsync.classify import Startup, classify
+from envsync.classify.native import Providers
+from envsync.classify.native import questions as native_questions
 from envsync.classify.rules import (
     RulePack,
     all_modules,
@@ -22,6 +24,7 @@ from envsync.classify.rules import (
 )
 from envsync.collect import ProbeOptions
 from envsync.collect.importcheck import NO_IMPORT_CHECK, ImportCheck, check_imports
+from envsync.collect.native import reference_providers
 from envsync.diff import differences
 from envsync.documents import check_writable
 from envsync.errors import CollectError, InputError
@@ -120,7 +123,10 @@ def compare(
     *,
     runners: Callable[[HostSpec], Runner],
     import_check: ImportCheck = NO_IMPORT_CHECK,
+    reference_host: HostSpec | None = None,
 ) -> Report:
+    """The target's report; `reference_host` (a live reference) is asked which of its
+    files define the symbols the target's native loads miss."""
     run = startup(target, snap)
     outcomes: list[ImportOutcome] = []
     if import_check.run:
@@ -140,7 +146,16 @@ def compare(
         ]
         if modules:
             outcomes = check_imports(spec, runners(spec), modules, import_check.timeout)
-    return classify(reference, snap, differences(reference, snap), run, outcomes)
+    providers: Providers = {}
+    asked = native_questions(reference, snap)
+    if asked and reference_host is not None:
+        providers = reference_providers(reference_host, runners(reference_host), reference, asked)
+    return classify(reference, snap, differences(reference, snap), run, outcomes, providers)
+
+
+def _live(name: str, inventory: Inventory) -> HostSpec | None:
+    source = resolve(name, inventory)
+    return source.spec if isinstance(source, HostSource) else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -226,11 +241,13 @@ def _compare_each(
     before the reference wait for it). A reference that cannot be collected is raised."""
     requests: list[Request] = [(t.name, t.options) for t in among]
     ref: Snapshot | None = None
+    live: HostSpec | None = None
     if isinstance(reference, Snapshot):
         ref, first = reference, 0  # first: the index of the first target among the requests
     else:
         requests.insert(0, reference)
         first = 1
+        live = _live(reference[0], session.inventory)
     waiting: dict[int, Snapshot] = {}
     done: dict[int, Report] = {}
     failures: dict[int, CollectError] = {}
@@ -248,7 +265,12 @@ def _compare_each(
             for j in list(waiting):
                 snap = waiting.pop(j)
                 done[j] = compare(
-                    ref, among[j], snap, runners=session.runners, import_check=import_check
+                    ref,
+                    among[j],
+                    snap,
+                    runners=session.runners,
+                    import_check=import_check,
+                    reference_host=live,
                 )
     return FleetComparison(
         reports=tuple(done[j] for j in sorted(done)),
@@ -282,7 +304,14 @@ def diff(
     ref, snap = session.collect_all(
         [_reference_request(session, ref_name, [tgt]), (tgt_name, tgt.options)]
     )
-    report = compare(ref, tgt, snap, runners=session.runners, import_check=import_check)
+    report = compare(
+        ref,
+        tgt,
+        snap,
+        runners=session.runners,
+        import_check=import_check,
+        reference_host=_live(ref_name, session.inventory),
+    )
     return Comparison(target=tgt, reference=ref, snapshot=snap, report=report)
 
 

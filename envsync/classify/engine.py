@@ -45,7 +45,7 @@ def classify(
             for f in findings
         ]
     findings += target_checks(reference, target)
-    findings += native_findings(reference, target, analysis, providers or {})
+    findings = native_findings(findings, reference, target, analysis, providers or {})
     findings, imports = native_import_check(findings, imports)
     findings = apply_import_check(findings, imports, reference, target, notes)
     findings = apply_crash(findings, target, reference, notes)

@@ -34,7 +34,7 @@ from envsync.model import (
     Snapshot,
     Torch,
 )
-from envsync.vocab import Severity
+from envsync.vocab import PACKAGE_KINDS, RUNS, Severity
 
 # (load key, symbol) -> the file of the reference's lookup scope that defines it
 Providers = Mapping[tuple[str, str], str]
@@ -68,15 +68,20 @@ def questions(reference: Snapshot, target: Snapshot) -> list[tuple[str, str]]:
 
 
 def native_findings(
-    reference: Snapshot, target: Snapshot, analysis: Analysis, providers: Providers
+    findings: list[Finding],
+    reference: Snapshot,
+    target: Snapshot,
+    analysis: Analysis,
+    providers: Providers,
 ) -> list[Finding]:
-    """A finding for each target load that the target's loader refuses and the reference's
-    does not (or that the reference does not make), then the CUDA checks."""
+    """`findings`, a distribution whose files startup loads never benign among them, and a
+    finding for each target load that the target's loader refuses and the reference's does
+    not (or that the reference does not make), then the CUDA checks."""
     ours = native_of(target)
     if ours is None:
-        return []
+        return findings
     theirs = native_of(reference)
-    out = []
+    out = _used(findings, ours, analysis)
     for load in ours.loads:
         if load.verdict.kind == "ok":
             continue
@@ -85,6 +90,33 @@ def native_findings(
             continue  # the reference's loader says the same: not drift
         out.append(_finding(load, there, reference, target, analysis, providers))
     return out + cuda_findings(reference, target)
+
+
+def _used(findings: list[Finding], facts: NativeFacts, analysis: Analysis) -> list[Finding]:
+    """A distribution whose files a load of the startup maps is used by startup: a
+    difference in it is not benign (risky: not shown to break)."""
+    used: dict[str, str] = {}
+    for load in facts.loads:
+        how = analysis.reached.get(load.via)
+        if load.origin == "shipped" or how is None or how.context not in RUNS:
+            continue
+        for path in (load.path, *(s.path for s in load.steps if s.path)):
+            owner = facts.owners.get(path)
+            if owner and owner not in used:
+                used[owner] = f"startup loads {path.rpartition('/')[2]} ({load.key})"
+    out = []
+    for finding in findings:
+        why = used.get(finding.subject) if finding.kind in PACKAGE_KINDS else None
+        if why is not None and finding.severity == "benign":
+            finding = replace(
+                finding,
+                severity="risky",
+                decided_by="native",
+                reason=f"{finding.reason[:-1]}; but {why}: not shown to break.",
+                evidence=(Evidence(source="native", detail=why), *finding.evidence),
+            )
+        out.append(finding)
+    return out
 
 
 def _signature(load: NativeLoad) -> tuple[str, ...]:
@@ -141,7 +173,7 @@ def _finding(
         reason = f"{load.key}: envsync cannot tell whether it loads ({verdict.message()})"
     else:
         first = verdict.reasons[0]
-        reason = _words(first, load.key)
+        reason = _words(first, load)
         provider, where = _reference_side(first, load, there, reference, providers)
         if where:
             reason += f"; {where}"
@@ -163,29 +195,35 @@ def _finding(
         reference="loads" if there is not None and there.verdict.kind == "ok" else None,
         target="fails" if verdict.kind == "fails" else "unknown",
         severity=severity,
-        reason=reason[0].upper() + reason[1:],
+        reason=reason,
         decided_by="native",
         evidence=tuple(dict.fromkeys(evidence)),
         fixes=tuple(fixes),
     )
 
 
-def _words(reason: NativeReason, key: str) -> str:
+def _words(reason: NativeReason, load: NativeLoad) -> str:
     """What the loader refuses, in a sentence (its own message is the evidence)."""
+    key = load.key
+
+    def short(path: str) -> str:
+        return "it" if path == load.path else path.rpartition("/")[2]
+
     match reason:
         case NativeNotFound():
-            return f"{key} cannot load: it needs {reason.name}, which no search path provides"
+            needer = short(reason.needed_by)
+            return f"{key} cannot load: {needer} needs {reason.name}, which no search path provides"
         case NativeUndefinedSymbol():
             version = f" (version {reason.version})" if reason.version else ""
             name = reason.demangled or reason.symbol
             what = f"`{name}`{version}"
             if reason.demangled:
                 what += f" ({reason.symbol})"
-            needer = reason.needed_by.rpartition("/")[2]
+            needer = short(reason.needed_by)
             return f"{key} cannot load: {needer} needs {what}, which nothing it loads defines"
         case NativeVersionNotFound():
             provider = reason.provider.rpartition("/")[2]
-            needer = reason.needed_by.rpartition("/")[2]
+            needer = short(reason.needed_by)
             return (
                 f"{key} cannot load: {needer} needs version {reason.version} of "
                 f"{reason.file}, and the target's {provider} ({reason.provider}) lacks it"

@@ -419,7 +419,7 @@ def owners_of(
     records = store.setdefault("records", {})
     out = {}
     for path in sorted(paths):
-        owner = owner_of(path, distributions, records)
+        owner = owner_of(os.path.normpath(path), distributions, records)
         if owner:
             out[path] = owner
     return out
