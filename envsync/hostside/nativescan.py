@@ -175,7 +175,7 @@ class Planner:
         parent = name.rpartition(".")[0]
         if parent:
             self.visit(parent)
-        info = self.modules.get(name)
+        info = self.modules.get(name) or (None if parent else self.unread(name))
         if info is None:
             return
         kind, file = info.get("kind"), info.get("file")
@@ -201,13 +201,25 @@ class Planner:
                 if target + "." + item in self.modules:
                     self.visit(target + "." + item)
 
+    def unread(self, name: str) -> dict[str, Any] | None:
+        """A top-level package the graph did not read, which a module it did not follow
+        imports (torchvision imports torch): found, to be read one level deep."""
+        found = self.finder.find(name)
+        if found is None or found[0] != "source" or not found[1]:
+            return None
+        return {"kind": "source", "file": found[1]}
+
     def shallow(self, name: str, info: dict[str, Any]) -> None:
-        """The extension modules a module's own module-level statements import."""
+        """What a module's own module-level statements load: the extension modules they
+        import, and the packages they import first (each read one level deep too)."""
         facts = self.facts(name, info)
+        top = name.partition(".")[0]
         for edge in sorted(facts.get("imports") or [], key=lambda e: e.get("line") or 0):
             if edge.get("context") not in RUNS:
                 continue
             target = edge.get("module") or ""
+            if target.partition(".")[0] != top:
+                self.visit(target.partition(".")[0])
             for candidate in [target, *(target + "." + n for n in edge.get("names") or ())]:
                 found = self.finder.find(candidate)
                 if found is not None and found[0] == "extension" and found[1]:
@@ -216,6 +228,7 @@ class Planner:
     def facts(self, name: str, info: dict[str, Any]) -> dict[str, Any]:
         """A module's parsed facts: from the graph's cache of them, else parsed here."""
         file = info.get("file") or ""
+        self.seen.setdefault(file, plain(stamp(file)))
         key = f"{info.get('sha256')}:{name}:{int(file.endswith('__init__.py'))}"
         if self._facts is None:
             self._facts = load_cache(self._facts_path) if self._facts_path else {}
