@@ -87,12 +87,15 @@ class Bed:
         )
         return inv
 
-    def diff(self, import_check: bool = False) -> Report:
+    def compare(self, import_check: bool = False) -> compare.Comparison:
         check = ImportCheck(run=True) if import_check else NO_IMPORT_CHECK
         with Session(
             inventory=load_inventory(str(self.inventory()), {}), runners=Runners()
         ) as session:
-            return compare.diff(session, import_check=check).report
+            return compare.diff(session, import_check=check)
+
+    def diff(self, import_check: bool = False) -> Report:
+        return self.compare(import_check).report
 
 
 def make_bed(folder: Path) -> Bed:
