@@ -245,7 +245,7 @@ class NativeNotFound:
     needed_by: str  # the file that needs it
     searched: tuple[str, ...] = ()  # each search list ld.so tried, with its folders
     other_class: bool = False  # only a file of the other ELF class was there
-    elf_class: int = 64
+    elf_class: int = 64  # the class of the object that needs it (64 or 32)
     tried: bool = True  # False: no file was even tried (no search path, NODEFLIB)
 
     def message(self) -> str:
@@ -257,8 +257,8 @@ class NativeBadObject:
     """A file found where the loader looked, which it refuses to load."""
 
     kind: Literal["bad-object"] = "bad-object"
-    path: str
-    needed_by: str | None = None
+    path: str  # the file found
+    needed_by: str | None = None  # None: the load itself
     why: str  # "invalid ELF header", "cannot dynamically load executable", ...
 
     def message(self) -> str:
@@ -273,7 +273,7 @@ class NativeVersionNotFound:
     version: str
     file: str  # the needed name the version is asked of
     provider: str  # the file that name resolved to
-    needed_by: str
+    needed_by: str  # the file that needs the version
 
     def message(self) -> str:
         return _loader_message(_loader.VersionNotFound, self)
@@ -287,7 +287,7 @@ class NativeUndefinedSymbol:
     symbol: str  # as the file names it (mangled)
     needed_by: str
     searched: tuple[str, ...] = ()  # the lookup scope, in order
-    version: str | None = None
+    version: str | None = None  # the symbol version it asks for (GLIBCXX_3.4.30)
     file: str | None = None  # the needed name its version is asked of: the one to define it
     demangled: str | None = None  # the C++ name, readable
 
@@ -325,7 +325,7 @@ class NativeStep:
     """One needed name of a load and where the loader finds it."""
 
     needed_by: str  # the file that needs it ("dlopen": the load itself)
-    name: str
+    name: str  # the needed name (DT_NEEDED, or the path dlopen is given)
     path: str | None = None  # None: not found, or refused
     how: str  # "RUNPATH of ...", "ld.so.cache", "already loaded", "not found", ...
 
@@ -334,7 +334,7 @@ class NativeStep:
 class NativeLoad:
     """One dlopen of the startup, in the order startup makes them, and its verdict."""
 
-    path: str
+    path: str  # the file as the load opens it
     key: str  # the file inside its sys.path entry (both hosts name it alike), else its path
     module: str | None = None  # the extension module an import loads it as
     # import: an import statement loads it; preload: torch loads it before torch._C;
