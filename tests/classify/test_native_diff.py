@@ -283,3 +283,17 @@ def test_nothing_native_where_both_load(tmp_path: Path) -> None:
     (version,) = [f for f in report.findings if f.subject == "fakec10"]
     # startup loads fakec10's libc10.so through the kernel: used, so never benign
     assert version.severity == "risky", version
+
+
+def test_repair_plans_the_providers_fix(tmp_path: Path) -> None:
+    """The native finding's fix is typed: `repair` plans it (the provider back to 1.0)."""
+    from envsync.plan import make_plan
+
+    bed = make_bed(tmp_path)
+    venv(bed.ref), venv(bed.tgt)
+    dropped_symbol(bed)
+    comparison = bed.compare()
+    plan = make_plan(comparison.report, comparison.reference, comparison.snapshot)
+    native_subject = f"kernel/ops{EXT_SUFFIX}"
+    (step,) = [s for s in plan.steps if native_subject in s.findings]
+    assert "fakec10" in step.dists, step
