@@ -29,6 +29,7 @@ from envsync.diff import differences
 from envsync.documents import check_writable
 from envsync.errors import CollectError, InputError
 from envsync.findings import Finding, Report
+from envsync.hostside.nativescan import LOADER_ENV
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.launch import effective_command, entrypoint, parse_flags
 from envsync.model import ImportOutcome, Snapshot
@@ -75,6 +76,9 @@ def prepare(
             internal=tuple(dict.fromkeys((*tops, *watch))),
             workdir=service.workdir if service else None,
             isolated=entry.isolated,
+            loader_env=tuple(
+                (k, v) for k, v in (service.env if service else {}).items() if k in LOADER_ENV
+            ),
         )
     return Target(
         name=name,

@@ -253,7 +253,8 @@ def _reference_side(
             verb = "provides it"
         case NativeVersionNotFound():
             path = _found_as(theirs, there, reason.file)
-            verb = f"defines {reason.version}"
+            loads = there is not None and there.verdict.kind == "ok"
+            verb = f"defines {reason.version}" if loads else f"is its {reason.file}"
         case _:
             return None, None
     if path is None:

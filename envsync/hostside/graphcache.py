@@ -30,12 +30,14 @@ if TYPE_CHECKING:
 
 
 class RawJSON:
-    """JSON text already encoded: spliced into the output as it is (a cached graph)."""
+    """JSON text already encoded: spliced into the output as it is (a cached graph), and
+    the cache file it was read from (what later stages may key their own caches by)."""
 
-    __slots__ = ("text",)
+    __slots__ = ("path", "text")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, path: str | None = None) -> None:
         self.text = text
+        self.path = path
 
 
 def file_stamp(path: str) -> Stamped:
@@ -76,7 +78,7 @@ def still_valid(path: str) -> RawJSON | None:
         with open(path, "rb") as f:
             stamps = json.loads(f.readline().decode("utf-8"))
             if all(file_stamp(p) == known for p, known in stamps):
-                return RawJSON(f.read().decode("utf-8").strip())
+                return RawJSON(f.read().decode("utf-8").strip(), path)
     except (OSError, ValueError, TypeError):
         return None
     return None

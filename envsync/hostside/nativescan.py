@@ -14,7 +14,6 @@ environment turns the layer off (for benchmarks).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -27,13 +26,13 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
     from .finder import ModuleFinder
-    from .native.verdicts import Load, Request
 
     Data = Dict[str, Any]
     Planned = List[Data]  # {"path", "module", "origin", "via", "global", "now"}
     Owner = Optional[str]
 
-# The loader's settings a service's environment may give (its own env over the probe's).
+# The loader's settings a service's environment may give (its own env over the probe's;
+# envsync sends the service's as the option "loader_env").
 LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_BIND_NOW")
 GLOBAL_DEPS = "libtorch_global_deps.so"
 
@@ -95,7 +94,9 @@ def planned_loads(
     """The loads of a startup, from the store while the graph and every file and folder
     they were read from are unchanged."""
     text = getattr(graph, "text", None)
-    key = hashlib.sha1(text.encode()).hexdigest() if text is not None else None
+    source = getattr(graph, "path", None)
+    # a cached graph is known by its cache file: rewritten whenever the graph changes
+    key = f"{source}:{plain(stamp(source))}" if source else None
     kept = store.setdefault("planned", {})
     record = kept.get(key) if key else None
     if record is not None and unchanged(record["observed"]):
@@ -367,51 +368,62 @@ def extension_name(rel: str, dist: Data, seen: dict[str, Any]) -> bool:
 # Judging them
 
 
-def judge(planned: Planned, settings: Data, workdir: str | None, store: Data) -> list[Load]:
-    """Each planned load's verdict, the whole startup replayed (torch's fallback too: when
-    libtorch_global_deps.so cannot find a CUDA library, torch preloads its table first)."""
-    from .native.cache import cached_judge
-    from .native.demangle import with_demangled
-    from .native.verdicts import NotFound
-
-    requests = [to_request(p) for p in planned]
-    verdicts = store.setdefault("verdicts", {})
-    facts = store.setdefault("loader", {})
-    cwd = workdir or os.path.expanduser("~")
-
-    def run(order: list[Request]) -> list[Load]:
-        _, loads = cached_judge(
-            sys.executable,
-            order,
-            verdicts,
-            library_path=settings.get("LD_LIBRARY_PATH"),
-            preload=settings.get("LD_PRELOAD"),
-            bind_now=bool(settings.get("LD_BIND_NOW")),
-            cwd=cwd,
-            facts_store=facts,
-        )
-        return loads
-
-    loads = run(requests)
+def judge(planned: Planned, settings: Data, workdir: str | None, store: Data) -> list[Data]:
+    """Each planned load's verdict as plain data (encode_load, C++ names demangled), the
+    whole startup replayed (torch's fallback too: when libtorch_global_deps.so cannot find
+    a CUDA library, torch preloads its table first). Warm: from the store, stats only."""
+    loads = _judged(planned, list(range(len(planned))), settings, workdir, store)
     deps = [i for i, p in enumerate(planned) if p["origin"] == "preload"]
     if len(deps) > 1 and planned[deps[0]]["global"]:
-        reasons = getattr(loads[deps[0]].verdict, "reasons", ())
-        if reasons and isinstance(reasons[0], NotFound):
+        reasons = loads[deps[0]]["verdict"].get("reasons") or [{}]
+        if reasons[0].get("reason") == "not-found":
             # torch's `except OSError`: the libraries of its table first, then the global
             # deps again (which then find them loaded, by soname)
             first, table = deps[0], set(deps[1:])
             sequence = [i for i in range(first) if i not in table] + deps[1:] + [first]
             sequence += [i for i in range(first + 1, len(planned)) if i not in table]
-            again = run([requests[i] for i in sequence])
+            again = _judged(planned, sequence, settings, workdir, store)
             by_index = dict(zip(sequence, again))
             loads = [by_index[i] for i in range(len(planned))]
-    return [with_demangled(load) for load in loads]
+    return loads
 
 
-def to_request(planned: Data) -> Request:
-    from .native.verdicts import Request
+def _judged(
+    planned: Planned, order: list[int], settings: Data, workdir: str | None, store: Data
+) -> list[Data]:
+    """The loads of `planned` in `order`, judged in that order, as plain data."""
+    from .native.cache import cached_loads, loader_settings
 
-    return Request(path=planned["path"], global_=bool(planned["global"]))
+    verdicts = store.setdefault("verdicts", {})
+    program = sys.executable
+    run = loader_settings(
+        settings.get("LD_LIBRARY_PATH"),
+        settings.get("LD_PRELOAD"),
+        bool(settings.get("LD_BIND_NOW")),
+        workdir or os.path.expanduser("~"),
+    )
+    requests = [[planned[i]["path"], bool(planned[i]["global"]), True, None] for i in order]
+    key, loads = cached_loads(program, requests, verdicts, run)
+    if loads is not None:
+        return loads
+    from .native.cache import cached_judge
+    from .native.demangle import with_demangled
+    from .native.verdicts import Request, encode_load
+
+    _, judged = cached_judge(
+        program,
+        [Request(path=r[0], global_=r[1]) for r in requests],
+        verdicts,
+        library_path=run["library_path"],
+        preload=run["preload"],
+        bind_now=run["bind_now"],
+        cwd=run["cwd"],
+        facts_store=store.setdefault("loader", {}),
+    )
+    plain_loads = [encode_load(with_demangled(load)) for load in judged]
+    if key in verdicts:  # kept (not racy): with the C++ names, for the warm runs
+        verdicts[key]["loads"] = plain_loads
+    return plain_loads
 
 
 # ---------------------------------------------------------------------------------------
@@ -419,26 +431,27 @@ def to_request(planned: Data) -> Request:
 
 
 def owners_of(
-    loads: list[Load], planned: Planned, distributions: list[Data], store: Data
+    loads: list[Data], planned: Planned, distributions: list[Data], store: Data
 ) -> dict[str, str]:
     """{file: the distribution whose RECORD lists it} for every file of every load."""
     paths = {p["path"] for p in planned}
     for load in loads:
-        paths.update(s.path for s in load.steps if s.path)
-        paths.update(
-            getattr(r, "provider", None) or "" for r in getattr(load.verdict, "reasons", ())
-        )
+        paths.update(step[2] or "" for step in load["steps"])
+        paths.update(r.get("provider") or "" for r in load["verdict"].get("reasons", ()))
     paths.discard("")
     records = store.setdefault("records", {})
+    known: dict[str, set[str]] = {}  # this run's RECORD files, each read or stat-ed once
     out = {}
     for path in sorted(paths):
-        owner = owner_of(os.path.normpath(path), distributions, records)
+        owner = owner_of(os.path.normpath(path), distributions, records, known)
         if owner:
             out[path] = owner
     return out
 
 
-def owner_of(path: str, distributions: list[Data], records: Data) -> str | None:
+def owner_of(
+    path: str, distributions: list[Data], records: Data, known: dict[str, set[str]]
+) -> str | None:
     for dist in distributions:
         location = dist.get("location") or ""
         if not location or not path.startswith(location.rstrip("/") + "/"):
@@ -448,7 +461,10 @@ def owner_of(path: str, distributions: list[Data], records: Data) -> str | None:
         tops = dist.get("top_level") or ()
         if top not in tops and top.split(".")[0] not in tops:
             continue  # numpy.libs/ is numpy's
-        if rel in record_files(dist, records):
+        files = known.get(dist["name"])
+        if files is None:
+            files = known[dist["name"]] = record_files(dist, records)
+        if rel in files:
             return str(dist["name"])
     return None
 
@@ -471,13 +487,14 @@ def record_files(dist: Data, records: Data) -> set[str]:
 # As the snapshot holds them
 
 
-def describe(planned: Data, load: Load, paths: list[str]) -> Data:
-    """A load as the snapshot's NativeLoad."""
-    from .native.verdicts import encode_verdict
-
-    verdict = encode_verdict(load.verdict)
-    for reason in verdict.get("reasons", ()):
-        reason["kind"] = reason.pop("reason")
+def describe(planned: Data, load: Data, paths: list[str]) -> Data:
+    """A load (encode_load's data) as the snapshot's NativeLoad."""
+    verdict = dict(load["verdict"])
+    if "reasons" in verdict:
+        reasons = [dict(r) for r in verdict["reasons"]]
+        for reason in reasons:
+            reason["kind"] = reason.pop("reason")
+        verdict["reasons"] = reasons
     return {
         "path": planned["path"],
         "key": site_key(planned["path"], paths),
@@ -487,8 +504,7 @@ def describe(planned: Data, load: Load, paths: list[str]) -> Data:
         "global_": bool(planned["global"]),
         "verdict": verdict,
         "steps": [
-            {"needed_by": s.needed_by, "name": s.name, "path": s.path, "how": s.how}
-            for s in load.steps
+            {"needed_by": s[0], "name": s[1], "path": s[2], "how": s[3]} for s in load["steps"]
         ],
     }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ def install(site: Path, name: str, version: str, files: dict[str, Path | str]) -
     (meta / "RECORD").write_text("\n".join(rows) + "\n")
 
 
-def real_import(root: Path, module: str = "app") -> str | None:
+def real_import(root: Path, module: str = "app", env: dict[str, str] | None = None) -> str | None:
     """`import module` in the venv's own interpreter: None, or the exception's message."""
     code = (
         "import sys\ntry:\n    __import__(sys.argv[1])\n"
@@ -59,6 +60,7 @@ def real_import(root: Path, module: str = "app") -> str | None:
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, **(env or {})},
     )
     return out.stdout.strip() or None
 
@@ -87,15 +89,16 @@ class Bed:
         )
         return inv
 
-    def compare(self, import_check: bool = False) -> compare.Comparison:
+    def compare(
+        self, import_check: bool = False, inventory: Path | None = None
+    ) -> compare.Comparison:
         check = ImportCheck(run=True) if import_check else NO_IMPORT_CHECK
-        with Session(
-            inventory=load_inventory(str(self.inventory()), {}), runners=Runners()
-        ) as session:
+        path = inventory or self.inventory()
+        with Session(inventory=load_inventory(str(path), {}), runners=Runners()) as session:
             return compare.diff(session, import_check=check)
 
-    def diff(self, import_check: bool = False) -> Report:
-        return self.compare(import_check).report
+    def diff(self, import_check: bool = False, inventory: Path | None = None) -> Report:
+        return self.compare(import_check, inventory).report
 
 
 def make_bed(folder: Path) -> Bed:

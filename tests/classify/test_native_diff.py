@@ -297,3 +297,25 @@ def test_repair_plans_the_providers_fix(tmp_path: Path) -> None:
     native_subject = f"kernel/ops{EXT_SUFFIX}"
     (step,) = [s for s in plan.steps if native_subject in s.findings]
     assert "fakec10" in step.dists, step
+
+
+def test_the_services_ld_library_path_is_the_loaders(tmp_path: Path) -> None:
+    """The reference's service finds the library through its LD_LIBRARY_PATH (the
+    inventory's service env), as the real loader does there; the target's has none."""
+    bed = make_bed(tmp_path)
+    venv(bed.ref), venv(bed.tgt)
+    lib = build(tmp_path / "extra" / "libp.so.1", C_F_AND_G, soname="libp.so.1")
+    ops = _kernel(bed, (lib,), "$ORIGIN/lib", USES_G)
+    for site in (bed.ref_site, bed.tgt_site):
+        install(site, "kernel", "1.0", {**KERNEL_INIT, OPS: ops})
+        (site / "app.py").write_text(APP)
+    extra = str(tmp_path / "extra")
+    assert real_import(bed.ref, env={"LD_LIBRARY_PATH": extra}) is None
+    real = real_import(bed.tgt)
+    assert real == "libp.so.1: cannot open shared object file: No such file or directory"
+    inventory = bed.inventory()
+    service = f'service = {{ env = {{ LD_LIBRARY_PATH = "{extra}" }} }}\n'
+    inventory.write_text(inventory.read_text().replace("[hosts.ref]\n", "[hosts.ref]\n" + service))
+    (finding,) = native(bed.diff(inventory=inventory))
+    assert finding.severity == "fatal" and finding.evidence[0].detail == real
+    assert f"on the reference {extra}/libp.so.1 provides it" in finding.reason
