@@ -103,7 +103,7 @@ def _used(findings: list[Finding], facts: NativeFacts, analysis: Analysis) -> li
         for path in (load.path, *(s.path for s in load.steps if s.path)):
             owner = facts.owners.get(path)
             if owner and owner not in used:
-                used[owner] = f"startup loads {path.rpartition('/')[2]} ({load.key})"
+                used[owner] = f"startup loads its {path.rpartition('/')[2]} ({load.key})"
     out = []
     for finding in findings:
         why = used.get(finding.subject) if finding.kind in PACKAGE_KINDS else None
@@ -112,7 +112,8 @@ def _used(findings: list[Finding], facts: NativeFacts, analysis: Analysis) -> li
                 finding,
                 severity="risky",
                 decided_by="native",
-                reason=f"{finding.reason[:-1]}; but {why}: not shown to break.",
+                # its benign reason ("nothing ... uses it") is what the loads disprove
+                reason=f"{finding.reason.split(': nothing ')[0]}: {why}; not shown to break.",
                 evidence=(Evidence(source="native", detail=why), *finding.evidence),
             )
         out.append(finding)
