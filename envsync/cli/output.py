@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from envsync import redact
 from envsync.documents import check_writable, write_atomic, write_pieces
 from envsync.exitcodes import ExitCode
-from envsync.vocab import DIFF_FAIL_ON, Severity
+from envsync.vocab import FAIL_ON_DEFAULT, Severity
 
 if TYPE_CHECKING:
     from envsync.findings import Report
@@ -47,7 +47,7 @@ def render(
     output: str | None,
     *,
     fleet: bool = False,
-    fail_on: Severity = DIFF_FAIL_ON,
+    fail_on: Severity = FAIL_ON_DEFAULT,
 ) -> str:
     """Reports in `fmt`, coloured and as wide as the terminal when they go to one;
     `fleet`: several targets as one matrix (in the formats that have one); `fail_on`:
