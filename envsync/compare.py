@@ -29,7 +29,7 @@ from envsync.diff import differences
 from envsync.documents import check_writable
 from envsync.errors import CollectError, InputError
 from envsync.findings import Finding, Report
-from envsync.hostside.nativescan import LOADER_ENV
+from envsync.hostside.shared import LOADER_ENV
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.launch import effective_command, entrypoint, parse_flags
 from envsync.model import ImportOutcome, Snapshot

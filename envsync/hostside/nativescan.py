@@ -19,7 +19,7 @@ import os
 import sys
 
 from .caches import cache_path, load_cache, save_cache
-from .shared import RUNS, Stamp, plain, racy, stamp
+from .shared import LOADER_ENV, RUNS, Stamp, plain, racy, stamp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,9 +31,6 @@ if TYPE_CHECKING:
     Planned = List[Data]  # {"path", "module", "origin", "via", "global", "now"}
     Owner = Optional[str]
 
-# The loader's settings a service's environment may give (its own env over the probe's;
-# envsync sends the service's as the option "loader_env").
-LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_BIND_NOW")
 GLOBAL_DEPS = "libtorch_global_deps.so"
 
 
@@ -53,7 +50,7 @@ def native_facts(
     store = load_cache(path) if path else {}
     before = _identities(store)
     planned = planned_loads(graph, finder, torch, distributions, base, digest, store)
-    env = options.get("loader_env")
+    env = options.get("loader_env")  # the service's own LD_* (envsync sends them), else ours
     settings = dict(env) if isinstance(env, dict) else {}
     for name in LOADER_ENV:
         settings.setdefault(name, os.environ.get(name))

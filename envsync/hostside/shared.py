@@ -277,6 +277,13 @@ def racy(mtime_ns: int, now_ns: int) -> bool:
 
 
 # ---------------------------------------------------------------------------------------
+# The dynamic loader's settings that a service's environment may give: the native layer
+# judges the startup's loads with the service's own (envsync sends them to the probe).
+
+LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_BIND_NOW")
+
+
+# ---------------------------------------------------------------------------------------
 # Import contexts: where an import statement stands, surest to run first (envsync's
 # vocabulary imports this order). A path is as weak as its weakest edge.
 
