@@ -28,9 +28,13 @@ SEVERITIES = {
     "fatal": "startup will fail with the configured command: a module on the startup import "
     "path is missing, or lacks a name imported from it (`from xgrammar import StructuralTag`); "
     "torch's arch list lacks the GPU's compute capability; torch's CUDA build needs a newer "
-    "driver; torch/torchvision/torchaudio `+cuXXX` labels disagree",
+    "driver; torch/torchvision/torchaudio `+cuXXX` labels disagree; a shared object startup "
+    "loads will not load (a library no search path provides, an undefined symbol, a symbol "
+    "version the host lacks), or needs a CUDA runtime newer than the driver's",
     "risky": "on the startup path and different, not shown to break (a patched file, another "
-    "version); or imported under an `if` envsync cannot evaluate",
+    "version); or imported under an `if` envsync cannot evaluate; a shared object a reached "
+    "package ships that would not load, or a load envsync cannot prove either way; CUDA "
+    "12 and 13 libraries mixed",
     "unknown": "different, and envsync could not read the service's startup (no entrypoint, a "
     "launch command it cannot read, an entrypoint that does not resolve on the target, a lock "
     "or snapshot file as the target): never reported as `benign`; `repair` addresses it by "
@@ -48,6 +52,10 @@ KINDS = {
     "cuDNN and NCCL",
     "gpu": "the GPUs and driver `nvidia-smi` reports: name, compute capability, driver, the "
     "highest CUDA the driver supports",
+    "native": "a shared object the startup loads (an extension module, torch's preloads, a "
+    "library they need) that the target's dynamic loader refuses and the reference's does "
+    "not: a missing library, an undefined symbol, a symbol version the provider lacks; and "
+    "the CUDA libraries against the driver, each other and torch's CUDA build",
     "missing": "a distribution the reference has and the target lacks",
     "version": "a distribution at another version on the target",
     "extra": "a distribution only the target has",
@@ -74,6 +82,9 @@ EVIDENCE = {
     "name-check": "a `from X import Y` checked against the names module X binds on the target",
     "rule-pack": "a rule pack says startup imports the module (a lazy import chosen by a "
     "launch flag, a registry)",
+    "native": "the ELF files startup loads, read (never loaded) and resolved as the host's "
+    "`ld.so` would: needed libraries, RPATH/RUNPATH, `LD_LIBRARY_PATH`, the ld.so cache, "
+    "symbols and symbol versions",
     "import-check": "the real-import check: the startup modules really imported in the target's "
     "interpreter, the exact exception attached",
     "requirements": "a `Requires-Dist` the reference satisfies and the target does not",

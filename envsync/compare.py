@@ -16,6 +16,8 @@ from pathlib import Path
 
 from envsync.classes import HostClass, environment_digest, fold_reports
 from envsync.classify import Startup, classify
+from envsync.classify.native import Providers
+from envsync.classify.native import questions as native_questions
 from envsync.classify.rules import (
     RulePack,
     all_modules,
@@ -25,11 +27,13 @@ from envsync.classify.rules import (
 )
 from envsync.collect import ModelQuery, ProbeOptions
 from envsync.collect.importcheck import NO_IMPORT_CHECK, ImportCheck, check_imports
+from envsync.collect.native import reference_providers
 from envsync.diff import differences
 from envsync.documents import check_writable
 from envsync.errors import CollectError, InputError, SnapshotError
 from envsync.findings import Finding, Report
 from envsync.gate import NodeFacts, node_facts, server_report
+from envsync.hostside.shared import LOADER_ENV
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.launch import effective_command, entrypoint, launch_of, parse_flags, script_rule
 from envsync.model import ImportOutcome, Snapshot, Unavailable
@@ -78,6 +82,9 @@ def prepare(
             workdir=service.workdir if service else None,
             isolated=entry.isolated,
             model=model_query(service, source.spec, target_packs),
+            loader_env=tuple(
+                (k, v) for k, v in (service.env if service else {}).items() if k in LOADER_ENV
+            ),
         )
     return Target(
         name=name,
@@ -177,7 +184,8 @@ def compare(
     """The target's findings against the reference. With the import check, the startup
     modules are imported on the target, and when one fails, the same modules up to it on
     the reference (`reference_host`: a live reference), so that a failure both share is
-    not put down to a difference."""
+    not put down to a difference; the live reference is also asked which of its files
+    define the symbols the target's native loads miss."""
     run = startup(target, snap)
     outcomes: list[ImportOutcome] = []
     theirs: list[ImportOutcome] | None = None
@@ -204,7 +212,13 @@ def compare(
             theirs = check_imports(
                 reference_host, runners(reference_host), upto, import_check.timeout
             )
-    report = classify(reference, snap, differences(reference, snap), run, outcomes, theirs)
+    providers: Providers = {}
+    asked = native_questions(reference, snap)
+    if asked and reference_host is not None:
+        providers = reference_providers(reference_host, runners(reference_host), reference, asked)
+    report = classify(
+        reference, snap, differences(reference, snap), run, outcomes, theirs, providers
+    )
     notes = list(report.notes)
     if reference.source == "state":  # the target's own past: what arrived since, and when
         from envsync.history import since_notes

@@ -31,7 +31,14 @@ LOCK_VERSION = "1.0"
 SUPPORTED_MAJOR = 1
 # Not kept under [tool.envsync]: when and how a snapshot was taken, the startup import
 # graph (diff and check read it from the live target), and what the lock holds elsewhere.
-_NOT_IN_TOOL = (*TRANSPORT_FIELDS, "startup", "crash", "distributions", "schema_version")
+_NOT_IN_TOOL = (
+    *TRANSPORT_FIELDS,
+    "startup",
+    "native",
+    "crash",
+    "distributions",
+    "schema_version",
+)
 _PACKAGE_TOP = ("name", "version")
 # Facts of the machine (its paths, its name): kept apart, never compared.
 _INTERPRETER_PATHS = ("executable", "prefix", "base_prefix", "sys_path")

@@ -5,9 +5,10 @@ envsync/codec.py turns them into plain data (JSON) and back."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
+from envsync.hostside.native import verdicts as _loader
 from envsync.vocab import Context
 
 SNAPSHOT_SCHEMA_VERSION = 1
@@ -281,6 +282,133 @@ class StartupGraph:
     cached: int = 0  # files whose facts came from the host's cache
 
 
+# The native layer: what the startup's imports dlopen, judged from the ELF files as the
+# host's ld.so would (envsync/hostside/nativescan.py). Each reason is worded by the host
+# side's own verdict classes: the loader's words, in one place.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeNotFound:
+    """A needed library no search place provides."""
+
+    kind: Literal["not-found"] = "not-found"
+    name: str  # the DT_NEEDED name, e.g. libcudart.so.12
+    needed_by: str  # the file that needs it
+    searched: tuple[str, ...] = ()  # each search list ld.so tried, with its folders
+    other_class: bool = False  # only a file of the other ELF class was there
+    elf_class: int = 64  # the class of the object that needs it (64 or 32)
+    tried: bool = True  # False: no file was even tried (no search path, NODEFLIB)
+
+    def message(self) -> str:
+        return _loader_message(_loader.NotFound, self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeBadObject:
+    """A file found where the loader looked, which it refuses to load."""
+
+    kind: Literal["bad-object"] = "bad-object"
+    path: str  # the file found
+    needed_by: str | None = None  # None: the load itself
+    why: str  # "invalid ELF header", "cannot dynamically load executable", ...
+
+    def message(self) -> str:
+        return _loader_message(_loader.BadObject, self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeVersionNotFound:
+    """A symbol version (GLIBCXX_3.4.32, GLIBC_2.34) the providing file does not define."""
+
+    kind: Literal["version-not-found"] = "version-not-found"
+    version: str
+    file: str  # the needed name the version is asked of
+    provider: str  # the file that name resolved to
+    needed_by: str  # the file that needs the version
+
+    def message(self) -> str:
+        return _loader_message(_loader.VersionNotFound, self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeUndefinedSymbol:
+    """A non-weak undefined symbol no object in the lookup scope defines."""
+
+    kind: Literal["undefined-symbol"] = "undefined-symbol"
+    symbol: str  # as the file names it (mangled)
+    needed_by: str
+    searched: tuple[str, ...] = ()  # the lookup scope, in order
+    version: str | None = None  # the symbol version it asks for (GLIBCXX_3.4.30)
+    file: str | None = None  # the needed name its version is asked of: the one to define it
+    demangled: str | None = None  # the C++ name, readable
+
+    def message(self) -> str:
+        return _loader_message(_loader.UndefinedSymbol, self)
+
+
+NativeReason = NativeNotFound | NativeBadObject | NativeVersionNotFound | NativeUndefinedSymbol
+
+
+def _loader_message(cls: Any, reason: Any) -> str:
+    values = {k: v for k, v in asdict(reason).items() if k != "kind"}
+    return str(cls(**values).message())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeVerdict:
+    """What the loader will do with one load."""
+
+    kind: Literal["ok", "fails", "unknown"]
+    reasons: tuple[NativeReason, ...] = ()  # fails: the first is what ld.so reports
+    why: tuple[str, ...] = ()  # unknown: what the files could not prove
+
+    def message(self) -> str | None:
+        """The loader's own message (None when it loads)."""
+        if self.kind == "fails" and self.reasons:
+            return self.reasons[0].message()
+        if self.kind == "unknown":
+            return "; ".join(self.why)
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeStep:
+    """One needed name of a load and where the loader finds it."""
+
+    needed_by: str  # the file that needs it ("dlopen": the load itself)
+    name: str  # the needed name (DT_NEEDED, or the path dlopen is given)
+    path: str | None = None  # None: not found, or refused
+    how: str  # "RUNPATH of ...", "ld.so.cache", "already loaded", "not found", ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeLoad:
+    """One dlopen of the startup, in the order startup makes them, and its verdict."""
+
+    path: str  # the file as the load opens it
+    key: str  # the file inside its sys.path entry (both hosts name it alike), else its path
+    module: str | None = None  # the extension module an import loads it as
+    # import: an import statement loads it; preload: torch loads it before torch._C;
+    # shipped: a reached package ships it, and no import loads it (not shown to load)
+    origin: Literal["import", "preload", "shipped"]
+    via: str  # the module whose import makes the load (for shipped: the package)
+    global_: bool = False  # RTLD_GLOBAL: its symbols serve every later load
+    verdict: NativeVerdict
+    steps: tuple[NativeStep, ...] = ()  # the load tree, breadth first as ld.so walks it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NativeFacts:
+    """The native layer's facts of one host: every load of the startup, judged statically."""
+
+    program: str  # the interpreter the loads are judged in
+    loads: tuple[NativeLoad, ...] = ()
+    owners: Mapping[str, str] = field(default_factory=dict)  # file -> distribution (RECORD)
+
+    def load(self, key: str) -> NativeLoad | None:
+        return next((load for load in self.loads if load.key == key), None)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServedModel:
     """The model the service serves, from its config.json on the host."""
@@ -321,6 +449,9 @@ class Snapshot:
     # The served model, when a rule pack imports model modules by it (Unavailable: why
     # envsync cannot tell which, e.g. the model path does not exist on the host).
     model: ServedModel | Unavailable | None = None
+    # What the startup's imports dlopen and whether the loader will (None: no startup
+    # graph, a lock, an older snapshot)
+    native: NativeFacts | Unavailable | None = None
 
     def distribution(self, name: str) -> Distribution | None:
         for dist in self.distributions:

@@ -22,7 +22,9 @@ SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 FAIL_ON_DEFAULT: Severity = "fatal"
 
 # What differs, in the order a report lists raw differences.
-Kind = Literal["python", "torch", "gpu", "missing", "version", "extra", "commit", "file", "system"]
+Kind = Literal[
+    "python", "torch", "gpu", "native", "missing", "version", "extra", "commit", "file", "system"
+]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 KIND_RANK: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
 PACKAGE_KINDS: tuple[Kind, ...] = ("missing", "version", "extra")
@@ -50,7 +52,14 @@ RUNS: tuple[Context, ...] = _host.RUNS
 
 # Which evidence decided a finding.
 EvidenceSource = Literal[
-    "import-graph", "name-check", "rule-pack", "import-check", "requirements", "facts", "crash"
+    "import-graph",
+    "name-check",
+    "rule-pack",
+    "native",
+    "import-check",
+    "requirements",
+    "facts",
+    "crash",
 ]
 
 

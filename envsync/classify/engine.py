@@ -8,6 +8,8 @@ from dataclasses import replace
 from envsync import redact
 from envsync.classify.facts import classify_fact, target_checks
 from envsync.classify.files import classify_commit, classify_file
+from envsync.classify.native import Providers, native_findings
+from envsync.classify.native import apply_import_check as native_import_check
 from envsync.classify.packages import classify_dist
 from envsync.classify.startup import Analysis, ReferenceSide, Startup
 from envsync.classify.truth import apply_crash, apply_import_check
@@ -23,6 +25,7 @@ def classify(
     startup: Startup,
     imports: Sequence[ImportOutcome] = (),
     reference_imports: Sequence[ImportOutcome] | None = None,
+    providers: Providers | None = None,
 ) -> Report:
     blind = _no_startup(target, startup)
     graph = None if blind else target.startup
@@ -43,6 +46,8 @@ def classify(
             for f in findings
         ]
     findings += target_checks(reference, target)
+    findings = native_findings(findings, reference, target, analysis, providers or {})
+    findings, imports = native_import_check(findings, imports)
     findings = apply_import_check(findings, imports, reference, target, notes, reference_imports)
     findings = apply_crash(findings, target, reference, notes)
     findings += [

@@ -38,6 +38,9 @@ class ProbeOptions:
     # host (default: home); isolated (-I, -P): its folder is not put first on sys.path.
     workdir: str | None = None
     isolated: bool = False
+    # The dynamic loader's settings in the service's own environment (LD_LIBRARY_PATH,
+    # LD_PRELOAD, LD_BIND_NOW): the native layer judges its loads as the service runs.
+    loader_env: tuple[tuple[str, str], ...] = ()
     # envsync's side only: decode the graph's modules when they are looked at (the
     # reference's graph, of which a diff reads a few statements)
     lazy_graph: bool = False
@@ -68,6 +71,7 @@ def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
         payload["internal"] = list(options.internal)
         payload["workdir"] = options.workdir
         payload["isolated"] = options.isolated
+        payload["loader_env"] = dict(options.loader_env)
     if options.model is not None:
         query = options.model
         payload["model"] = {

@@ -2,11 +2,13 @@
 
 It travels as one bundle (envsync/bundle.py) and runs under another package name on hosts
 (boot.PACKAGE): its modules import only the standard library and, relatively, each other.
-The programs: `collect` (the probe), `agent.ops` (the agent), `importcheck`, `pipconfig`;
-boot.py loads them, torchdeep.py runs alone in a child interpreter.
+The programs: `collect` (the probe), `agent.ops` (the agent), `importcheck`, `pipconfig`,
+`nativequery` (which files define some symbols); boot.py loads them, torchdeep.py runs
+alone in a child interpreter.
 
   probe     collect, interpreter, dists, files, editable, git, gitindex, machine, state,
-            caches, finder, roots, startup, mentions, graphcache, analyse, astutil, lazy
+            caches, finder, roots, startup, mentions, graphcache, analyse, astutil, lazy,
+            nativescan (the startup's loads, judged by native/)
   agent     agent/: ops (dispatch), paths, failure, transfer, backup, service, lock
   native    native/: ELF files read through their tables, ld.so's search and link map
 

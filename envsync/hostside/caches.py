@@ -1,4 +1,4 @@
-"""The probe's caches on the host: file hashes, parsed import facts, whole startup graphs.
+"""The probe's caches on the host: file hashes, import facts, startup graphs, native verdicts.
 
 Its only writes, so that a second run skips ast and hashing. They live in the cache
 folder (boot.cache_base) and are keyed by what makes them valid: file hashes by stat (one
@@ -30,6 +30,8 @@ def cache_path(base: str | None, kind: str, digest: str) -> str | None:
     if kind == "hashes":
         # One file per environment: a probe loads the hashes of its own files only.
         return os.path.join(base, f"hashes-v1-{env_key(sys.prefix)}.json")
+    if kind == "native":  # the native layer's verdicts, per environment and host side
+        return os.path.join(base, f"native-{digest}-{env_key(sys.prefix)}.json")
     if kind == "graph":  # one file per graph key (%s), written whole, read line by line
         return os.path.join(base, f"graph-{digest}-%s.json")
     return os.path.join(base, f"imports-{digest}-py{sys.version_info[0]}{sys.version_info[1]}.json")

@@ -19,6 +19,7 @@ from .graphcache import RawJSON, cached_startup_graph
 from .interpreter import interpreter_facts
 from .machine import env_facts, gpu_facts, installer_facts, system_facts, torch_facts
 from .model import served_model
+from .nativescan import native_facts
 from .nccl import nccl_facts
 from .shared import normalize
 from .state import service_state
@@ -58,6 +59,10 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
         "installers": installer_facts(finder),
         "model": served_model(options.get("model"), finder),
     }
+    torch = facts["torch"] if isinstance(facts["torch"], dict) else None
+    facts["native"] = native_facts(
+        options, finder, facts["startup"], torch, distributions, base, digest
+    )
     facts["service_flags"], facts["crash"] = service_state()
     facts["duration_s"] = round(time.time() - started, 4)
     return facts

@@ -1,8 +1,8 @@
 """Reading and hashing files on the host: text, metadata header blocks, sha256 on threads.
 
 A file's hash is reused from the cache only while its size, mtime, ctime and inode are
-unchanged (ctime moves on every write and cannot be set back), and only for files that
-were not modified in the last seconds before it was cached (git's "racy" rule).
+unchanged (shared.Stamp), and only for files that were not modified in the last seconds
+before it was cached (shared.racy).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import os
 import threading
 import time
 
+from .shared import racy, stamp_of
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Union
@@ -20,7 +22,6 @@ if TYPE_CHECKING:
     HashCache = Dict[str, List[Union[int, str]]]
 
 HASH_THREADS = min(4, os.cpu_count() or 1)
-RACY_SECONDS = 2
 
 
 def read_text(path: str) -> str:
@@ -78,7 +79,7 @@ def hash_files(paths: list[str], cache: HashCache | None = None) -> dict[str, st
                 results[path] = e
                 continue
             known = cache.get(path)
-            stamp: list[int | str] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+            stamp: list[int | str] = list(stamp_of(st).plain())
             if known is not None and len(known) == 5 and known[:4] == stamp:
                 results[path] = str(known[4])
             else:
@@ -103,7 +104,7 @@ def hash_files(paths: list[str], cache: HashCache | None = None) -> dict[str, st
         for path in todo:
             made = cache.get(path)
             digest = results.get(path)
-            if isinstance(digest, str) and made and now - int(made[1]) > RACY_SECONDS * 10**9:
+            if isinstance(digest, str) and made and not racy(int(made[1]), now):
                 cache[path] = [*made[:4], digest]
             else:
                 cache.pop(path, None)

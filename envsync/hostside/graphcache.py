@@ -16,8 +16,8 @@ import sys
 import time
 
 from .caches import cache_path, save_text
-from .files import RACY_SECONDS
 from .roots import script_path
+from .shared import Stamp, racy, stamp
 from .startup import startup_graph
 
 TYPE_CHECKING = False
@@ -26,26 +26,25 @@ if TYPE_CHECKING:
 
     from .finder import ModuleFinder
 
-    Stamp = Optional[List[int]]
+    Stamped = Optional[List[int]]
 
 
 class RawJSON:
-    """JSON text already encoded: spliced into the output as it is (a cached graph)."""
+    """JSON text already encoded: spliced into the output as it is (a cached graph), and
+    the cache file it was read from (what later stages may key their own caches by)."""
 
-    __slots__ = ("text",)
+    __slots__ = ("path", "text")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, path: str | None = None) -> None:
         self.text = text
+        self.path = path
 
 
-def file_stamp(path: str) -> Stamp:
+def file_stamp(path: str) -> Stamped:
     """What changes whenever a file or folder changes: a new entry changes its folder's
     mtime, a write its mtime and ctime, a replacement its inode (None: it does not exist)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    found = stamp(path)
+    return found.plain() if isinstance(found, Stamp) else None
 
 
 def graph_stamps(graph: dict[str, Any], searched: set[str], extra: list[str]) -> list[Any]:
@@ -79,7 +78,7 @@ def still_valid(path: str) -> RawJSON | None:
         with open(path, "rb") as f:
             stamps = json.loads(f.readline().decode("utf-8"))
             if all(file_stamp(p) == known for p, known in stamps):
-                return RawJSON(f.read().decode("utf-8").strip())
+                return RawJSON(f.read().decode("utf-8").strip(), path)
     except (OSError, ValueError, TypeError):
         return None
     return None
@@ -104,8 +103,8 @@ def cached_startup_graph(
         if root.startswith("script:"):  # found or not: creating it changes the graph
             extra.append(script_path(root, options))
     stamps = graph_stamps(graph, finder.searched, extra)
-    recent = time.time_ns() - RACY_SECONDS * 10**9
-    if all(s is None or s[1] < recent for _, s in stamps):
+    now = time.time_ns()
+    if all(s is None or not racy(s[1], now) for _, s in stamps):
         cached = dict(graph, parsed=0, cached=graph["parsed"] + graph["cached"])
         text = json.dumps(stamps, separators=(",", ":")) + "\n" + json.dumps(cached)
         save_text(path, text)

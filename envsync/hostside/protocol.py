@@ -12,6 +12,7 @@ COLLECT = "collect"  # the probe: the facts of a snapshot
 AGENT = "agent.ops"  # the agent: one operation that changes the host
 IMPORT_CHECK = "importcheck"  # the real-import check of the startup modules
 PIP_CONFIG = "pipconfig"  # the host pip's wheel tags and index configuration
+NATIVE_QUERY = "nativequery"  # which of the host's files define some symbols
 
 # The agent's operations: argv carries one JSON object {"op": NAME, ...}; archives travel
 # on stdin (unpack) and stdout (pack); the answer is one JSON object on stdout's last line.
@@ -57,3 +58,5 @@ UNLOCKED_OPS = frozenset([HOLD, LOCKED, UNLOCK, PACK, WATCH])
 ERROR_MARKER = "@@envsync-agent-error@@"
 # The import check's outcome line (the modules it imports may print to stdout too).
 IMPORT_CHECK_MARKER = "@@envsync-import-check@@"
+# The native query's answer line.
+NATIVE_QUERY_MARKER = "@@envsync-native-query@@"

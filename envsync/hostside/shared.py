@@ -6,6 +6,7 @@ imports it as `envsync.hostside.shared`.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -212,6 +213,74 @@ def package_file(rel: str) -> bool:
     if any(not_package_dir(part) for part in parts[:-1]):
         return False
     return package_file_name(parts[-1])
+
+
+# ---------------------------------------------------------------------------------------
+# Stat keys: what every cache on the host is keyed by. Any write to a file changes one of
+# (size, mtime_ns, ctime_ns, inode): ctime moves on every write and cannot be set back.
+# A file modified less than RACY_SECONDS before it was cached may still be being written:
+# nothing that recent is cached (git's "racy" rule).
+
+RACY_SECONDS = 2
+RACY_NS = RACY_SECONDS * 10**9
+
+
+class Stamp:
+    """A file's stat keys, as every host-side cache keeps them."""
+
+    __slots__ = ("ctime_ns", "inode", "mtime_ns", "size")
+
+    def __init__(self, size: int, mtime_ns: int, ctime_ns: int, inode: int) -> None:
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self.ctime_ns = ctime_ns
+        self.inode = inode
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stamp) and self.plain() == other.plain()
+
+    def __hash__(self) -> int:
+        return hash((self.size, self.mtime_ns, self.ctime_ns, self.inode))
+
+    def __repr__(self) -> str:
+        return f"Stamp({self.size}, {self.mtime_ns}, {self.ctime_ns}, {self.inode})"
+
+    def plain(self) -> list[int]:
+        return [self.size, self.mtime_ns, self.ctime_ns, self.inode]
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    return Stamp(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def stamp(path: str) -> Stamp | int:
+    """The file's stamp, or the errno stat gave (absent files: ENOENT whatever the errno)."""
+    try:
+        return stamp_of(os.stat(path))
+    except OSError as e:
+        return absent(e.errno or errno.ENOENT)
+
+
+def absent(code: int) -> int:
+    """Absent is one outcome whatever the errno: ld.so tries the next place either way."""
+    return errno.ENOENT if code in (errno.ENOENT, errno.ENOTDIR) else code
+
+
+def plain(value: Stamp | int) -> list[int] | int:
+    """A stamp or an errno as JSON data."""
+    return value.plain() if isinstance(value, Stamp) else absent(value)
+
+
+def racy(mtime_ns: int, now_ns: int) -> bool:
+    """Whether a file modified at `mtime_ns` changed too recently to cache what it holds."""
+    return now_ns - mtime_ns < RACY_NS
+
+
+# ---------------------------------------------------------------------------------------
+# The dynamic loader's settings that a service's environment may give: the native layer
+# judges the startup's loads with the service's own (envsync sends them to the probe).
+
+LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_BIND_NOW")
 
 
 # ---------------------------------------------------------------------------------------

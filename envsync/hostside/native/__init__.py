@@ -13,8 +13,8 @@ Modules, by stage:
             symbols (Linker.judge replays a whole startup)
   verdicts  what the loader is asked (Request) and will do (Load: ok, fails with the loader's
             own messages, unknown), and their JSON codec
-  stamps    a file's stat keys (size, mtime_ns, ctime_ns, inode)
-  cache     parsed files and whole verdicts kept by stamps (a warm check only stats)
+  cache     parsed files and whole verdicts kept by stat keys (the host side's shared.Stamp:
+            a warm check only stats)
   codec     parsed files as JSON data, for the host's cache file
   demangle  C++ names made readable (c++filt when the host has it)
 

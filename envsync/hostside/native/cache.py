@@ -2,10 +2,11 @@
 
 `ElfCache` keeps parsed files; `cached_judge` keeps whole verdicts with everything they
 depended on (each file's stamp, each absence, each folder, the ld.so.cache, the loader
-itself), so that a warm check only stats: it imports no more of this package than the
-verdicts (the reader, the search and the linker are imported when a check must run).
-Both give plain JSON data for the host's cache file; entries written less than two
-seconds after their file changed are not kept (git's "racy" rule).
+itself), so that a warm check only stats: `cached_loads` answers it from plain data, importing
+nothing of this package (the verdicts' classes, the reader, the search and the linker
+are imported when a check must run).
+Both give plain JSON data for the host's cache file; entries whose file changed too
+recently are not kept (the host side's racy rule, shared.racy).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import json
 import os
 import time
 
-from .stamps import Stamp, plain, stamp
-from .verdicts import decode_load, encode_load
+from ..shared import Stamp, plain, racy, stamp
 
 TYPE_CHECKING = False  # typing costs milliseconds on a host: for the checker only
 if TYPE_CHECKING:
@@ -31,12 +31,11 @@ if TYPE_CHECKING:
     Data = Dict[str, Any]
 
 SCHEMA = 1
-RACY_NS = 2 * 10**9
 
 
 def _racy(value: Stamp | int, now_ns: int) -> bool:
     """Whether a file changed too recently to trust its stamp (it may be being written)."""
-    return isinstance(value, Stamp) and now_ns - value.mtime_ns < RACY_NS
+    return isinstance(value, Stamp) and racy(value.mtime_ns, now_ns)
 
 
 class ElfCache:
@@ -107,12 +106,17 @@ def unchanged(record: Data) -> bool:
     return True
 
 
-def run_key(program: str, requests: Sequence[Request], settings: Data) -> str:
-    """What decides a run's verdicts besides the files it reads: the program, the loads,
-    the service's loader settings, this machine."""
+def plain_request(request: Request) -> list[Any]:
+    """A request as `run_key` and `cached_loads` take it: [path, global, now, caller]."""
+    return [request.path, request.global_, request.now, request.caller]
+
+
+def run_key(program: str, requests: Sequence[list[Any]], settings: Data) -> str:
+    """What decides a run's verdicts besides the files it reads: the program, the loads
+    (plain_request), the service's loader settings, this machine."""
     described = {
         "program": program,
-        "requests": [[r.path, r.global_, r.now, r.caller] for r in requests],
+        "requests": list(requests),
         "settings": settings,
         "machine": list(os.uname()[2:5]),
         "schema": SCHEMA,
@@ -134,14 +138,16 @@ def cached_judge(
 ) -> tuple[Load, list[Load]]:
     """Linker.judge of a startup, from `store` while nothing it depended on changed (a
     warm check only stats); else judged again (reading files through `files`) and kept."""
-    settings = {"library_path": library_path, "preload": preload, "bind_now": bind_now, "cwd": cwd}
-    key = run_key(program, requests, settings)
+    from .verdicts import decode_load, encode_load
+
+    settings = loader_settings(library_path, preload, bind_now, cwd)
+    key = run_key(program, [plain_request(r) for r in requests], settings)
     record = store.get(key)
     if record is not None and unchanged(record["observed"]):
         return decode_load(record["started"]), [decode_load(d) for d in record["loads"]]
     started, loads, seen = _judge(program, requests, settings, facts_store, files)
     now = time.time_ns()
-    if any(isinstance(v, list) and now - v[1] < RACY_NS for v in seen["files"].values()):
+    if any(isinstance(v, list) and racy(v[1], now) for v in seen["files"].values()):
         store.pop(key, None)
     else:
         store[key] = {
@@ -150,6 +156,24 @@ def cached_judge(
             "loads": [encode_load(load) for load in loads],
         }
     return started, loads
+
+
+def loader_settings(
+    library_path: str | None, preload: str | None, bind_now: bool, cwd: str
+) -> Data:
+    return {"library_path": library_path, "preload": preload, "bind_now": bind_now, "cwd": cwd}
+
+
+def cached_loads(
+    program: str, requests: Sequence[list[Any]], store: dict[str, Data], settings: Data
+) -> tuple[str, list[Data] | None]:
+    """The run's key, and its loads as plain data (encode_load) while nothing it depended
+    on changed (None: judge it with cached_judge): stats only, no class of this package."""
+    key = run_key(program, requests, settings)
+    record = store.get(key)
+    if record is not None and unchanged(record["observed"]):
+        return key, list(record["loads"])
+    return key, None
 
 
 def _judge(

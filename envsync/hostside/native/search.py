@@ -15,7 +15,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from .stamps import Stamp, stamp_of
+from ..shared import Stamp, stamp_of
 
 TYPE_CHECKING = False  # typing costs milliseconds on a host: for the checker only
 if TYPE_CHECKING:

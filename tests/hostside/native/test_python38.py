@@ -60,3 +60,39 @@ def test_the_native_layer_under_python_38(tmp_path: Path) -> None:
     assert [o["verdict"] for o in old] == [n["verdict"] for n in new]
     assert old[0]["verdict"]["kind"] == "ok" and old[1]["verdict"]["kind"] == "fails"
     assert system_cache() is not None
+
+
+NATIVESCAN = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import _ctypes
+from hostpkg.finder import ModuleFinder
+from hostpkg.nativescan import native_facts
+graph = {"roots": ["app"], "modules": {
+    "app": {"kind": "source", "file": sys.argv[2],
+            "imports": [{"module": "_ctypes", "names": [], "line": 1, "context": "module"}]},
+    "_ctypes": {"kind": "extension", "file": _ctypes.__file__},
+}}
+facts = native_facts({}, ModuleFinder(list(sys.path)), graph, None, [], sys.argv[3], "d")
+print(json.dumps(facts))
+"""
+
+
+def test_the_probes_native_scan_under_python_38(tmp_path: Path) -> None:
+    """nativescan.py, as the probe runs it there: the startup's loads planned and judged."""
+    if not PYTHON38.exists():
+        pytest.skip("no Python 3.8 here")
+    package = tmp_path / "hostpkg"
+    shutil.copytree(
+        REPO / "envsync" / "hostside", package, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    app = tmp_path / "app.py"
+    app.write_text("import _ctypes\n")
+    argv = [str(PYTHON38), "-c", NATIVESCAN, str(tmp_path), str(app), str(tmp_path / "cache")]
+    for _ in range(2):  # cold, then from the cache it wrote
+        out = subprocess.run(argv, capture_output=True, text=True, check=True)
+        facts = json.loads(out.stdout)
+        (load,) = facts["loads"]
+        assert load["module"] == "_ctypes" and load["origin"] == "import"
+        assert load["verdict"] == {"kind": "ok"}
+    assert list((tmp_path / "cache").glob("native-d-*.json"))

@@ -6,7 +6,6 @@ envsync's model of it, for the same interpreter and the same preloads.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -17,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from envsync.hostside.native.elf import read_elf
-from envsync.hostside.native.ldcache import LdCache, read_ldcache
-from envsync.hostside.native.ldso import LoaderFacts, ldso_help, loader_facts
+from benchmarks.native_precision import loader_facts, system_cache
 from envsync.hostside.native.loader import Environment, Linker
 from envsync.hostside.native.verdicts import Load
 
@@ -198,19 +195,8 @@ def real_import(
     return _real(spec, env, python)
 
 
-@functools.cache
-def facts() -> LoaderFacts:
-    """This machine's loader, as the probe reads it (ld.so --help)."""
-    program = read_elf(os.path.realpath(sys.executable))
-    interp = getattr(program, "interp", None) or "/lib64/ld-linux-x86-64.so.2"
-    help_text, version_text = ldso_help(interp)
-    return loader_facts(interp, help_text, version_text, os.uname().machine)
-
-
-@functools.cache
-def system_cache() -> LdCache | None:
-    cache = read_ldcache(facts().cache)
-    return cache if isinstance(cache, LdCache) else None
+# This machine's loader (ld.so --help) and its ld.so.cache, as the probe reads them.
+facts = loader_facts
 
 
 def static_load(
