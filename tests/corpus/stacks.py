@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import venv
 from collections.abc import Sequence
 from pathlib import Path
@@ -116,13 +117,17 @@ def _layer_site(among: Sequence[str]) -> Path:
     return root / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
 
 
+_BASE_LOCK = threading.Lock()  # build_all's jobs ask for the base at once: one builds it
+
+
 def base() -> Path:
     """The base venv (torch); its site-packages."""
     root = CACHE / "base"
-    if not _fresh(root, BASE):
-        python = _venv(root, ())
-        _pip(python, "install", "-q", *BASE)  # the file on the disk: nothing downloaded
-        _done(root, BASE)
+    with _BASE_LOCK:
+        if not _fresh(root, BASE):
+            python = _venv(root, ())
+            _pip(python, "install", "-q", *BASE)  # the file on the disk: nothing downloaded
+            _done(root, BASE)
     return _site(root)
 
 
