@@ -72,6 +72,7 @@ def prepare(
             internal=tuple(dict.fromkeys((*tops, *watch))),
             workdir=service.workdir if service else None,
             isolated=entry.isolated,
+            main=entry.root if entry.as_main else None,
         )
     return Target(
         name=name,

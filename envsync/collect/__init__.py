@@ -38,6 +38,8 @@ class ProbeOptions:
     # host (default: home); isolated (-I, -P): its folder is not put first on sys.path.
     workdir: str | None = None
     isolated: bool = False
+    # The root module that runs as __main__ (`python -m X`): its main block runs.
+    main: str | None = None
     # envsync's side only: decode the graph's modules when they are looked at (the
     # reference's graph, of which a diff reads a few statements)
     lazy_graph: bool = False
@@ -55,6 +57,7 @@ def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
         payload["internal"] = list(options.internal)
         payload["workdir"] = options.workdir
         payload["isolated"] = options.isolated
+        payload["main"] = options.main
     options_json = json.dumps(payload, separators=(",", ":"))
     return host_argv(host.python, protocol.COLLECT, [options_json], cache_dir=options.cache_dir)
 

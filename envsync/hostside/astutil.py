@@ -7,6 +7,7 @@ import ast
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Literal
 
 IMPORT_ERRORS = frozenset(["ImportError", "ModuleNotFoundError", "Exception", "BaseException"])
 EXITS = frozenset(["exit", "_exit", "quit", "abort"])
@@ -144,12 +145,74 @@ def constant_import(node: ast.Call) -> str | None:
     return module
 
 
+def computed_prefix(node: ast.expr) -> str | None:
+    """The constant text a computed string starts with: `"a.b." + x`, f"a.{x}",
+    `"a.%s" % x`, `"a.{}".format(x)` (None: it starts with no constant)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        return computed_prefix(node.left) if isinstance(node.op, ast.Add) else _head(node.left)
+    if isinstance(node, ast.JoinedStr):
+        return literal_string(node.values[0]) if node.values else None
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+    ):
+        return _head(node.func.value)
+    return literal_string(node)
+
+
+def _head(node: ast.expr) -> str | None:
+    """A format string's text before its first placeholder."""
+    text = literal_string(node)
+    if text is None:
+        return None
+    for mark in ("%", "{"):
+        text = text.partition(mark)[0]
+    return text
+
+
 def subscript_key(target: ast.Subscript) -> ast.AST:
     """The key of `x[key]` (Python 3.8 wraps it in an ast.Index)."""
     key: ast.AST = target.slice
     if type(key).__name__ == "Index":
         key = getattr(key, "value", key)
     return key
+
+
+NAMESPACES = frozenset(["globals", "vars", "locals"])
+
+
+def binds_dynamically(node: ast.stmt) -> bool:
+    """A module-level statement that binds names envsync cannot list: `globals()[k] = v`,
+    `globals().update(...)`, `setattr(sys.modules[__name__], ...)`, `exec(...)`, or an
+    assignment of a module `__getattr__` (`__getattr__ = lazy.attach(...)[0]`)."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            names: set[str] = set()
+            bound_names(target, names)
+            if "__getattr__" in names:
+                return True
+            if isinstance(target, ast.Subscript) and call_name(target.value) in NAMESPACES:
+                return True
+        return False
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return False
+    call = node.value
+    func = call.func
+    if isinstance(func, ast.Name) and func.id == "exec":
+        return True
+    if isinstance(func, ast.Name) and func.id == "setattr" and call.args:
+        first = call.args[0]
+        return isinstance(first, ast.Subscript) and is_sys_modules_self(first)
+    if isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault", "__setitem__"):
+        owner = func.value
+        if call_name(owner) in NAMESPACES:
+            return True
+        # sys.modules[__name__].__dict__.update(...)
+        if isinstance(owner, ast.Attribute) and owner.attr == "__dict__":
+            return isinstance(owner.value, ast.Subscript) and is_sys_modules_self(owner.value)
+    return False
 
 
 def is_sys_modules_self(target: ast.expr) -> bool:
@@ -161,3 +224,25 @@ def is_sys_modules_self(target: ast.expr) -> bool:
         return False
     key = subscript_key(target)
     return isinstance(key, ast.Name) and key.id == "__name__"
+
+
+def all_mutation(node: ast.stmt) -> list[str] | Literal[False] | None:
+    """What a statement does to `__all__` by a method call: the literal names it adds
+    (`append("x")`, `extend(["x"])`), None when it adds what envsync cannot list, False
+    when it is no such call."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return False
+    func = node.value.func
+    if not (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "__all__"
+    ):
+        return False
+    args = node.value.args
+    if func.attr == "append" and len(args) == 1:
+        text = literal_string(args[0])
+        return [text] if text is not None else None
+    if func.attr == "extend" and len(args) == 1:
+        return literal_strings(args[0])
+    return None

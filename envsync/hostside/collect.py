@@ -2,7 +2,7 @@
 
 It installs nothing; its only writes are its caches (caches.py). Options come as one JSON
 object in its first argument: {"host", "watch": [...], "env": [...], "deep": false,
-"roots": [...], "internal": [...], "workdir", "isolated"}.
+"roots": [...], "internal": [...], "workdir", "isolated", "main"}.
 """
 
 from __future__ import annotations
