@@ -159,6 +159,10 @@ class GraphIndex:
         self._steps: dict[str, Steps] = {}
         self._ordered: dict[str, list[tuple[float, int, list[str]]]] = {}
         self._owners: dict[tuple[str, str], list[str]] = {}
+        self._walks: dict[
+            tuple[Root, ...],
+            tuple[dict[tuple[str, int], int], dict[str, tuple[str, int] | None]],
+        ] = {}
 
     def steps(self, name: str) -> Steps:
         """The imports of a module that may run at startup (inside a function too: it runs
@@ -349,33 +353,58 @@ class GraphIndex:
         each statement's modules in turn. The first broken import in this order is the
         one that stops startup.
         """
+        return self._walk(tuple(roots))[0]
+
+    def first_run(self, roots: Sequence[Root], module: str) -> list[tuple[str, int | None]]:
+        """The chain through which Python first runs `module` (each module with the line of
+        its statement that runs the next one), from the module startup begins with; []
+        when the walk of running imports does not get there."""
+        entered = self._walk(tuple(roots))[1]
+        if module not in entered:
+            return []
+        chain: list[tuple[str, int | None]] = [(module, None)]
+        seen = {module}
+        while True:
+            by = entered.get(chain[-1][0])
+            if by is None or by[0] in seen:
+                break
+            chain.append(by)
+            seen.add(by[0])
+        return chain[::-1]
+
+    def _walk(
+        self, roots: tuple[Root, ...]
+    ) -> tuple[dict[tuple[str, int], int], dict[str, tuple[str, int] | None]]:
+        found = self._walks.get(roots)
+        if found is not None:
+            return found
         order: dict[tuple[str, int], int] = {}
-        seen: set[str] = set()
+        entered: dict[str, tuple[str, int] | None] = {}  # module -> the statement that ran it
         for start in (name for root in roots for name in seeds(self.graph, root)):
-            if start in seen:
+            if start in entered:
                 continue
-            seen.add(start)
+            entered[start] = None
             # frames: a module, its statements still to run, the modules the current
-            # statement runs that have not run yet
-            stack: list[tuple[str, Iterator[tuple[float, int, list[str]]], list[str]]] = [
-                (start, iter(self._running(start)), [])
-            ]
+            # statement runs that have not run yet (and that statement's line)
+            stack: list[tuple[str, Iterator[tuple[float, int, list[str]]], list[str], list[int]]]
+            stack = [(start, iter(self._running(start)), [], [0])]
             while stack:
-                name, statements, pending = stack[-1]
+                name, statements, pending, line = stack[-1]
                 if pending:
                     target = pending.pop(0)
-                    if target not in seen:
-                        seen.add(target)
-                        stack.append((target, iter(self._running(target)), []))
+                    if target not in entered:
+                        entered[target] = (name, line[0])
+                        stack.append((target, iter(self._running(target)), [], [0]))
                     continue
                 step = next(statements, None)
                 if step is None:
                     stack.pop()
                     continue
-                _, line, targets = step
-                order.setdefault((name, line), len(order))
+                _, line[0], targets = step
+                order.setdefault((name, line[0]), len(order))
                 pending.extend(targets)
-        return order
+        self._walks[roots] = (order, entered)
+        return order, entered
 
     def _running(self, name: str) -> list[tuple[float, int, list[str]]]:
         """A module's import statements that run with it, in the order they run (a called
@@ -383,13 +412,20 @@ class GraphIndex:
         each with the modules it runs (computed once for every root and flag tried)."""
         found = self._ordered.get(name)
         if found is None:
+            modules = self.graph.modules
+            facts = modules.get(name)
             found = sorted(
                 (
                     _runs_at(edge),
                     edge.line,
-                    [t for t, c in targets if c != "function"],
+                    [
+                        t
+                        for t, c in _targets(edge, modules, self.owners)
+                        if c != "function" and t in modules and modules[t].kind != "missing"
+                    ],
                 )
-                for edge, targets in self.steps(name)
+                # every statement that runs, a failing one too: it has nothing to run
+                for edge in (facts.imports if facts is not None else ())
                 if edge.context in RUNS
             )
             self._ordered[name] = found

@@ -188,8 +188,22 @@ def import_names(name: str, *snaps: Snapshot) -> set[str]:
     return names or {name.replace("-", "_")}
 
 
+def startup_chain(failure: Failure, analysis: Analysis) -> tuple[list[str], str | None]:
+    """The modules through which startup gets to a failing import, and the first
+    statement on the way (`sglang/__init__.py:5`): for an import at module level, the
+    way Python first runs it (parents first, statements in order); else the surest."""
+    if failure.context != "function" and analysis.index is not None:
+        walk = analysis.index.first_run(analysis.roots, failure.importer)
+        if walk:
+            first, line = walk[0]
+            facts = analysis.graph.modules.get(first) if analysis.graph else None
+            file = short_file(facts.file if facts else None, first) or first
+            return [m for m, _ in walk], (f"{file}:{line}" if line is not None else None)
+    return path_to(analysis.reached, failure.importer), None
+
+
 def failure_evidence(failure: Failure, analysis: Analysis) -> list[Evidence]:
-    chain = path_to(analysis.reached, failure.importer)
+    chain, _ = startup_chain(failure, analysis)
     how = " -> ".join(chain)
     out = [
         Evidence(
@@ -213,14 +227,18 @@ def failure_evidence(failure: Failure, analysis: Analysis) -> list[Evidence]:
 
 
 def why_runs(failure: Failure, analysis: Analysis) -> str:
-    chain = path_to(analysis.reached, failure.importer)
+    chain, first = startup_chain(failure, analysis)
     label = failure.root.label
     if failure.context == "function":
         return "a feature that calls it fails later, startup itself goes on"
     if len(chain) == 1:
         return f"startup runs that module ({label})"
     shown = chain if len(chain) <= 4 else [chain[0], "…", *chain[-2:]]
-    return f"startup reaches it: {' -> '.join(shown)} ({chain[0]}: {label})"
+    start = f" from {first}" if first else ""
+    root = failure.root.module
+    if root.startswith(chain[0] + "."):
+        label = f"the parent package of {root}, which Python runs before it"
+    return f"startup reaches it{start}: {' -> '.join(shown)} ({chain[0]}: {label})"
 
 
 def failure_reason(
