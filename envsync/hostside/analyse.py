@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     FunctionDef = Union[ast.FunctionDef, ast.AsyncFunctionDef]
     Condition = Optional[str]
     Group = Optional[int]
-    Bodies = Dict[str, Tuple[FunctionDef, List[Edge]]]
+    Bodies = Dict[str, Tuple[FunctionDef, List[Edge], List[Edge]]]
 
 STATEMENT_CHARS = 160
 IMPORT_CALLS = ("import_module", "__import__")
@@ -164,7 +164,7 @@ class Analyser:
                 module = self.own_name(sub.args[0])  # __package__ + ".linalg"
             if module:
                 self.add_edge(module, [], sub, context, condition, group)
-            elif sub.args and not self.rerun:
+            elif sub.args:
                 self.doors.append(
                     {
                         "line": sub.lineno,
@@ -302,13 +302,13 @@ class Analyser:
         if context == "module":
             # Its imports once more, as if its body ran at module level (for a call of it
             # while the module runs); its names are not the module's.
-            saved = (self.imports, self.defines, self.stars, self.all, self.dynamic)
-            self.imports, self.defines, self.stars = [], set(), []
+            saved = (self.imports, self.defines, self.stars, self.all, self.dynamic, self.doors)
+            self.imports, self.defines, self.stars, self.doors = [], set(), [], []
             rerun, self.rerun = self.rerun, True  # a def inside a def: still a rerun
             self.visit(node.body, "module", None)
             self.rerun = rerun
-            self.bodies[node.name] = (node, self.imports)
-            self.imports, self.defines, self.stars, self.all, self.dynamic = saved
+            self.bodies[node.name] = (node, self.imports, self.doors)
+            self.imports, self.defines, self.stars, self.all, self.dynamic, self.doors = saved
 
     def branch(self, node: ast.If, context: Context, condition: Condition, group: Group) -> None:
         if self.as_main and is_main_guard(node.test):
@@ -358,7 +358,7 @@ class Analyser:
         functions = {name: body[0] for name, body in self.bodies.items()}
         called = called_at_import(tree, functions, self.as_main, self.runs)
         for name, (context, at) in called.items():
-            node, edges = self.bodies[name]
+            node, edges, doors = self.bodies[name]
             end = getattr(node, "end_lineno", None) or node.lineno
             inside = {
                 (e["line"], e["module"])
@@ -379,6 +379,9 @@ class Analyser:
                         else f"{name}() runs while the module runs"
                     )
                     self.imports.append(ran)
+            for door in doors:  # a computed import in a function that runs: it runs too
+                if node.lineno <= door["line"] <= end and door["context"] != "function":
+                    self.doors.append(dict(door, context=weaker(context, door["context"])))
 
 
 def called_at_import(

@@ -200,7 +200,9 @@ class GraphBuilder:
         kind, origin, locations = found
         info: dict[str, Any] = {"kind": kind, "file": origin}
         self.modules[name] = info
-        follow = self.mode[name] and kind != "stdlib"
+        if kind in ("stdlib", "builtin"):
+            return  # the same on both hosts, left out of the graph: nothing to read
+        follow = self.mode[name]
         parent = name.rpartition(".")[0]
         if parent:
             self.want(parent, follow)  # Python runs a module's parent packages first

@@ -13,7 +13,9 @@ that really loaded must not be `benign`; every `fatal` must be a real failure.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -168,3 +170,84 @@ def verdicts(snap: Snapshot, startup: Startup) -> dict[str, Finding]:
     ]
     report = classify(reference, snap, diffs, startup)
     return {canonical(f.subject): f for f in report.findings if f.kind == "version"}
+
+
+# ---------------------------------------------------------------------------------------
+# The venvs: one base with torch (the CPU build, from the machine's disk through pip), each
+# engine in a venv of its own that sees the base through a .pth file, its requirements
+# pinned to what a real install of it resolved (tests/corpus/data/reach/), installed by uv
+# as hard links into its cache. Built once per machine, kept between runs.
+
+DATA = Path(__file__).parent / "data" / "reach"
+BASE_REQUIREMENT = "torch==2.13.0"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """One way the engine's service starts."""
+
+    kind: str  # "script" (a console script's function) or "module" (python -m)
+    target: str  # "module:function" or the module
+    args: tuple[str, ...]
+    console: str | None = None  # the console script's name
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        if self.kind == "script":
+            return (self.console or "", *self.args)
+        return ("python", "-m", self.target, *self.args)
+
+    @property
+    def shown(self) -> str:
+        return " ".join(self.command)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Engine:
+    id: str
+    requirement: str  # the engine, NAME==VERSION
+    pins: str  # the file of its requirements in DATA
+    entries: tuple[Entry, ...]
+
+
+def _run(argv: list[str], **kw: object) -> None:
+    subprocess.run(argv, check=True, capture_output=True, timeout=1800, **kw)  # type: ignore[call-overload]
+
+
+def build(root: Path, engine: Engine, uv: Path, uv_cache: Path) -> Path:
+    """The engine's venv under `root` (built once); returns its python."""
+    base = root / "base-torch-2.13.0"
+    if not (base / "ok").exists():
+        shutil.rmtree(base, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(base)])
+        _run([str(base / "bin" / "python"), "-m", "pip", "install", "-q", BASE_REQUIREMENT])
+        (base / "ok").write_text("")
+    venv = root / engine.id
+    if not (venv / "ok").exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        _run([str(uv), "venv", "-q", "--python", sys.executable, str(venv)])
+        python = venv / "bin" / "python"
+        version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        site = venv / "lib" / version / "site-packages"
+        base_site = base / "lib" / version / "site-packages"
+        (site / "_base.pth").write_text(f"{base_site}\n")
+        _run(
+            [
+                str(uv),
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                str(python),
+                "--link-mode",
+                "hardlink",
+                "--cache-dir",
+                str(uv_cache),
+                "--no-deps",
+                engine.requirement,
+                "-r",
+                str(DATA / engine.pins),
+            ]
+        )
+        (venv / "ok").write_text("")
+    return venv / "bin" / "python"
