@@ -10,7 +10,7 @@ EXIT_CODES = {
     "OK": "success, nothing to report",
     "DRIFT": "drift found, or a plan is pending",
     "USAGE": "usage error or bad input: inventory, lock, snapshot, requirements file, "
-    "unknown host, unwritable `-o`",
+    "unknown host, a `HOST@...` state that is not recorded or cannot be read, unwritable `-o`",
     "COLLECT": "a host could not be collected: unreachable (SSH, a jump host, or an exec "
     "prefix that is missing, denied, hanging or whose container is not running), its python "
     "is missing or is not Python, the probe crashed, timed out, printed no JSON, or the host "
