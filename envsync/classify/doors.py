@@ -5,9 +5,10 @@ extension module (its C code may import any module), an import whose module name
 computed at run time (`importlib.import_module(name)`), and a file that does not parse.
 Each is a door. What could be behind a door, the rule envsync keeps:
 
-- a computed name with a constant prefix (`f"pkg.models.{x}"`, `("." + x, __package__)`)
-  can only be a module under that prefix: the probe reads them all, and the door is
-  closed (each module an edge under a condition);
+- a computed name with a constant prefix (`f"pkg.models.{x}"`, `("." + x, __package__)`,
+  a name from `pkgutil.iter_modules(path, "pkg.models.")`) can only be a module under that
+  prefix: the probe reads them all, and the door is closed (each module an edge under a
+  condition);
 - a door without one, in a module of distribution P, can import P's own modules and the
   distributions P requires (Requires-Dist that applies on the host, no extra);
 - and whatever those run in turn: the distributions they require, transitively.

@@ -24,6 +24,7 @@ from .astutil import (
     catches_import_error,
     computed_prefix,
     constant_import,
+    constant_text,
     guards_import,
     is_main_guard,
     is_sys_modules_self,
@@ -31,6 +32,8 @@ from .astutil import (
     is_type_checking,
     literal_string,
     literal_strings,
+    pkgutil_names,
+    scope_names,
     suppresses_import_error,
 )
 from .lazy import LazyExports
@@ -40,6 +43,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple, Union
 
+    from .astutil import Names
     from .shared import Context
 
     Edge = Dict[str, Any]
@@ -96,8 +100,15 @@ class Analyser:
         self.stars: list[str] = []
         self.lazy = LazyExports(self.package, modname)
         self.dynamic_imports = "import_module" in text or "__import__" in text
+        # the scope a statement is read in, and the names each scope binds to a string
+        self.scope: ast.AST | None = None
+        self.scopes: dict[int, Names] = {}
+        self.lists: frozenset[str] = frozenset()
 
     def run(self, tree: ast.Module) -> dict[str, Any]:
+        self.scope = tree
+        if self.dynamic_imports:
+            self.lists = pkgutil_names(tree)
         self.visit(tree.body, "module", None)
         self.run_called(tree)
         return {
@@ -158,7 +169,10 @@ class Analyser:
             if not isinstance(sub, ast.Call) or call_name(sub) not in IMPORT_CALLS:
                 continue
             module = constant_import(sub)
-            if module is None and sub.args and literal_string(sub.args[0]):
+            text = constant_text(sub.args[0], self.names()) if sub.args else None
+            if module is None and text and not text.startswith("."):
+                module = text  # a name bound to a constant: `name = "a.b"; import_module(name)`
+            if module is None and text:
                 module = self.prefix(sub)  # a constant relative name, resolved
             if module is None and sub.args:
                 module = self.own_name(sub.args[0])  # __package__ + ".linalg"
@@ -174,6 +188,16 @@ class Analyser:
                     }
                 )
 
+    def names(self) -> Names:
+        """The names the scope being read binds to a known string (read once a scope)."""
+        scope = self.scope
+        if scope is None:
+            return {}
+        found = self.scopes.get(id(scope))
+        if found is None:
+            found = self.scopes[id(scope)] = scope_names(scope, self.lists)
+        return found
+
     def own_name(self, node: ast.expr) -> str | None:
         """`__package__ + ".sub"` / `__name__ + ".sub"`: a constant name after all."""
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
@@ -187,7 +211,7 @@ class Analyser:
     def prefix(self, call: ast.Call) -> str | None:
         """The constant start of a computed module name, made absolute: `"pkg.models." +
         name`, f"pkg.{x}", `("." + name, __package__)` (None: nothing constant)."""
-        head = computed_prefix(call.args[0])
+        head = computed_prefix(call.args[0], self.names())
         if not head:
             return None
         if not head.startswith("."):
@@ -226,7 +250,9 @@ class Analyser:
             elif isinstance(node, ast.ClassDef):
                 if top:
                     self.defines.add(node.name)
+                scope, self.scope = self.scope, node  # a class body is a scope of its own
                 self.visit(node.body, context, condition, group)
+                self.scope = scope
             elif isinstance(node, ast.If):
                 self.branch(node, context, condition, group)
             elif is_try(node):
@@ -298,10 +324,15 @@ class Analyser:
                 self.lazy.getattr = sorted(
                     {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
                 )
+        scope, self.scope = self.scope, node
         self.visit(node.body, "function", condition)
+        self.function_rerun(node, context)
+        self.scope = scope
+
+    def function_rerun(self, node: FunctionDef, context: Context) -> None:
+        """A module-level function's imports once more, as if its body ran at module level
+        (for a call of it while the module runs); its names are not the module's."""
         if context == "module":
-            # Its imports once more, as if its body ran at module level (for a call of it
-            # while the module runs); its names are not the module's.
             saved = (self.imports, self.defines, self.stars, self.all, self.dynamic, self.doors)
             self.imports, self.defines, self.stars, self.doors = [], set(), [], []
             rerun, self.rerun = self.rerun, True  # a def inside a def: still a rerun

@@ -232,8 +232,8 @@ class GraphBuilder:
                 info["imports"] = info["imports"] + opened
         for star in facts["stars"]:
             self.want(star, follow)
-        if follow:
-            self.follow(facts["imports"])
+        if follow:  # the opened doors' edges too: what is behind them is read
+            self.follow(info["imports"])
 
     def facts(
         self, name: str, origin: str, is_package: bool, info: dict[str, Any]
