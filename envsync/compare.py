@@ -85,6 +85,7 @@ def prepare(
             loader_env=tuple(
                 (k, v) for k, v in (service.env if service else {}).items() if k in LOADER_ENV
             ),
+            main=entry.root if entry.as_main else None,
         )
     return Target(
         name=name,

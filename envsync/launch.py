@@ -163,6 +163,7 @@ class Entrypoint:
     shown: str | None = None  # how a report names it ("-m sglang.launch_server")
     unreadable: str | None = None
     isolated: bool = False  # -I / -P: a script's folder is not put first on sys.path
+    as_main: bool = False  # the root runs as __main__ (`-m`, the inventory's entrypoint)
 
 
 def script_rule(name: str, args: Sequence[str], packs: Sequence[RulePack]) -> ScriptRule | None:
@@ -184,11 +185,17 @@ def entrypoint(service: ServiceSpec | None, packs: Sequence[RulePack] = ()) -> E
             root=None, unreadable="no service entrypoint in the inventory (no [service] command)"
         )
     if service.entrypoint:
-        return Entrypoint(root=service.entrypoint, shown=service.entrypoint)
+        # "taken from `-m` in the command otherwise": it runs as `-m` runs it
+        return Entrypoint(root=service.entrypoint, shown=service.entrypoint, as_main=True)
     # Read with {inventory_dir} and {port} filled: a script's path may hold them.
     launch = launch_of(effective_command(service, None, None))
     if launch.shape == "module" and launch.target:
-        return Entrypoint(root=launch.target, shown=f"-m {launch.target}", isolated=launch.isolated)
+        return Entrypoint(
+            root=launch.target,
+            shown=f"-m {launch.target}",
+            isolated=launch.isolated,
+            as_main=True,
+        )
     if launch.shape == "script" and launch.target:
         return Entrypoint(
             root=f"script:{launch.target}",

@@ -241,6 +241,22 @@ class ImportEdge:
     statement: str
     condition: str | None = None  # the enclosing `if` line, for context "if"
     group: int | None = None  # the line of the enclosing `try` (contexts try and fallback)
+    # the module's line at which the statement runs when not at its own: the call of the
+    # function that holds it (0: after the module ran, as a console script's function)
+    at: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Door:
+    """Where reading a module stops: an import whose module name is computed at run time
+    (`importlib.import_module(name)`, `__import__(name)`)."""
+
+    line: int
+    context: Context
+    statement: str
+    prefix: str | None = None  # the constant start of the name, absolute ("pkg.models.")
+    # every module the prefix can name was read (each an edge "if"): the door is closed
+    read: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -256,7 +272,9 @@ class LazyExports:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModuleFacts:
-    kind: str  # source | extension | namespace | missing | error
+    # source | extension | namespace | missing | error | provided (put in sys.modules by
+    # its parent, a module that is no package: envsync cannot read it)
+    kind: str
     file: str | None = None
     sha256: str | None = None
     defines: tuple[str, ...] | None = None  # names bound at module level (source only)
@@ -266,6 +284,7 @@ class ModuleFacts:
     imports: tuple[ImportEdge, ...] = ()
     error: str | None = None
     lazy: LazyExports | None = None  # a module that exports names it does not bind
+    doors: tuple[Door, ...] = ()  # imports of computed names: what is behind is not read
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -276,7 +295,13 @@ class StartupGraph:
     # How launch roots resolved on the host: "console:sglang" -> "sglang.cli.main:main",
     # "script:serve.py" -> "__main__"; an unresolved one is absent.
     resolved: Mapping[str, str] = field(default_factory=dict)
-    internal: tuple[str, ...]  # top-level packages whose modules were followed
+    internal: tuple[str, ...]  # the service's own packages and the watched ones
+    # the module that runs as __main__ (`-m X`: X, `-m pkg`: pkg.__main__; a script:
+    # __main__); None: none does
+    main: str | None = None
+    # what the interpreter's site runs at every start: "site:NAME" (a .pth file's import
+    # lines, a module of the graph), sitecustomize, usercustomize
+    site: tuple[str, ...] = ()
     modules: Mapping[str, ModuleFacts] = field(default_factory=dict)
     parsed: int = 0  # files read with ast on this run
     cached: int = 0  # files whose facts came from the host's cache

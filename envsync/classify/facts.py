@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from envsync.classify.graph import uses
 from envsync.classify.packages import dist_fixes
 from envsync.classify.startup import Analysis, finding_about
 from envsync.findings import Difference, Evidence, Finding
@@ -25,8 +24,8 @@ def classify_fact(diff: Difference, analysis: Analysis) -> Finding:
         if diff.key != "version" or ref_mm != tgt_mm:
             severity = "risky"
             reason += "; compiled extension modules and copied packages may not load"
-    elif diff.section == "torch" and analysis.graph is not None:
-        use = uses(analysis.graph, analysis.reached, {"torch"})
+    elif diff.section == "torch" and analysis.imports is not None:
+        use = analysis.imports.surest({"torch"})
         if use is not None and use[2] in RUNS:
             severity = "risky"
             reason += "; startup imports torch"

@@ -77,6 +77,8 @@ def classify_file(
     )
     module = _module_of(path)
     how = analysis.reached.get(module) if module else None
+    if how is None and module and module.endswith(".__main__"):
+        how = None  # a package's __main__ runs only under `-m pkg`: reached as such
     if how is not None and how.context in RUNS:
         steps = path_to(analysis.reached, module)  # type: ignore[arg-type]
         chain = " -> ".join(steps) if len(steps) > 1 else how.root.label
@@ -98,8 +100,45 @@ def classify_file(
             f"{what}: no startup import graph to tell whether startup runs it.",
         )
         decided = "facts"
+    elif how is not None:
+        steps = path_to(analysis.reached, module)  # type: ignore[arg-type]
+        return finding_about(
+            diff,
+            severity="unknown",
+            reason=f"{what}: startup may import {module}: only through an import inside a "
+            f"function ({' -> '.join(steps)}), and envsync does not read which functions "
+            "startup calls.",
+            decided_by="import-graph",
+            evidence=(
+                Evidence(
+                    source="import-graph",
+                    detail=f"startup path: {' -> '.join(steps)}",
+                    context=how.context,
+                ),
+            ),
+            fixes=(fix,),
+        )
     else:
-        severity, reason = "benign", f"{what}: startup does not import it."
+        door = analysis.behind(target).door_to_module(module) if module else None
+        if door is not None:
+            return finding_about(
+                diff,
+                severity="unknown",
+                reason=f"{what}: startup may import {module}: envsync stops reading at "
+                f"{door.describe()}, and {module} could be behind it.",
+                decided_by="import-graph",
+                evidence=(
+                    Evidence(
+                        source="import-graph",
+                        detail=f"envsync stops reading at {door.describe()}",
+                        file=door.file,
+                        line=door.line,
+                        context=door.context,
+                    ),
+                ),
+                fixes=(fix,),
+            )
+        severity, reason = "benign", f"{what}: no import path from startup reaches it."
         decided = "import-graph"
     return finding_about(
         diff,

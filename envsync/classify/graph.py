@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from envsync.classify.rules import Root
@@ -60,58 +60,64 @@ class Broken:
     declared_in: str | None = None
 
 
-def _targets(edge: ImportEdge, modules: Mapping[str, ModuleFacts]) -> list[str]:
-    """Modules an edge imports: X and its parents, and X.Y for `from X import Y` submodules."""
+Target = tuple[str, Context]  # a module an edge runs, and how surely it runs it
+
+
+def _targets(
+    edge: ImportEdge, modules: Mapping[str, ModuleFacts], lookup: Callable[[str, str], list[str]]
+) -> list[Target]:
+    """Modules an edge runs, in the order Python runs them: X's parent packages, X, then
+    for `from X import Y` the submodule X.Y, or the submodule X's lazy table names for Y
+    (`lookup`: several candidates, of which one runs, are each only "if")."""
     parts = edge.module.split(".")
-    out = [".".join(parts[: i + 1]) for i in range(len(parts))]
+    context = edge.context
+    out: list[Target] = [(".".join(parts[: i + 1]), context) for i in range(len(parts))]
     for name in edge.names:
         sub = f"{edge.module}.{name}"
-        if sub in modules and modules[sub].kind != "missing":
-            out.append(sub)
+        if sub in modules and modules[sub].kind not in ("missing", "provided"):
+            out.append((sub, context))
+            continue
+        owners = lookup(edge.module, name)
+        for owner in owners:
+            out.append((owner, context if len(owners) == 1 else weaker(context, "if")))
     return out
 
 
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts) - 1)]
+
+
 def seeds(graph: StartupGraph, root: Root) -> list[str]:
-    """The modules a root names: itself, or for "pkg.*" every module of pkg the probe read."""
+    """The modules a root runs, in order: its parent packages first (Python runs them
+    before it: `-m a.b` runs a/__init__.py), itself, and under `-m pkg` pkg/__main__.py;
+    for "pkg.*" every module of pkg the probe read."""
     modules = graph.modules
     if root.module.endswith(".*"):
         prefix = root.module[:-1]
-        return sorted(
+        names = sorted(
             n
             for n, m in modules.items()
             if n.startswith(prefix) and "." not in n[len(prefix) :] and m.kind != "missing"
         )
+        package = root.module[:-2]
+        return [*_parents(package), package, *names] if names else []
     if root.module not in modules or modules[root.module].kind == "missing":
         return []
-    return [root.module]
-
-
-Steps = list[tuple[ImportEdge, list[str]]]  # a module's running imports and their targets
-
-
-def _steps(graph: StartupGraph, name: str) -> Steps:
-    """The imports of `name` that run at startup, each with the present modules it imports."""
-    modules = graph.modules
-    facts = modules.get(name)
-    if facts is None or name.partition(".")[0] not in graph.internal:
-        return []  # outside the followed packages: its own imports were not read
-    out: Steps = []
-    for edge in facts.imports:
-        if edge.context not in RUNS:
-            continue
-        targets = [
-            t for t in _targets(edge, modules) if t in modules and modules[t].kind != "missing"
-        ]
-        if targets:
-            out.append((edge, targets))
+    out = [p for p in _parents(root.module) if p in modules and modules[p].kind != "missing"]
+    out.append(root.module)
+    main = graph.main
+    if main and main != root.module and main.rpartition(".")[0] == root.module:
+        out.append(main)
     return out
 
 
-def _reach_one(
-    graph: StartupGraph, root: Root, steps: Callable[[str], Steps] | None = None
-) -> dict[str, Reach]:
-    """Modules reached from one root, with the surest path to each (0-1-2 Dijkstra)."""
-    steps = steps or (lambda name: _steps(graph, name))
+Steps = list[tuple[ImportEdge, list[Target]]]  # a module's imports and what each runs
+
+
+def _reach_one(graph: StartupGraph, root: Root, steps: Callable[[str], Steps]) -> dict[str, Reach]:
+    """Modules reached from one root, with the surest path to each (Dijkstra over the
+    contexts' ranks: a path is as sure as its weakest edge)."""
     best: dict[str, Reach] = {}
     start = Reach(context=root.context, root=root)
     heap: list[tuple[int, int, str, Reach]] = [
@@ -124,8 +130,8 @@ def _reach_one(
             continue
         best[name] = how
         for edge, targets in steps(name):
-            context = weaker(how.context, edge.context)
-            for target in targets:
+            for target, own in targets:
+                context = weaker(how.context, own)
                 known = best.get(target)
                 if known is None or RANK[context] < RANK[known.context]:
                     counter += 1
@@ -141,21 +147,67 @@ class GraphIndex:
     trying another launch flag recomputes only the roots it changes.
     """
 
-    def __init__(self, graph: StartupGraph) -> None:
+    def __init__(self, graph: StartupGraph, governed: frozenset[str] = frozenset()) -> None:
         self.graph = graph
+        # modules a rule pack's flag chooses: startup runs them as the pack says, never
+        # through an import inside a function (the pack read that lazy import)
+        self._governed = governed
         self._by_root: dict[Root, dict[str, Reach]] = {}
         self._broken: dict[str, list[Broken]] = {}
         self._bound: dict[str, set[str] | None] = {}
         self._lookups: dict[tuple[str, str], tuple[bool | None, str | None]] = {}
         self._steps: dict[str, Steps] = {}
-        self._ordered: dict[str, list[tuple[int, list[str]]]] = {}
-        self._internal = frozenset(graph.internal)
+        self._ordered: dict[str, list[tuple[float, int, list[str]]]] = {}
+        self._owners: dict[tuple[str, str], list[str]] = {}
+        self._walks: dict[
+            tuple[Root, ...],
+            tuple[dict[tuple[str, int], int], dict[str, tuple[str, int] | None]],
+        ] = {}
 
     def steps(self, name: str) -> Steps:
-        """_steps of a module, computed once for every root and flag tried."""
+        """The imports of a module that may run at startup (inside a function too: it runs
+        if startup calls the function; never a type checker's), each with the present
+        modules it runs; computed once for every root and flag tried."""
         found = self._steps.get(name)
         if found is None:
-            found = self._steps[name] = _steps(self.graph, name)
+            modules = self.graph.modules
+            facts = modules.get(name)
+            found = []
+            for edge in facts.imports if facts is not None else ():
+                if edge.context == "typing":
+                    continue
+                targets = [
+                    (t, c)
+                    for t, c in _targets(edge, modules, self.owners)
+                    if t in modules
+                    and modules[t].kind != "missing"
+                    and not (c == "function" and t in self._governed)
+                ]
+                if targets:
+                    found.append((edge, targets))
+            self._steps[name] = found
+        return found
+
+    def owners(self, module: str, name: str) -> list[str]:
+        """The submodules that `from module import name` runs through module's lazy table
+        (several: the star submodules that may define it, one of which does)."""
+        key = (module, name)
+        found = self._owners.get(key)
+        if found is None:
+            self._owners[key] = []  # a cycle of tables runs nothing more
+            found = []
+            facts = self.graph.modules.get(module)
+            lazy = facts.lazy if facts is not None else None
+            if lazy is not None and name not in (facts.defines or ()):  # type: ignore[union-attr]
+                owner = lazy.names.get(name)
+                if owner is not None:
+                    found = [owner] if owner != module else []
+                    if owner not in (module, f"{module}.{name}"):
+                        found += [o for o in self.owners(owner, name) if o not in found]
+                else:
+                    found = [c for c in lazy.candidates.get(name, ()) if c != "?"]
+            found = [f for f in found if f in self.graph.modules]
+            self._owners[key] = found
         return found
 
     def reach(self, roots: Sequence[Root]) -> dict[str, Reach]:
@@ -296,54 +348,87 @@ class GraphIndex:
     def execution_order(self, roots: Sequence[Root]) -> dict[tuple[str, int], int]:
         """(importer, line) of each import statement startup runs, in the order it runs them.
 
-        Python runs an imported module to its end before the importer's next statement:
-        a depth-first walk in line order. The first broken import in this order is the
+        Python runs an imported module to its end before the importer's next statement,
+        and a module's parent packages before it: a depth-first walk in statement order,
+        each statement's modules in turn. The first broken import in this order is the
         one that stops startup.
         """
+        return self._walk(tuple(roots))[0]
+
+    def first_run(self, roots: Sequence[Root], module: str) -> list[tuple[str, int | None]]:
+        """The chain through which Python first runs `module` (each module with the line of
+        its statement that runs the next one), from the module startup begins with; []
+        when the walk of running imports does not get there."""
+        entered = self._walk(tuple(roots))[1]
+        if module not in entered:
+            return []
+        chain: list[tuple[str, int | None]] = [(module, None)]
+        seen = {module}
+        while True:
+            by = entered.get(chain[-1][0])
+            if by is None or by[0] in seen:
+                break
+            chain.append(by)
+            seen.add(by[0])
+        return chain[::-1]
+
+    def _walk(
+        self, roots: tuple[Root, ...]
+    ) -> tuple[dict[tuple[str, int], int], dict[str, tuple[str, int] | None]]:
+        found = self._walks.get(roots)
+        if found is not None:
+            return found
         order: dict[tuple[str, int], int] = {}
-        seen: set[str] = set()
+        entered: dict[str, tuple[str, int] | None] = {}  # module -> the statement that ran it
         for start in (name for root in roots for name in seeds(self.graph, root)):
-            if start in seen:
+            if start in entered:
                 continue
-            seen.add(start)
-            stack = [iter(self._running(start))]
-            names = [start]
+            entered[start] = None
+            # frames: a module, its statements still to run, the modules the current
+            # statement runs that have not run yet (and that statement's line)
+            stack: list[tuple[str, Iterator[tuple[float, int, list[str]]], list[str], list[int]]]
+            stack = [(start, iter(self._running(start)), [], [0])]
             while stack:
-                step = next(stack[-1], None)
+                name, statements, pending, line = stack[-1]
+                if pending:
+                    target = pending.pop(0)
+                    if target not in entered:
+                        entered[target] = (name, line[0])
+                        stack.append((target, iter(self._running(target)), [], [0]))
+                    continue
+                step = next(statements, None)
                 if step is None:
                     stack.pop()
-                    names.pop()
                     continue
-                line, targets = step
-                order.setdefault((names[-1], line), len(order))
-                for target in targets:
-                    if target in seen:
-                        continue
-                    seen.add(target)
-                    stack.append(iter(self._running(target)))
-                    names.append(target)
-        return order
+                _, line[0], targets = step
+                order.setdefault((name, line[0]), len(order))
+                pending.extend(targets)
+        self._walks[roots] = (order, entered)
+        return order, entered
 
-    def _running(self, name: str) -> list[tuple[int, list[str]]]:
-        """A module's running import statements in line order, each with the modules of
-        the followed packages it imports (computed once for every root and flag tried)."""
+    def _running(self, name: str) -> list[tuple[float, int, list[str]]]:
+        """A module's import statements that run with it, in the order they run (a called
+        function's where it is called; a console script's function after the module),
+        each with the modules it runs (computed once for every root and flag tried)."""
         found = self._ordered.get(name)
         if found is None:
             modules = self.graph.modules
-            internal = self._internal
             facts = modules.get(name)
-            found = self._ordered[name] = [
+            found = sorted(
                 (
+                    _runs_at(edge),
                     edge.line,
                     [
                         t
-                        for t in _targets(edge, modules)
-                        if t.partition(".")[0] in internal and t in modules
+                        for t, c in _targets(edge, modules, self.owners)
+                        if c != "function" and t in modules and modules[t].kind != "missing"
                     ],
                 )
-                for edge in sorted(facts.imports if facts else (), key=lambda e: e.line)
+                # every statement that runs, a failing one too: it has nothing to run
+                for edge in (facts.imports if facts is not None else ())
                 if edge.context in RUNS
-            ]
+            )
+            self._ordered[name] = found
         return found
 
     def failures(self, reached: dict[str, Reach], roots: Sequence[Root] = ()) -> list[Failure]:
@@ -353,11 +438,8 @@ class GraphIndex:
         import of that try fails too, the fallback's failure is the one startup meets.
         Sorted surest first, then in the order startup runs them.
         """
-        internal = set(self.graph.internal)
         found: dict[tuple[str, str | None, str, int], Failure] = {}
         for name, how in reached.items():
-            if name.partition(".")[0] not in internal:
-                continue
             facts = self.graph.modules.get(name)
             broken = self.broken_imports(name)
             failed_tries = {
@@ -396,6 +478,17 @@ class GraphIndex:
                 f.edge.line,
             ),
         )
+
+
+def _runs_at(edge: ImportEdge) -> float:
+    """Where in its module's run an import statement runs: its own line, or the line of
+    the call that runs the function holding it (0: after the module, as a console
+    script's function)."""
+    if edge.at is None:
+        return float(edge.line)
+    if edge.at == 0:
+        return float("inf")
+    return edge.at + edge.line / 1e7
 
 
 def bound_names(
@@ -445,22 +538,31 @@ def uses(
 
     Returns (importer, edge, effective context), or None when nothing imports them.
     """
-    wanted = set(tops)
-    best: tuple[str, ImportEdge, str] | None = None
-    internal = set(graph.internal)
-    for name, how in reached.items():
-        facts = graph.modules.get(name)
-        if facts is None or name.partition(".")[0] not in internal:
-            continue
-        for edge in facts.imports:
-            if edge.context == "typing" or edge.module.partition(".")[0] not in wanted:
+    return ImportsOf(graph, reached).surest(tops)
+
+
+class ImportsOf:
+    """For each top-level name, the surest import of it in the modules startup reaches
+    (every package's), indexed once for all the differences of a target."""
+
+    def __init__(self, graph: StartupGraph, reached: Mapping[str, Reach]) -> None:
+        self._best: dict[str, tuple[str, ImportEdge, Context]] = {}
+        for name, how in reached.items():
+            facts = graph.modules.get(name)
+            if facts is None:
                 continue
-            context = (
-                "function" if edge.context == "function" else weaker(how.context, edge.context)
-            )
-            if best is None or RANK[context] < RANK[best[2]]:
-                best = (name, edge, context)
-    return best
+            for edge in facts.imports:
+                if edge.context == "typing":
+                    continue
+                context = weaker(how.context, edge.context)
+                top = edge.module.partition(".")[0]
+                known = self._best.get(top)
+                if known is None or RANK[context] < RANK[known[2]]:
+                    self._best[top] = (name, edge, context)
+
+    def surest(self, tops: Iterable[str]) -> tuple[str, ImportEdge, Context] | None:
+        found = [self._best[t] for t in tops if t in self._best]
+        return min(found, key=lambda f: RANK[f[2]]) if found else None
 
 
 def path_to(reached: dict[str, Reach], module: str) -> list[str]:

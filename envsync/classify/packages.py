@@ -8,7 +8,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envsync.classify.graph import Failure, uses
+from envsync.classify.doors import Door
+from envsync.classify.graph import Failure, path_to
 from envsync.classify.startup import (
     CONTEXT_WORDS,
     SEVERITY_OF_CONTEXT,
@@ -19,6 +20,7 @@ from envsync.classify.startup import (
     failure_reason,
     finding_about,
     import_names,
+    short_file,
     statement_at,
 )
 from envsync.findings import Difference, Evidence, Finding, Fix, FlagFix, PinFix, SyncDistFix
@@ -205,7 +207,7 @@ def classify_dist(
             evidence=tuple(requirements),
             fixes=tuple(fixes),
         )
-    use = uses(analysis.graph, analysis.reached, names)
+    use = analysis.imports.surest(names) if analysis.imports else None
     if use is not None and use[2] in RUNS:
         importer, edge, context = use
         file = analysis.graph.modules[importer].file
@@ -228,12 +230,70 @@ def classify_dist(
             ),
             fixes=tuple(fixes),
         )
-    lazily = " (only inside functions)" if use is not None else ""
+    if use is not None:
+        # Inside a function of a module startup runs: it runs if startup calls it, and
+        # envsync does not read which functions startup calls.
+        importer, edge, _ = use
+        facts = analysis.graph.modules[importer]
+        at = f"{short_file(facts.file, importer) or importer}:{edge.line}"
+        return finding_about(
+            diff,
+            severity="unknown",
+            reason=f"{name} {shown}: startup may import it: {importer} imports it inside a "
+            f"function ({at}), and envsync does not read which functions startup calls.",
+            decided_by="import-graph",
+            evidence=(
+                Evidence(
+                    source="import-graph",
+                    detail=f"{importer} imports {edge.module} inside a function",
+                    file=facts.file,
+                    line=edge.line,
+                    statement=edge.statement,
+                    context=edge.context
+                    + f"; startup path: {' -> '.join(path_to(analysis.reached, importer))}",
+                ),
+                *requirements,
+            ),
+            fixes=tuple(fixes),
+        )
+    door = analysis.behind(target).door_to(name)
+    if door is not None:
+        return finding_about(
+            diff,
+            severity="unknown",
+            reason=f"{name} {shown}: startup may import it: envsync stops reading at "
+            f"{door.describe()} ({door_words(door)}), and {name} could be behind it.",
+            decided_by="import-graph",
+            evidence=(
+                Evidence(
+                    source="import-graph",
+                    detail=f"envsync stops reading at {door.describe()}",
+                    file=door.file,
+                    line=door.line,
+                    context=f"{door.context}; startup path: "
+                    + " -> ".join(path_to(analysis.reached, door.module)),
+                ),
+                *requirements,
+            ),
+            fixes=tuple(fixes),
+        )
     return finding_about(
         diff,
         severity="benign",
-        reason=f"{name} {shown}: nothing the service imports at startup uses it{lazily}.",
+        reason=f"{name} {shown}: no import path from startup reaches it (envsync read "
+        f"{len(analysis.reached)} modules startup may run, in every package).",
         decided_by="import-graph",
         evidence=tuple(requirements),
         fixes=tuple(fixes),
     )
+
+
+def door_words(door: Door) -> str:
+    """Why envsync cannot see past a door, in a few words."""
+    if door.what == "an extension module":
+        return "its compiled code may import any module of its distribution or of those it requires"
+    if door.prefix:
+        return f"the module name is computed; it starts with {door.prefix!r}"
+    if door.line is not None:
+        return "the module name is computed at run time"
+    return "envsync cannot read what it imports"

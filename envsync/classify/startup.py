@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envsync.classify.graph import Failure, GraphIndex, Reach, path_to
+from envsync.classify.doors import Behind, Door, open_doors
+from envsync.classify.graph import Failure, GraphIndex, ImportsOf, Reach, path_to
 from envsync.classify.rules import Root, RulePack, active_roots
 from envsync.findings import Difference, Evidence, Finding
 from envsync.launch import parse_flags
@@ -57,6 +58,29 @@ class Startup:
             self.entrypoint, self.packs, flags, self.launcher, self.shown, self.model
         )
 
+    def governed(self) -> frozenset[str]:
+        """Modules a rule pack's flag chooses: startup runs them as the pack says."""
+        return frozenset(
+            m
+            for pack in self.packs
+            for rule in pack.flags
+            for value in rule.values.values()
+            for m in value.modules
+        )
+
+
+SITE_REASON = (
+    "the interpreter's site module runs it at every start, before the service "
+    "(the import lines of .pth files in site-packages, sitecustomize)"
+)
+
+
+def site_roots(graph: StartupGraph | None) -> tuple[Root, ...]:
+    """What the interpreter runs before any service module, as the probe found it."""
+    if graph is None:
+        return ()
+    return tuple(Root(module=m, reason=SITE_REASON, label="site") for m in graph.site)
+
 
 class Analysis:
     """The target's startup graph under one set of launch flags."""
@@ -69,16 +93,40 @@ class Analysis:
         index: GraphIndex | None = None,
     ):
         self.graph = graph
-        self.index = index or (GraphIndex(graph) if graph else None)
+        self.index = index or (GraphIndex(graph, startup.governed()) if graph else None)
         self.flags = parse_flags(command)
-        self.roots = startup.roots(self.flags)
+        roots = startup.roots(self.flags)
+        self.roots = (site_roots(graph) + roots) if roots else ()
         self.reached: dict[str, Reach] = self.index.reach(self.roots) if self.index else {}
         self.failures: list[Failure] = (
             self.index.failures(self.reached, self.roots) if self.index else []
         )
+        self._imports: ImportsOf | None = None
+        self._doors: list[Door] | None = None
+        self._behind: Behind | None = None
 
     def fatal_keys(self) -> set[tuple[str, str | None]]:
         return {(f.module, f.missing_name) for f in self.failures if f.context == "module"}
+
+    @property
+    def imports(self) -> ImportsOf | None:
+        """The surest import of each top-level name startup may run (None: no graph)."""
+        if self._imports is None and self.graph is not None:
+            self._imports = ImportsOf(self.graph, self.reached)
+        return self._imports
+
+    @property
+    def doors(self) -> list[Door]:
+        """Where reading stopped in what startup reaches, surest first."""
+        if self._doors is None:
+            self._doors = open_doors(self.graph, self.reached) if self.graph else []
+        return self._doors
+
+    def behind(self, target: Snapshot) -> Behind:
+        """What of the target could be behind those doors."""
+        if self._behind is None:
+            self._behind = Behind(self.doors, target)
+        return self._behind
 
 
 class ReferenceSide:
@@ -143,8 +191,22 @@ def import_names(name: str, *snaps: Snapshot) -> set[str]:
     return names or {name.replace("-", "_")}
 
 
+def startup_chain(failure: Failure, analysis: Analysis) -> tuple[list[str], str | None]:
+    """The modules through which startup gets to a failing import, and the first
+    statement on the way (`sglang/__init__.py:5`): for an import at module level, the
+    way Python first runs it (parents first, statements in order); else the surest."""
+    if failure.context != "function" and analysis.index is not None:
+        walk = analysis.index.first_run(analysis.roots, failure.importer)
+        if walk:
+            first, line = walk[0]
+            facts = analysis.graph.modules.get(first) if analysis.graph else None
+            file = short_file(facts.file if facts else None, first) or first
+            return [m for m, _ in walk], (f"{file}:{line}" if line is not None else None)
+    return path_to(analysis.reached, failure.importer), None
+
+
 def failure_evidence(failure: Failure, analysis: Analysis) -> list[Evidence]:
-    chain = path_to(analysis.reached, failure.importer)
+    chain, _ = startup_chain(failure, analysis)
     how = " -> ".join(chain)
     out = [
         Evidence(
@@ -168,14 +230,18 @@ def failure_evidence(failure: Failure, analysis: Analysis) -> list[Evidence]:
 
 
 def why_runs(failure: Failure, analysis: Analysis) -> str:
-    chain = path_to(analysis.reached, failure.importer)
+    chain, first = startup_chain(failure, analysis)
     label = failure.root.label
     if failure.context == "function":
         return "a feature that calls it fails later, startup itself goes on"
     if len(chain) == 1:
         return f"startup runs that module ({label})"
     shown = chain if len(chain) <= 4 else [chain[0], "…", *chain[-2:]]
-    return f"startup reaches it: {' -> '.join(shown)} ({chain[0]}: {label})"
+    start = f" from {first}" if first else ""
+    root = failure.root.module
+    if root.startswith(chain[0] + "."):
+        label = f"the parent package of {root}, which Python runs before it"
+    return f"startup reaches it{start}: {' -> '.join(shown)} ({chain[0]}: {label})"
 
 
 def failure_reason(

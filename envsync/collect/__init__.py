@@ -41,6 +41,8 @@ class ProbeOptions:
     # The dynamic loader's settings in the service's own environment (LD_LIBRARY_PATH,
     # LD_PRELOAD, LD_BIND_NOW): the native layer judges its loads as the service runs.
     loader_env: tuple[tuple[str, str], ...] = ()
+    # The root module that runs as __main__ (`python -m X`): its main block runs.
+    main: str | None = None
     # envsync's side only: decode the graph's modules when they are looked at (the
     # reference's graph, of which a diff reads a few statements)
     lazy_graph: bool = False
@@ -72,6 +74,7 @@ def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
         payload["workdir"] = options.workdir
         payload["isolated"] = options.isolated
         payload["loader_env"] = dict(options.loader_env)
+        payload["main"] = options.main
     if options.model is not None:
         query = options.model
         payload["model"] = {

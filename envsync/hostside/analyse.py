@@ -6,6 +6,10 @@ ImportError-catching handler swallows it), "fallback" (inside such a handler's b
 another except body: runs only when the try failed; `group` names the try, so that the
 two are judged together), "typing" (under `if TYPE_CHECKING:`, never runs) or "function"
 (inside a def: runs only when called).
+
+Where reading stops inside the module, it records a door: `importlib.import_module(x)` or
+`__import__(x)` with a name computed at run time (with the constant prefix it starts
+with, when there is one), in whatever context it stands.
 """
 
 from __future__ import annotations
@@ -13,16 +17,23 @@ from __future__ import annotations
 import ast
 
 from .astutil import (
+    all_mutation,
+    binds_dynamically,
     bound_names,
     call_name,
     catches_import_error,
+    computed_prefix,
     constant_import,
+    constant_text,
     guards_import,
     is_main_guard,
     is_sys_modules_self,
     is_try,
     is_type_checking,
+    literal_string,
     literal_strings,
+    pkgutil_names,
+    scope_names,
     suppresses_import_error,
 )
 from .lazy import LazyExports
@@ -32,46 +43,77 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple, Union
 
+    from .astutil import Names
     from .shared import Context
 
     Edge = Dict[str, Any]
     FunctionDef = Union[ast.FunctionDef, ast.AsyncFunctionDef]
     Condition = Optional[str]
     Group = Optional[int]
-    Bodies = Dict[str, Tuple[FunctionDef, List[Edge]]]
+    Bodies = Dict[str, Tuple[FunctionDef, List[Edge], List[Edge]]]
 
 STATEMENT_CHARS = 160
+IMPORT_CALLS = ("import_module", "__import__")
 
 
-def analyze_source(text: str, modname: str, is_package: bool) -> dict[str, Any]:
-    """Import edges, bound names and any lazy-export table of one module's source."""
-    return Analyser(text, modname, is_package).run(ast.parse(text))
+def analyze_source(
+    text: str,
+    modname: str,
+    is_package: bool,
+    as_main: bool = False,
+    runs: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Import edges, bound names, doors and any lazy-export table of one module's source.
+
+    `as_main`: the module runs as __main__ (a script, `python -m`): its
+    `if __name__ == "__main__":` block runs. `runs`: its functions that startup calls as
+    it runs the module (the function a console script names).
+    """
+    return Analyser(text, modname, is_package, as_main, runs).run(ast.parse(text))
 
 
 class Analyser:
     """Reads one module's statements in the order Python runs them."""
 
-    def __init__(self, text: str, modname: str, is_package: bool) -> None:
+    def __init__(
+        self,
+        text: str,
+        modname: str,
+        is_package: bool,
+        as_main: bool = False,
+        runs: tuple[str, ...] = (),
+    ) -> None:
         self.lines = text.splitlines()
         self.modname = modname
-        self.as_main = modname == "__main__"  # a script: its `if __name__ == "__main__":` runs
+        # a script or `-m`: its `if __name__ == "__main__":` runs
+        self.as_main = as_main or modname == "__main__"
+        self.runs = runs
         self.package = modname if is_package else modname.rpartition(".")[0]
         # module-level function -> its imports, as if its body ran at module level
         self.bodies: Bodies = {}
         self.rerun = False  # reading a function's body again for `bodies`
         self.imports: list[Edge] = []
+        self.doors: list[Edge] = []
         self.defines: set[str] = set()
         self.all: list[str] | None = None
         self.dynamic = False
         self.stars: list[str] = []
         self.lazy = LazyExports(self.package, modname)
         self.dynamic_imports = "import_module" in text or "__import__" in text
+        # the scope a statement is read in, and the names each scope binds to a string
+        self.scope: ast.AST | None = None
+        self.scopes: dict[int, Names] = {}
+        self.lists: frozenset[str] = frozenset()
 
     def run(self, tree: ast.Module) -> dict[str, Any]:
+        self.scope = tree
+        if self.dynamic_imports:
+            self.lists = pkgutil_names(tree)
         self.visit(tree.body, "module", None)
         self.run_called(tree)
         return {
             "imports": self.imports,
+            "doors": self.doors,
             "defines": sorted(self.defines),
             "all": self.all,
             "dynamic": self.dynamic,
@@ -119,14 +161,73 @@ class Analyser:
         )
 
     def calls(self, node: ast.AST, context: Context, condition: Condition, group: Group) -> None:
-        """Constant importlib.import_module(...) calls anywhere in a statement."""
+        """importlib.import_module(...) and __import__(...) calls anywhere in a statement:
+        an edge when the name is a constant, a door when it is computed."""
         if not self.dynamic_imports:
             return
         for sub in ast.walk(node):
-            if isinstance(sub, ast.Call):
-                module = constant_import(sub)
-                if module:
-                    self.add_edge(module, [], sub, context, condition, group)
+            if not isinstance(sub, ast.Call) or call_name(sub) not in IMPORT_CALLS:
+                continue
+            module = constant_import(sub)
+            text = constant_text(sub.args[0], self.names()) if sub.args else None
+            if module is None and text and not text.startswith("."):
+                module = text  # a name bound to a constant: `name = "a.b"; import_module(name)`
+            if module is None and text:
+                module = self.prefix(sub)  # a constant relative name, resolved
+            if module is None and sub.args:
+                module = self.own_name(sub.args[0])  # __package__ + ".linalg"
+            if module:
+                self.add_edge(module, [], sub, context, condition, group)
+            elif sub.args:
+                self.doors.append(
+                    {
+                        "line": sub.lineno,
+                        "context": context,
+                        "statement": self.statement(sub),
+                        "prefix": self.prefix(sub),
+                    }
+                )
+
+    def names(self) -> Names:
+        """The names the scope being read binds to a known string (read once a scope)."""
+        scope = self.scope
+        if scope is None:
+            return {}
+        found = self.scopes.get(id(scope))
+        if found is None:
+            found = self.scopes[id(scope)] = scope_names(scope, self.lists)
+        return found
+
+    def own_name(self, node: ast.expr) -> str | None:
+        """`__package__ + ".sub"` / `__name__ + ".sub"`: a constant name after all."""
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+            return None
+        left, right = node.left, literal_string(node.right)
+        if not (isinstance(left, ast.Name) and right and right.startswith(".")):
+            return None
+        base = {"__package__": self.package, "__name__": self.modname}.get(left.id)
+        return base + right if base else None
+
+    def prefix(self, call: ast.Call) -> str | None:
+        """The constant start of a computed module name, made absolute: `"pkg.models." +
+        name`, f"pkg.{x}", `("." + name, __package__)` (None: nothing constant)."""
+        head = computed_prefix(call.args[0], self.names())
+        if not head:
+            return None
+        if not head.startswith("."):
+            return head
+        anchor = call.args[1] if len(call.args) > 1 else None
+        for kw in call.keywords:
+            if kw.arg == "package":
+                anchor = kw.value
+        if not (isinstance(anchor, ast.Name) and anchor.id in ("__name__", "__package__")):
+            return None  # relative to a package envsync does not know
+        # import_module(".x", package=P) is P.x: the anchor is taken as a package name
+        base = self.modname if anchor.id == "__name__" else self.package
+        stripped = head.lstrip(".")
+        for _ in range(len(head) - len(stripped) - 1):
+            base = base.rpartition(".")[0]
+        return base + "." + stripped if base else None
 
     # -- statements -----------------------------------------------------------------------
 
@@ -135,6 +236,8 @@ class Analyser:
     ) -> None:
         for node in body:
             top = context in RUNS
+            if top and not self.rerun and binds_dynamically(node):
+                self.dynamic = True  # names bound at run time: any name may exist
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     self.add_edge(alias.name, [], node, context, condition, group)
@@ -147,7 +250,9 @@ class Analyser:
             elif isinstance(node, ast.ClassDef):
                 if top:
                     self.defines.add(node.name)
+                scope, self.scope = self.scope, node  # a class body is a scope of its own
                 self.visit(node.body, context, condition, group)
+                self.scope = scope
             elif isinstance(node, ast.If):
                 self.branch(node, context, condition, group)
             elif is_try(node):
@@ -179,12 +284,16 @@ class Analyser:
                 target = node.target
                 if top and isinstance(target, ast.Name) and target.id == "__all__":
                     extra = literal_strings(node.value)
-                    if extra is not None and self.all is not None:
-                        self.all = self.all + extra
+                    known = extra is not None and self.all is not None
+                    self.all = self.all + extra if known else None  # type: ignore[operator]
             elif isinstance(node, (ast.Expr, ast.Return)):
                 self.calls(node, context, condition, group)
                 if top and not self.rerun:
                     self.lazy.tables.mutate(node)
+                    added = all_mutation(node)
+                    if added is not False and self.all is not None:
+                        # `__all__.append("x")` keeps it known; `append(name)` does not
+                        self.all = self.all + added if added is not None else None
 
     def import_from(
         self, node: ast.ImportFrom, context: Context, condition: Condition, group: Group, top: bool
@@ -215,17 +324,22 @@ class Analyser:
                 self.lazy.getattr = sorted(
                     {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
                 )
+        scope, self.scope = self.scope, node
         self.visit(node.body, "function", condition)
+        self.function_rerun(node, context)
+        self.scope = scope
+
+    def function_rerun(self, node: FunctionDef, context: Context) -> None:
+        """A module-level function's imports once more, as if its body ran at module level
+        (for a call of it while the module runs); its names are not the module's."""
         if context == "module":
-            # Its imports once more, as if its body ran at module level (for a call of it
-            # while the module runs); its names are not the module's.
-            saved = (self.imports, self.defines, self.stars, self.all, self.dynamic)
-            self.imports, self.defines, self.stars = [], set(), []
-            self.rerun = True
+            saved = (self.imports, self.defines, self.stars, self.all, self.dynamic, self.doors)
+            self.imports, self.defines, self.stars, self.doors = [], set(), [], []
+            rerun, self.rerun = self.rerun, True  # a def inside a def: still a rerun
             self.visit(node.body, "module", None)
-            self.rerun = False
-            self.bodies[node.name] = (node, self.imports)
-            self.imports, self.defines, self.stars, self.all, self.dynamic = saved
+            self.rerun = rerun
+            self.bodies[node.name] = (node, self.imports, self.doors)
+            self.imports, self.defines, self.stars, self.all, self.dynamic, self.doors = saved
 
     def branch(self, node: ast.If, context: Context, condition: Condition, group: Group) -> None:
         if self.as_main and is_main_guard(node.test):
@@ -262,7 +376,8 @@ class Analyser:
             if is_sys_modules_self(target):
                 self.lazy.replaced = True
                 self.lazy.replacement(node.value)
-        if call_name(node.value) == "attach" and isinstance(node.value, ast.Call):
+        name = call_name(node.value) or ""
+        if name.endswith("attach") and isinstance(node.value, ast.Call):  # attach, _attach
             self.lazy.attach(node.value)
 
     # -- functions the module calls while it runs -----------------------------------------
@@ -270,10 +385,11 @@ class Analyser:
     def run_called(self, tree: ast.Module) -> None:
         """A function the module calls while it runs imports what it imports then, as
         surely as the call runs: `main()` at the bottom of a script is startup, not a
-        lazy import."""
+        lazy import. Each such import says at which line of the module it runs (`at`)."""
         functions = {name: body[0] for name, body in self.bodies.items()}
-        for name, context in called_at_import(tree, functions, self.as_main).items():
-            node, edges = self.bodies[name]
+        called = called_at_import(tree, functions, self.as_main, self.runs)
+        for name, (context, at) in called.items():
+            node, edges, doors = self.bodies[name]
             end = getattr(node, "end_lineno", None) or node.lineno
             inside = {
                 (e["line"], e["module"])
@@ -287,18 +403,27 @@ class Analyser:
             ]
             for edge in edges:
                 if (edge["line"], edge["module"]) in inside:
-                    ran = dict(edge, context=weaker(context, edge["context"]))
-                    ran["condition"] = ran["condition"] or f"{name}() runs while the module runs"
+                    ran = dict(edge, context=weaker(context, edge["context"]), at=at)
+                    ran["condition"] = ran["condition"] or (
+                        f"{name}() runs at startup (the console script calls it)"
+                        if at == 0
+                        else f"{name}() runs while the module runs"
+                    )
                     self.imports.append(ran)
+            for door in doors:  # a computed import in a function that runs: it runs too
+                if node.lineno <= door["line"] <= end and door["context"] != "function":
+                    self.doors.append(dict(door, context=weaker(context, door["context"])))
 
 
 def called_at_import(
-    tree: ast.Module, functions: dict[str, FunctionDef], as_main: bool
-) -> dict[str, Context]:
+    tree: ast.Module, functions: dict[str, FunctionDef], as_main: bool, runs: tuple[str, ...] = ()
+) -> dict[str, tuple[Context, int]]:
     """Module-level functions the module calls while it runs (`main()`, `sys.exit(main())`,
-    and under `if __name__ == "__main__":` when it runs as a script), with the context of
-    the surest call; followed through the calls those functions make in turn."""
-    called: dict[str, Context] = {}
+    and under `if __name__ == "__main__":` when it runs as a script), and those startup
+    calls itself (`runs`: a console script's function), each with the context of the
+    surest call and the module's line where it runs (0: after the module); followed
+    through the calls those functions make in turn."""
+    called: dict[str, tuple[Context, int]] = {}
 
     def calls(node: ast.AST) -> list[str]:
         return [
@@ -307,11 +432,11 @@ def called_at_import(
             if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in functions
         ]
 
-    def note(name: str, context: Context) -> None:
-        if name not in called or CONTEXT_RANK[context] < CONTEXT_RANK[called[name]]:
-            called[name] = context
+    def note(name: str, context: Context, at: int) -> None:
+        if name not in called or CONTEXT_RANK[context] < CONTEXT_RANK[called[name][0]]:
+            called[name] = (context, at)
             for inner in calls(functions[name]):
-                note(inner, context)
+                note(inner, context, at)
 
     def scan(body: list[ast.stmt], context: Context) -> None:
         for node in body:
@@ -336,7 +461,10 @@ def called_at_import(
                     scan(part, context)
                 continue
             for name in calls(node):
-                note(name, context)
+                note(name, context, node.lineno)
 
     scan(tree.body, "module")
+    for name in runs:
+        if name in functions:
+            note(name, "module", 0)
     return called

@@ -7,6 +7,10 @@ import ast
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Dict, Literal, Tuple
+
+    # a name bound to a known string: (its text, whether that is the whole of it)
+    Names = Dict[str, Tuple[str, bool]]
 
 IMPORT_ERRORS = frozenset(["ImportError", "ModuleNotFoundError", "Exception", "BaseException"])
 EXITS = frozenset(["exit", "_exit", "quit", "abort"])
@@ -144,12 +148,207 @@ def constant_import(node: ast.Call) -> str | None:
     return module
 
 
+def computed_prefix(node: ast.expr, names: Names | None = None) -> str | None:
+    """The constant text a computed string starts with: `"a.b." + x`, f"a.{x}",
+    `"a.%s" % x`, `"a.{}".format(x)`, a name `names` knows (None: it starts with no
+    constant)."""
+    if isinstance(node, ast.Name) and names and node.id in names:
+        return names[node.id][0]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        whole = constant_text(node.left, names)
+        if whole is None:
+            return computed_prefix(node.left, names)
+        return whole + (computed_prefix(node.right, names) or "")
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return _head(node.left)
+    if isinstance(node, ast.JoinedStr):
+        return literal_string(node.values[0]) if node.values else None
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+    ):
+        return _head(node.func.value)
+    return literal_string(node)
+
+
+def constant_text(node: ast.expr, names: Names | None = None) -> str | None:
+    """The whole text of a string that is constant: a literal, a name `names` binds to
+    one, their sum (None: computed)."""
+    text = literal_string(node)
+    if text is not None:
+        return text
+    if isinstance(node, ast.Name) and names and node.id in names:
+        value, whole = names[node.id]
+        return value if whole else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left = constant_text(node.left, names)
+        right = constant_text(node.right, names) if left is not None else None
+        return left + right if left is not None and right is not None else None
+    return None
+
+
+MODULE_LISTS = ("iter_modules", "walk_packages")
+
+
+def pkgutil_names(tree: ast.Module) -> frozenset[str]:
+    """The names a module calls pkgutil's module lists by: `pkgutil.` (any alias of
+    `import pkgutil`, with its dot) and `iter_modules` after `from pkgutil import ...`."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update((a.asname or a.name) + "." for a in node.names if a.name == "pkgutil")
+        elif isinstance(node, ast.ImportFrom) and node.module == "pkgutil" and not node.level:
+            out.update(a.asname or a.name for a in node.names if a.name in MODULE_LISTS)
+    return frozenset(out)
+
+
+def module_list_prefix(node: ast.expr, lists: frozenset[str], names: Names) -> str | None:
+    """The constant start of every name `pkgutil.iter_modules(path, PREFIX)` or
+    `walk_packages(path, PREFIX)` yields (None: not such a call, or no constant prefix:
+    then the names it yields can be anything)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        ours = func.attr in MODULE_LISTS and func.value.id + "." in lists
+    else:
+        ours = isinstance(func, ast.Name) and func.id in lists
+    if not ours:
+        return None
+    prefix = node.args[1] if len(node.args) > 1 else None
+    for kw in node.keywords:
+        if kw.arg == "prefix":
+            prefix = kw.value
+    return computed_prefix(prefix, names) if prefix is not None else None
+
+
+def scope_names(scope: ast.AST, lists: frozenset[str]) -> Names:
+    """The names a scope (a module, a function, a class body) binds to a known string:
+    `name = "a.b"` when every binding of the name in the scope is that constant (whole),
+    and the name of a `for _, name, _ in pkgutil.iter_modules(path, "a.b.")` loop when it
+    is its only binding (only its start is known). A name rebound in any other way, a
+    parameter, or one declared global or nonlocal anywhere inside, is not known."""
+    declared: set[str] = set()
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+    known: dict[int, tuple[str, bool]] = {}  # id of a Name bound to a known string
+    for node in _in_scope(scope):
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            text = constant_text(node.value)
+            if text is not None:
+                known.update((id(t), (text, True)) for t in node.targets)
+    constants = _settle(scope, known, declared)
+    for node in _in_scope(scope):  # the loops, whose prefix may be one of those constants
+        if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Tuple):
+            head = module_list_prefix(node.iter, lists, constants)
+            elts = node.target.elts
+            if head and len(elts) > 1 and isinstance(elts[1], ast.Name):
+                known[id(elts[1])] = (head, False)
+    return _settle(scope, known, declared)
+
+
+def _settle(scope: ast.AST, known: dict[int, tuple[str, bool]], declared: set[str]) -> Names:
+    """The names each of whose bindings in the scope is the same known string."""
+    values: dict[str, list[tuple[str, bool] | None]] = {}
+    for node in _in_scope(scope):
+        bound: list[str] = []
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            values.setdefault(node.id, []).append(known.get(id(node)))
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound = [(a.asname or a.name).partition(".")[0] for a in node.names]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound = [node.name] if node is not scope else []
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound = [node.name]
+        elif isinstance(node, ast.arg):
+            bound = [node.arg]
+        elif type(node).__name__ in ("MatchAs", "MatchStar", "MatchMapping"):  # 3.10
+            found = [getattr(node, "name", None), getattr(node, "rest", None)]
+            bound = [n for n in found if isinstance(n, str)]
+        for name in bound:
+            values.setdefault(name, []).append(None)
+    out: Names = {}
+    for name, found_values in values.items():
+        first = found_values[0]
+        if first is not None and name not in declared and all(v == first for v in found_values):
+            out[name] = first
+    return out
+
+
+def _in_scope(scope: ast.AST) -> Iterator[ast.AST]:
+    """Every node of a scope, not those of the scopes inside it (a nested function's or
+    class's body, a lambda's), but their names, parameters, defaults and decorators."""
+    todo: list[ast.AST] = [scope]
+    while todo:
+        node = todo.pop()
+        yield node
+        if node is not scope and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner: list[ast.AST] = [*node.decorator_list, *node.args.defaults]
+            inner += [d for d in node.args.kw_defaults if d is not None]
+            todo.extend(inner)
+        elif node is not scope and isinstance(node, ast.ClassDef):
+            todo.extend([*node.decorator_list, *node.bases, *node.keywords])
+        elif node is not scope and isinstance(node, ast.Lambda):
+            todo.extend([*node.args.defaults, *(d for d in node.args.kw_defaults if d)])
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _head(node: ast.expr) -> str | None:
+    """A format string's text before its first placeholder."""
+    text = literal_string(node)
+    if text is None:
+        return None
+    for mark in ("%", "{"):
+        text = text.partition(mark)[0]
+    return text
+
+
 def subscript_key(target: ast.Subscript) -> ast.AST:
     """The key of `x[key]` (Python 3.8 wraps it in an ast.Index)."""
     key: ast.AST = target.slice
     if type(key).__name__ == "Index":
         key = getattr(key, "value", key)
     return key
+
+
+NAMESPACES = frozenset(["globals", "vars", "locals"])
+
+
+def binds_dynamically(node: ast.stmt) -> bool:
+    """A module-level statement that binds names envsync cannot list: `globals()[k] = v`,
+    `globals().update(...)`, `setattr(sys.modules[__name__], ...)`, `exec(...)`, or an
+    assignment of a module `__getattr__` (`__getattr__ = lazy.attach(...)[0]`)."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            names: set[str] = set()
+            bound_names(target, names)
+            if "__getattr__" in names:
+                return True
+            if isinstance(target, ast.Subscript) and call_name(target.value) in NAMESPACES:
+                return True
+        return False
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return False
+    call = node.value
+    func = call.func
+    if isinstance(func, ast.Name) and func.id == "exec":
+        return True
+    if isinstance(func, ast.Name) and func.id == "setattr" and call.args:
+        first = call.args[0]
+        return isinstance(first, ast.Subscript) and is_sys_modules_self(first)
+    if isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault", "__setitem__"):
+        owner = func.value
+        if call_name(owner) in NAMESPACES:
+            return True
+        # sys.modules[__name__].__dict__.update(...)
+        if isinstance(owner, ast.Attribute) and owner.attr == "__dict__":
+            return isinstance(owner.value, ast.Subscript) and is_sys_modules_self(owner.value)
+    return False
 
 
 def is_sys_modules_self(target: ast.expr) -> bool:
@@ -161,3 +360,25 @@ def is_sys_modules_self(target: ast.expr) -> bool:
         return False
     key = subscript_key(target)
     return isinstance(key, ast.Name) and key.id == "__name__"
+
+
+def all_mutation(node: ast.stmt) -> list[str] | Literal[False] | None:
+    """What a statement does to `__all__` by a method call: the literal names it adds
+    (`append("x")`, `extend(["x"])`), None when it adds what envsync cannot list, False
+    when it is no such call."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return False
+    func = node.value.func
+    if not (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "__all__"
+    ):
+        return False
+    args = node.value.args
+    if func.attr == "append" and len(args) == 1:
+        text = literal_string(args[0])
+        return [text] if text is not None else None
+    if func.attr == "extend" and len(args) == 1:
+        return literal_strings(args[0])
+    return None

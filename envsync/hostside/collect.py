@@ -2,7 +2,8 @@
 
 It installs nothing; its only writes are its caches (caches.py). Options come as one JSON
 object in its first argument: {"host", "watch": [...], "env": [...], "deep": false,
-"roots": [...], "internal": [...], "workdir", "isolated", "model": {...}} (model.py).
+"roots": [...], "internal": [...], "workdir", "isolated", "main", "loader_env": {...},
+"model": {...}} (model.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ if TYPE_CHECKING:
     from typing import List, Optional, Tuple
 
     # (kind, origin, search locations): kind is builtin, stdlib, source, extension,
-    # namespace; None: the module cannot be found
+    # namespace, provided (put in sys.modules by its parent, a module that is no
+    # package; origin: the parent's file); None: the module cannot be found
     Found = Optional[Tuple[str, Optional[str], Optional[List[str]]]]
 
 
@@ -51,6 +52,14 @@ class ModuleFinder:
             if parent:
                 found = self.find(parent)
                 search = found[2] if found else None
+                if found is not None and search is None:
+                    # A module that is no package can only have "submodules" that its code
+                    # puts in sys.modules (torch._C._jit_tree_views, six.moves, os.path):
+                    # provided at run time, never found, never to be called missing.
+                    kind = "stdlib" if found[0] in ("stdlib", "builtin") else "provided"
+                    result = (kind, found[1], None)
+                    self.cache[name] = result
+                    return result
             spec = None
             if search is not None:
                 self.searched.update(search)

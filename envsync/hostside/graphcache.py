@@ -61,7 +61,7 @@ def graph_key(options: dict[str, Any], finder: ModuleFinder) -> str:
     return hashlib.sha256(
         json.dumps(
             [
-                [options.get(k) for k in ("roots", "internal", "workdir", "isolated")],
+                [options.get(k) for k in ("roots", "internal", "workdir", "isolated", "main")],
                 finder.paths,
                 sorted(finder.editable.items()),
                 sys.version,

@@ -1,9 +1,14 @@
 """The startup import graph: what the service's entrypoint imports, read with ast, never run.
 
-Modules of the "internal" packages (the entrypoint's own, the watched ones) are followed
-through their module-level edges; other modules are read once for the names they bind
-(and through `import *`), not followed. A name imported from a lazy module (lazy.py) is
-looked for in the submodule its table names.
+Every module startup may run is read and followed, in every package but the standard
+library: its module-level imports, those under a condition or a guard, and those inside
+its functions (a function may be called at startup; envsync does not read calls), each
+import's parent packages first, as Python runs them. A name imported from a lazy module
+(lazy.py) is looked for in the submodule its table names, and that submodule is followed
+too. The roots: the launch command's modules (a console script's module with its
+function, a `-m` module as __main__), and what the interpreter's site runs at every start
+(the import lines of .pth files, sitecustomize). Where reading stops (an extension module,
+a computed import, a file that does not parse) the module says so (kind, doors).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import os
 from .caches import cache_path, load_cache, save_cache
 from .finder import ModuleFinder
 from .mentions import Mentions
-from .roots import launch_roots, package_submodules
+from .roots import launch_roots, package_submodules, site_roots
 from .shared import RUNS
 
 TYPE_CHECKING = False
@@ -29,7 +34,7 @@ def startup_graph(
     roots = options.get("roots") or []
     if not roots:
         return None
-    roots, resolved, main_file = launch_roots(roots, options, finder.searched)
+    roots, resolved, main_file, runs = launch_roots(roots, options, finder.searched)
     internal = tuple(options.get("internal") or [r.partition(".")[0] for r in roots])
     internal += tuple(r.partition(".")[0] for r in roots if r.partition(".")[0] not in internal)
     path = cache_path(base, "imports", digest)
@@ -41,7 +46,21 @@ def startup_graph(
             paths.insert(0, os.path.dirname(main_file))
         finder = ModuleFinder(paths, finder.editable, finder.searched)
         finder.cache["__main__"] = ("source", main_file, None)
-    graph = GraphBuilder(finder, internal, cache)
+    main = options.get("main")
+    if main and main in roots:
+        found = finder.find(main)
+        if found is not None and found[2] is not None:  # `-m pkg` runs pkg/__main__.py
+            main = main + ".__main__"
+            roots.append(main)
+    else:
+        main = "__main__" if main_file else None
+    graph = GraphBuilder(finder, internal, cache, main, runs)
+    site, site_modules = site_roots(finder)
+    for name in site:
+        if name in site_modules:
+            graph.pseudo(name, site_modules[name])
+        else:
+            graph.want(name, True)
     for root in roots:
         if root.endswith(".*"):  # every module of a package (a registry imports them all)
             package = root[:-2]
@@ -64,6 +83,8 @@ def startup_graph(
     return {
         "roots": list(roots),
         "resolved": resolved,
+        "main": main,
+        "site": site,
         "internal": list(internal),
         "modules": modules,
         "parsed": graph.parsed,
@@ -71,25 +92,56 @@ def startup_graph(
     }
 
 
+def source_text(data: bytes) -> str:
+    """A source file's text as Python decodes it: a UTF-8 BOM dropped, a coding cookie
+    in the first two lines obeyed (PEP 263), UTF-8 otherwise."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:].decode("utf-8", "replace")
+    head = data[:400].split(b"\n", 2)[:2]
+    if any(b"coding" in line and line.lstrip().startswith(b"#") for line in head):
+        import io
+        import tokenize
+
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            return data.decode(encoding, "replace")
+        except (SyntaxError, LookupError):
+            pass
+    return data.decode("utf-8", "replace")
+
+
 class GraphBuilder:
     """Reads modules from a queue, each once (again when it is to be followed after all)."""
 
-    def __init__(self, finder: ModuleFinder, internal: tuple[str, ...], cache: dict[str, Any]):
+    def __init__(
+        self,
+        finder: ModuleFinder,
+        internal: tuple[str, ...],
+        cache: dict[str, Any],
+        main: str | None = None,
+        runs: dict[str, list[str]] | None = None,
+    ):
         self.finder = finder
         self.internal = internal
-        self.cache = cache  # parsed facts by "sha256:module:is-package"
+        self.cache = cache  # parsed facts by "sha256:module:is-package[:main][:functions]"
+        self.main = main  # the module that runs as __main__ (a script, `-m`)
+        self.runs = runs or {}  # module -> its functions startup calls (a console script's)
         self.modules: dict[str, dict[str, Any]] = {}
         self.queue: list[str] = []
         # name -> follow its imports (True) or only read what it binds (False)
         self.mode: dict[str, bool] = {}
-        self.requested: dict[str, set[str]] = {}  # module -> names imported from it
+        # module -> names imported from it, each with whether the importer is followed
+        self.requested: dict[str, dict[str, bool]] = {}
         self.mentions = Mentions(finder)
         self.parsed = 0
         self.cached = 0
         self.fresh = 0
 
-    def is_internal(self, name: str) -> bool:
-        return name.partition(".")[0] in self.internal
+    def pseudo(self, name: str, info: dict[str, Any]) -> None:
+        """A module that is no module: a .pth file's import lines, read as one."""
+        self.modules[name] = info
+        self.mode[name] = True
+        self.follow(info["imports"])
 
     def want(self, name: str, follow: bool) -> None:
         if not name:
@@ -100,24 +152,25 @@ class GraphBuilder:
             self.modules.pop(name, None)  # seen shallow, now to be followed: read it again
             self.queue.append(name)
 
-    def request(self, name: str, item: str) -> None:
+    def request(self, name: str, item: str, follow: bool) -> None:
         """A name imported from a module: a lazy module's lives in a submodule its table
-        names; read that submodule too (and, through tables of tables, the next one)."""
-        names = self.requested.setdefault(name, set())
-        if item in names:
+        names; read that submodule too (and, through tables of tables, the next one),
+        followed when the import is: importing the name runs it."""
+        names = self.requested.setdefault(name, {})
+        if item in names and (names[item] or not follow):
             return
-        names.add(item)
+        names[item] = follow
         lazy = (self.modules.get(name) or {}).get("lazy")
         if lazy is not None:
-            self.resolve_lazy(name, lazy, item)
+            self.resolve_lazy(name, lazy, item, follow)
 
-    def resolve_lazy(self, name: str, lazy: dict[str, Any], item: str) -> None:
+    def resolve_lazy(self, name: str, lazy: dict[str, Any], item: str, follow: bool) -> None:
         owner = lazy["names"].get(item)
         if owner is not None:
             if owner != name:
-                self.want(owner, False)
+                self.want(owner, follow)
                 if owner != name + "." + item:
-                    self.request(owner, item)
+                    self.request(owner, item, follow)
             return
         # Read only the star submodules whose files may bind the name: those that define
         # it or list it in a string (as `__all__` does) first; those that only import it
@@ -129,8 +182,8 @@ class GraphBuilder:
         hits = strong or weak
         lazy.setdefault("candidates", {})[item] = hits + (["?"] if strong and weak else [])
         for star in hits:
-            self.want(star, False)
-            self.request(star, item)
+            self.want(star, follow)
+            self.request(star, item, follow)
 
     def run(self) -> None:
         while self.queue:
@@ -147,15 +200,17 @@ class GraphBuilder:
         kind, origin, locations = found
         info: dict[str, Any] = {"kind": kind, "file": origin}
         self.modules[name] = info
+        if kind in ("stdlib", "builtin"):
+            return  # the same on both hosts, left out of the graph: nothing to read
+        follow = self.mode[name]
         parent = name.rpartition(".")[0]
         if parent:
-            self.want(parent, self.is_internal(parent))
+            self.want(parent, follow)  # Python runs a module's parent packages first
         if kind != "source" or origin is None:
             return
         facts = self.facts(name, origin, locations is not None, info)
         if facts is None:
             return
-        follow = self.mode[name] and self.is_internal(name)
         info.update({k: facts[k] for k in ("defines", "all", "dynamic", "stars")})
         lazy = facts.get("lazy")
         if lazy is not None:
@@ -167,14 +222,18 @@ class GraphBuilder:
                     if s not in lazy["stars"]
                 ]
             info["lazy"] = lazy
-            for item in sorted(self.requested.get(name, ())):
-                self.resolve_lazy(name, lazy, item)
-        # Import edges matter only where startup follows them.
+            for item, wanted in sorted(self.requested.get(name, {}).items()):
+                self.resolve_lazy(name, lazy, item, wanted)
+        # Import edges (and doors) matter only where startup follows them.
         info["imports"] = facts["imports"] if follow else []
+        if follow and facts.get("doors"):
+            info["doors"], opened = self.open_doors(facts["doors"])
+            if opened:
+                info["imports"] = info["imports"] + opened
         for star in facts["stars"]:
-            self.want(star, follow and self.is_internal(star))
-        if follow:
-            self.follow(facts["imports"])
+            self.want(star, follow)
+        if follow:  # the opened doors' edges too: what is behind them is read
+            self.follow(info["imports"])
 
     def facts(
         self, name: str, origin: str, is_package: bool, info: dict[str, Any]
@@ -190,8 +249,13 @@ class GraphBuilder:
             return None
         digest = hashlib.sha256(data).hexdigest()
         info["sha256"] = digest
-        # Relative imports resolve against the module's own name: it is part of the key.
+        # Relative imports resolve against the module's own name: it is part of the key,
+        # and so is how it runs (as __main__, the functions startup calls in it).
+        as_main = name == self.main
+        runs = tuple(self.runs.get(name, ()))
         key = f"{digest}:{name}:{int(is_package)}"
+        if as_main or runs:
+            key += f":{int(as_main)}:{','.join(runs)}"
         facts: dict[str, Any] | None = self.cache.get(key)
         if facts is not None:
             self.cached += 1
@@ -199,7 +263,7 @@ class GraphBuilder:
         from .analyse import analyze_source  # ast: only when something is to be parsed
 
         try:
-            facts = analyze_source(data.decode("utf-8", "replace"), name, is_package)
+            facts = analyze_source(source_text(data), name, is_package, as_main, runs)
         except (SyntaxError, ValueError, RecursionError) as e:
             info["kind"] = "error"
             info["error"] = f"cannot parse: {e}"
@@ -209,22 +273,71 @@ class GraphBuilder:
         self.parsed += 1
         return facts
 
+    def open_doors(
+        self, doors: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """A computed import whose name starts with a package's name can only import a
+        module of that package: read them all (each an edge under a condition, at the
+        door's line), and the door is closed. Returns the doors and the edges."""
+        edges: list[dict[str, Any]] = []
+        out = []
+        for door in doors:
+            prefix = door.get("prefix") or ""
+            package = prefix[:-1] if prefix.endswith(".") else prefix.rpartition(".")[0]
+            # inside a function a door does not count (docs/explanation/startup-imports.md):
+            # only one that runs with its module has its prefix read
+            runs = door["context"] in RUNS
+            subs = self.subtree(package) if package and runs else None
+            if subs is None:
+                out.append(door)
+                continue
+            stem = prefix[len(package) + 1 :]
+            context = "if"
+            for sub in subs:
+                if sub[len(package) + 1 :].startswith(stem):
+                    edges.append(
+                        {
+                            "module": sub,
+                            "names": [],
+                            "line": door["line"],
+                            "context": context,
+                            "statement": door["statement"],
+                            "condition": "the computed import may name it",
+                            "group": None,
+                        }
+                    )
+            out.append(dict(door, read=True))
+        return out, edges
+
+    def subtree(self, package: str) -> list[str] | None:
+        """Every module of a package, subpackages included (None: not a package)."""
+        found = self.finder.find(package)
+        if found is None or found[2] is None:
+            return None
+        out: list[str] = []
+        todo = [(package, found[2])]
+        while todo:
+            name, locations = todo.pop()
+            for sub in package_submodules(name, locations, subpackages=True):
+                out.append(sub)
+                inner = self.finder.find(sub)
+                if inner is not None and inner[2] is not None:
+                    todo.append((sub, inner[2]))
+        return sorted(out)
+
     def follow(self, edges: list[dict[str, Any]]) -> None:
-        """Queue what a followed module's edges reach."""
+        """Queue what a followed module's edges reach: every import that may run (inside
+        a function too: it runs if startup calls the function), never a type checker's."""
         for edge in edges:
+            if edge["context"] == "typing":
+                continue
             target = edge["module"]
-            runs = edge["context"] in RUNS
-            inner = self.is_internal(target)
-            if inner and runs:
-                self.want(target, True)
-            elif runs or edge["context"] == "function":
-                # Know whether it exists and what it binds; do not follow it.
-                self.want(target, False)
-            if edge["names"] and (runs or edge["context"] == "function"):
-                for item in edge["names"]:
-                    if item != "*":
-                        sub = target + "." + item
-                        if self.finder.find(sub) is not None:
-                            self.want(sub, inner and runs)
-                        else:
-                            self.request(target, item)
+            self.want(target, True)
+            for item in edge["names"]:
+                if item != "*":
+                    sub = target + "." + item
+                    found = self.finder.find(sub)
+                    if found is not None and found[0] != "provided":
+                        self.want(sub, True)
+                    else:
+                        self.request(target, item, True)

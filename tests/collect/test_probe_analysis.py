@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from envsync.hostside.analyse import analyze_source
+from envsync.hostside.finder import ModuleFinder
+from envsync.hostside.startup import startup_graph
 
 
 def contexts(source: str) -> dict[str, tuple[str, int | None]]:
@@ -69,8 +73,17 @@ def contexts(source: str) -> dict[str, tuple[str, int | None]]:
                 "lazy.one": ("function", None),
             },
         ),
-        (  # a module built from a variable is not an import envsync can name
+        (  # a name bound once to a constant is that constant
             "import importlib\nname = 'x'\nimportlib.import_module(name)\n",
+            {"importlib": ("module", None), "x": ("module", None)},
+        ),
+        (  # every binding the same constant, in a function's own scope
+            "def f(flag):\n    name = 'x.y'\n    if flag:\n        name = 'x.y'\n"
+            "    return __import__(name)\n",
+            {"x.y": ("function", None)},
+        ),
+        (  # a name bound to anything else as well is computed: no import envsync can name
+            "import importlib\nname = 'x'\nname = pick()\nimportlib.import_module(name)\n",
             {"importlib": ("module", None)},
         ),
     ],
@@ -79,6 +92,104 @@ def test_handler_and_import_contexts(
     source: str, expected: dict[str, tuple[str, int | None]]
 ) -> None:
     assert contexts(source) == expected
+
+
+def doors(source: str) -> list[tuple[int, str, str | None]]:
+    facts = analyze_source(textwrap.dedent(source), "pkg.algo", True)
+    return [(d["line"], d["context"], d["prefix"]) for d in facts["doors"]]
+
+
+# SGLang's sglang/srt/dllm/algorithm/__init__.py: every module of its own package.
+ITER_MODULES = """import importlib
+import pkgutil
+
+def load():
+    package_name = "pkg.algo"
+    package = importlib.import_module(package_name)
+    for _, name, ispkg in pkgutil.iter_modules(package.__path__, package_name + "."):
+        importlib.import_module(name)
+
+table = load()
+"""
+
+
+def test_a_module_list_with_a_constant_prefix_is_a_door_bounded_to_that_package() -> None:
+    facts = analyze_source(ITER_MODULES, "pkg.algo", True)
+    # the constant name is an import; the loop's names all start with the prefix
+    edges = [(e["module"], e["context"], e["line"]) for e in facts["imports"]]
+    assert ("pkg.algo", "module", 6) in edges
+    assert doors(ITER_MODULES) == [(8, "function", "pkg.algo."), (8, "module", "pkg.algo.")]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (  # walk_packages, imported from pkgutil, a keyword prefix: the same bound
+            "from pkgutil import walk_packages\nimport importlib\n"
+            "for info in walk_packages(__path__, prefix='pkg.algo.'):\n"
+            "    importlib.import_module(info.name)\n",
+            [(4, "module", None)],  # `info.name`: not followed, still a door
+        ),
+        (
+            "from pkgutil import walk_packages as walk\n"
+            "for _, name, _ in walk(__path__, prefix='pkg.algo.'):\n"
+            "    __import__(name)\n",
+            [(3, "module", "pkg.algo.")],
+        ),
+        (  # no prefix: the names are bare, anything on sys.path
+            "import pkgutil, importlib\nfor _, name, _ in pkgutil.iter_modules(paths):\n"
+            "    importlib.import_module(name)\n",
+            [(3, "module", None)],
+        ),
+        (  # a prefix computed at run time
+            "import pkgutil, importlib\n"
+            "for _, name, _ in pkgutil.iter_modules(paths, pick() + '.'):\n"
+            "    importlib.import_module(name)\n",
+            [(3, "module", None)],
+        ),
+        (  # the loop's name rebound inside it
+            "import pkgutil, importlib\n"
+            "for _, name, _ in pkgutil.iter_modules(__path__, 'pkg.algo.'):\n"
+            "    name = name.replace('algo', other)\n    importlib.import_module(name)\n",
+            [(4, "module", None)],
+        ),
+        (  # a function's parameter of the same name is another scope's
+            "import pkgutil, importlib\n"
+            "for _, name, _ in pkgutil.iter_modules(__path__, 'pkg.algo.'):\n"
+            "    pass\ndef f(name):\n    return importlib.import_module(name)\n",
+            [(5, "function", None)],
+        ),
+        (  # an iter_modules that is not pkgutil's can yield anything
+            "import importlib\nfrom mine import iter_modules\n"
+            "for _, name, _ in iter_modules(__path__, 'pkg.algo.'):\n"
+            "    importlib.import_module(name)\n",
+            [(4, "module", None)],
+        ),
+        (  # a constant name rebound by a nested function (nonlocal): not known
+            "import importlib\ndef f():\n    name = 'x'\n    def g():\n"
+            "        nonlocal name\n        name = pick()\n    g()\n"
+            "    return importlib.import_module(name)\n",
+            [(8, "function", None)],
+        ),
+        (  # a module's constant rebound through `global` elsewhere: not known
+            "import importlib\nname = 'x'\ndef set(v):\n    global name\n    name = v\n"
+            "importlib.import_module(name)\n",
+            [(6, "module", None)],
+        ),
+        (  # a module's constant read in a function: another scope, not resolved
+            "import importlib\nname = 'x'\ndef f():\n    return importlib.import_module(name)\n",
+            [(4, "function", None)],
+        ),
+        (  # a computed name that starts with a bound constant: that constant is its prefix
+            "import importlib\nbase = 'pkg.algo.'\nimportlib.import_module(base + pick())\n",
+            [(3, "module", "pkg.algo.")],
+        ),
+    ],
+)
+def test_what_is_not_provably_bounded_stays_an_open_door(
+    source: str, expected: list[tuple[int, str, str | None]]
+) -> None:
+    assert doors(source) == expected
 
 
 TRANSFORMERS_STYLE = """\
@@ -203,3 +314,34 @@ def test_a_table_mutated_in_a_way_envsync_cannot_read_is_not_exact() -> None:
 
 def test_an_ordinary_module_has_no_lazy_table() -> None:
     assert analyze_source("X = 1\n", "pkg", True)["lazy"] is None
+
+
+def graph_of(tmp_path: Path, init: str) -> dict[str, Any]:
+    """The startup graph of a package `pkg` whose `pkg/algo/__init__.py` is `init`."""
+    algo = tmp_path / "pkg" / "algo"
+    algo.mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("from pkg import algo\n")
+    (algo / "__init__.py").write_text(init)
+    (algo / "fast.py").write_text("import numpy\n")
+    (tmp_path / "pkg" / "other.py").write_text("import torch\n")
+    graph = startup_graph({"roots": ["pkg"]}, ModuleFinder([str(tmp_path)]), None, "t")
+    assert graph is not None
+    modules: dict[str, Any] = graph["modules"]
+    return modules
+
+
+def test_a_bounded_module_list_is_read_and_closed(tmp_path: Path) -> None:
+    modules = graph_of(tmp_path, ITER_MODULES)
+    # the door that runs (in load(), which the module calls) is read: every module of
+    # pkg.algo is an edge, none of pkg's others; inside a function it would not count
+    doors = [(d["context"], d.get("read")) for d in modules["pkg.algo"]["doors"]]
+    assert doors == [("function", None), ("module", True)]
+    assert "pkg.algo.fast" in modules and "numpy" in modules
+    assert "pkg.other" not in modules and "torch" not in modules
+
+
+def test_an_unbounded_module_list_stays_an_open_door(tmp_path: Path) -> None:
+    modules = graph_of(tmp_path, ITER_MODULES.replace(', package_name + "."', ""))
+    doors = [(d["context"], d.get("read")) for d in modules["pkg.algo"]["doors"]]
+    assert doors == [("function", None), ("module", None)]
+    assert "pkg.algo.fast" not in modules
