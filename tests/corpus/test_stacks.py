@@ -22,8 +22,6 @@ from tests.corpus.stacks import build_all
 
 pytestmark = pytest.mark.slow
 
-NEEDS_REACH = "needs the reachability of issue-21-reach"
-
 # Start the service as its entry would, in this process, up to where a CPU stops it; the
 # outcome (the exception, its frames, its causes) as one JSON line.
 START = r"""
@@ -145,7 +143,16 @@ def test_a_real_start_decides_then_envsync(
     if r.cause:
         (cause,) = [c for c in ours["chain"] if r.cause in c["text"]]
         assert any(f.endswith(r.cause_in) for f, _ in cause["frames"]), cause
-    # envsync with the import check: fatal, with the exception's text and frame
+    # envsync without the import check: the culprit's verdict read from the code alone
+    static = diff(pair, entry, capsys)
+    culprit = {f["subject"]: f for f in static["findings"]}[case.culprit]
+    assert culprit["severity"] == entry.static, culprit["reason"]
+    b = case.breaking
+    if b is not None and entry.static == "fatal":
+        assert f"({b.file}:{b.line})" in culprit["reason"], culprit["reason"]
+        assert f"defines {b.name} ({b.defined_in})" in culprit["reason"], culprit["reason"]
+    # then with the import check (the probe's caches warm): fatal, with the exception's
+    # text and frame
     probed = diff(pair, entry, capsys, "--import-check")
     culprit = {f["subject"]: f for f in probed["findings"]}[case.culprit]
     assert culprit["severity"] == case.expected, culprit
@@ -158,28 +165,3 @@ def test_a_real_start_decides_then_envsync(
         assert "on the reference ref they import cleanly" in culprit["reason"], culprit["reason"]
     others = [f for f in probed["findings"] if f["subject"] != case.culprit]
     assert all(f["severity"] != "fatal" for f in others), others
-
-
-@pytest.mark.parametrize(
-    ("case", "entry"),
-    [
-        pytest.param(
-            c,
-            e,
-            marks=[pytest.mark.xfail(strict=True, reason=NEEDS_REACH)] if e.needs_reach else [],
-        )
-        for c in STACKS
-        for e in c.entries
-    ],
-    ids=[f"{c.id}-{e.run[0]}" for c in STACKS for e in c.entries],
-)
-def test_the_static_verdict(
-    case: Case, entry: Entry, stacks: dict[str, Path], capsys: pytest.CaptureFixture[str]
-) -> None:
-    static = diff(stacks[case.id], entry, capsys)
-    culprit = {f["subject"]: f for f in static["findings"]}[case.culprit]
-    assert culprit["severity"] == entry.static, culprit["reason"]
-    b = case.breaking
-    if b is not None and entry.static == "fatal":
-        assert f"({b.file}:{b.line})" in culprit["reason"], culprit["reason"]
-        assert f"defines {b.name} ({b.defined_in})" in culprit["reason"], culprit["reason"]
