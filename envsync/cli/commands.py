@@ -11,10 +11,12 @@ from envsync.cli.options import (
     CheckOptions,
     DiffOptions,
     LockOptions,
+    RollbackOptions,
     ServiceOptions,
     SnapshotOptions,
 )
 from envsync.cli.output import (
+    backups_text,
     emit,
     err,
     print_rollback,
@@ -25,6 +27,7 @@ from envsync.cli.output import (
 )
 from envsync.errors import CollectError
 from envsync.exitcodes import ExitCode
+from envsync.printable import printable
 
 if TYPE_CHECKING:
     from envsync.repair import RepairOptions
@@ -141,7 +144,7 @@ def cmd_repair(options: RepairOptions, session: Session) -> ExitCode:
 
     done = repair(session, options)
     if not options.apply:
-        emit(describe(done.plan, exec_prefix=done.exec_prefix), None)
+        emit(printable(describe(done.plan, exec_prefix=done.exec_prefix)), None)
         return ExitCode.DRIFT if done.plan.steps else ExitCode.OK
     if done.applied is None:
         session.note(f"{done.plan.target}: nothing to do")
@@ -177,9 +180,14 @@ def cmd_stop(options: ServiceOptions, session: Session) -> ExitCode:
     return ExitCode.OK
 
 
-def cmd_rollback(options: ServiceOptions, session: Session) -> ExitCode:
-    from envsync.repair import rollback_host
+def cmd_rollback(options: RollbackOptions, session: Session) -> ExitCode:
+    from envsync.repair import list_backups, rollback_host
 
-    done = rollback_host(session, options.host, backup=options.backup, wait=options.wait)
+    if options.list:
+        emit(backups_text(options.host, list_backups(session, options.host)), None)
+        return ExitCode.OK
+    done = rollback_host(
+        session, options.host, backup=options.backup, force=options.force, wait=options.wait
+    )
     print_rollback(done, session)
     return ExitCode.OK

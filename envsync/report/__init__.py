@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Sequence
 
 from envsync.findings import Report
+from envsync.printable import printable_data
 from envsync.vocab import DIFF_FAIL_ON, Severity
 
 # Each format is a module of this package with render(reports) -> str; loaded on use
@@ -28,6 +29,8 @@ def render(
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}")
     module = importlib.import_module(f"envsync.report.{fmt}")
+    if fmt != "json":  # JSON escapes control characters itself; the others show them
+        reports = printable_data(tuple(reports))
     if fmt == "table":
         return str(module.render(reports, color=color, width=width))
     if fmt == "junit":
@@ -41,6 +44,8 @@ def render_fleet(
     """Several targets against one reference as one matrix, in `fmt` (FLEET_FORMATS)."""
     from envsync.report.fleet import build_fleet, fleet_data
 
+    if fmt != "json":
+        reports = printable_data(tuple(reports))
     fleet = build_fleet(reports)
     if fmt == "json":
         import json

@@ -45,9 +45,9 @@ def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) 
         if report.entrypoint:
             title += f" (startup of {report.entrypoint})"
         if not report.findings:
-            console.print(title)
+            console.print(Text(title))
         else:
-            table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+            table = Table(title=Text(title), title_justify="left", show_lines=False, expand=False)
             table.add_column("severity", no_wrap=True)
             table.add_column("kind", no_wrap=True)
             table.add_column("subject", overflow="fold", max_width=28)
@@ -57,16 +57,17 @@ def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) 
                 why = Text(f.reason)
                 for fix in f.fixes:
                     why.append(f"\n→ {fix.kind}: {fix.summary}", style="green")
+                # Text, never markup: a host's strings ("[/x]") are shown as they are.
                 table.add_row(
                     Text(f.severity, style=STYLE[f.severity]),
-                    f.kind,
-                    f.subject,
-                    f"{_value(f.reference)} → {_value(f.target)}",
+                    Text(f.kind),
+                    Text(f.subject),
+                    Text(f"{_value(f.reference)} → {_value(f.target)}"),
                     why,
                 )
             console.print(table)
         for note in report.notes:
-            console.print(f"note: {note}", style="dim")
+            console.print(Text(f"note: {note}", style="dim"))
     return buffer.getvalue()
 
 
@@ -78,15 +79,15 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int = 120) -> str:
         f"{h} {fleet.counts_text(h)}" for h in fleet.hosts
     )
     if not fleet.rows:
-        console.print(title)
+        console.print(Text(title))
         return buffer.getvalue()
-    table = Table(title=title, title_justify="left", expand=False)
+    table = Table(title=Text(title), title_justify="left", expand=False)
     table.add_column("subject", overflow="fold", max_width=40)
     table.add_column("kind", no_wrap=True)
     table.add_column("reference", overflow="fold", max_width=14)
     table.add_column("worst", no_wrap=True)
     for host in fleet.hosts:
-        table.add_column(host, overflow="fold", max_width=18)
+        table.add_column(Text(host), overflow="fold", max_width=18)
     for row in fleet.rows:
         cells = []
         for host in fleet.hosts:
@@ -98,9 +99,9 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int = 120) -> str:
                 cell.append(f"\n{f.severity}", style=STYLE[f.severity])
                 cells.append(cell)
         table.add_row(
-            row.subject,
-            row.kind,
-            _value(row.reference),
+            Text(row.subject),
+            Text(row.kind),
+            Text(_value(row.reference)),
             Text(row.worst, style=STYLE[row.worst]),
             *cells,
         )
@@ -113,5 +114,5 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int = 120) -> str:
     console.print(legend, style="dim" if not color else None)
     for host, notes in fleet.notes.items():
         for note in notes:
-            console.print(f"note ({host}): {note}", style="dim")
+            console.print(Text(f"note ({host}): {note}", style="dim"))
     return buffer.getvalue()
