@@ -43,9 +43,7 @@ def _raise_instead_of_exiting() -> None:
 # a line of anything else is never quoted back (it may be a line of a file that is not a
 # requirements file at all).
 _REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:$|[\[(=<>!~@;,])")
-_INCLUDE = re.compile(
-    r"^\s*(?:-[rc]\s*|--(?:requirement|constraint)(?:\s*=\s*|\s+))(?P<path>\S+)"
-)
+_INCLUDE = re.compile(r"^\s*(?:-[rc]\s*|--(?:requirement|constraint)(?:\s*=\s*|\s+))(?P<path>\S+)")
 
 
 def _check_includes(path: Path, folder: Path, seen: set[Path]) -> None:

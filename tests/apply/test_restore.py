@@ -27,94 +27,24 @@ from pathlib import Path
 import pytest
 
 from tests.apply.conftest import env_hash, env_listing, envsync
-from tests.figures import add
+from tests.apply.restore_bed import (
+    APPLY,
+    add_record_lines,
+    applied,
+    assert_same,
+    cli,
+    inventory,
+    last_line,
+    replayed,
+    requirements,
+    tgt,
+    wheels,
+)
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages
 
+__all__ = ["tgt", "wheels"]  # fixtures
+
 pytestmark = pytest.mark.slow
-
-MANY = 1500  # files of pkg 1.0: a restore that takes long enough to be killed in its middle
-PKG1 = {
-    "pkg/__init__.py": "V = 1\n",
-    "pkg/a.py": "A = 1\n",
-    **{f"pkg/data/f{i:04d}.txt": f"{i}\n" * 20 for i in range(MANY)},
-}
-PKG2 = {"pkg/__init__.py": "V = 2\n", "pkg/b.py": "B = 2\n", "pkg/sub/__init__.py": ""}
-NEW = {
-    "newpkg/__init__.py": "",
-    "newpkg/core/__init__.py": "",
-    "newpkg/core/m.py": "M = 1\n",
-}
-
-
-def replayed(case: str) -> None:
-    add("repair breaks replayed (byte-identical or refused)", case)
-
-
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("restore-wheels")
-    index = root / "index"
-    return {
-        "index": index,
-        "pkg1": make_wheel(root / "w", "pkg", "1.0", PKG1),
-        "pkg2": make_wheel(index, "pkg", "2.0", PKG2),
-        "new": make_wheel(index, "newpkg", "1.0", NEW),
-        "zzz": make_wheel(root / "w", "zzz", "1.0", {"zzz.py": ""}),
-        "empty": root / "empty",
-    }
-
-
-@pytest.fixture
-def tgt(wheels: dict[str, Path], tmp_path: Path) -> Path:
-    python = make_venv(tmp_path / "tgt", with_pip=True)
-    pip_install(python, wheels["pkg1"], wheels["zzz"])
-    return python
-
-
-def inventory(path: Path, target: Path, index: Path, reference: Path | None = None) -> Path:
-    text = (
-        f'[defaults]\ntarget = "tgt"\n[hosts.tgt]\npython = "{target}"\n'
-        f'pip_options = ["--no-index", "--find-links", "{index}"]\n'
-    )
-    if reference is not None:
-        text = text.replace("[defaults]\n", '[defaults]\nreference = "ref"\n')
-        text += f'[hosts.ref]\npython = "{reference}"\n'
-    path.write_text(text)
-    return path
-
-
-def requirements(path: Path, *lines: str) -> Path:
-    path.write_text("".join(line + "\n" for line in lines))
-    return path
-
-
-def cli(inv: Path, *argv: str, timeout: float = 600) -> tuple[int, str]:
-    """envsync in a process of its own: (exit code, stderr)."""
-    proc = envsync(inv, *argv)
-    _, err = proc.communicate(timeout=timeout)
-    return proc.returncode, err
-
-
-APPLY = ("repair", "--only", "all", "--prefer", "fix", "--apply", "--no-deploy")
-
-
-def last_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert lines, "no line on stderr"
-    assert "Traceback" not in err, err
-    return lines[-1]
-
-
-def assert_same(python: Path, before: dict[str, str]) -> None:
-    now = env_listing(python)
-    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
-    assert changed == [], changed[:20]
-
-
-def add_record_lines(python: Path, dist_info: str, *lines: str) -> None:
-    record = site_packages(python) / dist_info / "RECORD"
-    record.write_text(record.read_text() + "".join(f"{line},,\n" for line in lines))
-
 
 # -- RECORD lines that name folders -----------------------------------------------------
 
@@ -219,7 +149,9 @@ def test_a_package_the_apply_brought_leaves_no_folder_that_would_import(
     before = env_listing(tgt)
 
     def imports() -> int:
-        return subprocess.run([str(tgt), "-c", "import newpkg.core"], capture_output=True).returncode
+        return subprocess.run(
+            [str(tgt), "-c", "import newpkg.core"], capture_output=True
+        ).returncode
 
     assert imports() != 0
     code, err = cli(inv, *APPLY[:1], str(ref), "tgt", *APPLY[1:])  # zzz 9.9: nowhere
@@ -243,11 +175,6 @@ def test_a_package_the_apply_brought_leaves_no_folder_that_would_import(
 # -- the restore interrupted -----------------------------------------------------------------
 
 
-def applied(inv: Path, ref: Path) -> None:
-    code, err = cli(inv, *APPLY[:1], str(ref), "tgt", *APPLY[1:])
-    assert code == 0, err
-
-
 def restoring_agent(timeout: float = 60) -> int:
     """The pid of the agent process running a restore."""
     deadline = time.monotonic() + timeout
@@ -260,34 +187,45 @@ def restoring_agent(timeout: float = 60) -> int:
     raise AssertionError("no agent ran a restore")
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.4, 1.2, 2.5])
+def wait_for(found: object, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not found() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("moment", ["at once", "comparing", "staging", "swapping"])
 def test_the_agents_restore_killed_at_any_moment_is_completed_by_a_rerun(
-    wheels: dict[str, Path], tgt: Path, tmp_path: Path, delay: float
+    wheels: dict[str, Path], tgt: Path, tmp_path: Path, moment: str
 ) -> None:
     inv = inventory(tmp_path / "inv.toml", tgt, wheels["index"])
     ref = requirements(tmp_path / "ref.txt", "newpkg==1.0", "pkg==2.0")
     before = env_listing(tgt)
     applied(inv, ref)
     after = env_listing(tgt)
+    data = site_packages(tgt) / "pkg" / "data"  # pkg 1.0's 1500 files, gone since the apply
     proc = envsync(inv, "rollback", "tgt")
     pid = restoring_agent()
-    time.sleep(delay)
+    if moment == "comparing":
+        time.sleep(0.3)
+    elif moment == "staging":
+        wait_for(lambda: data.is_dir() and any(data.glob("*.envsync-*.tmp")))
+    elif moment == "swapping":
+        wait_for(lambda: (data / "f0000.txt").exists())
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=300)
+    between = env_listing(tgt) not in (before, after)
     if proc.returncode == 0:  # it had finished before the kill
         assert_same(tgt, before)
     else:
         assert proc.returncode == 4, err
         line = last_line(err)
         assert "the restore ended before it finished" in line and "rerun" in line, line
-        assert env_listing(tgt) != after or delay == 0.0
     code, err = cli(inv, "rollback", "tgt")
     assert code == 0, err
     assert_same(tgt, before)
-    leftovers = [p for p in tgt.parent.parent.rglob("*.envsync-*.tmp")]
-    assert leftovers == []
-    replayed(f"agent's restore SIGKILLed after {delay}s, then rerun")
+    assert list(tgt.parent.parent.rglob("*.envsync-*.tmp")) == []
+    replayed(f"agent's restore SIGKILLed ({moment}{', mid-change' if between else ''}), rerun")
 
 
 def test_envsync_terminated_mid_rollback_then_rerun(
@@ -336,12 +274,20 @@ def test_a_disk_that_fills_between_apply_and_rollback(
         filler = disk / "filler"
         with filler.open("wb") as f, contextlib.suppress(OSError):
             while True:
-                f.write(b"\0" * (1 << 20))
+                f.write(b"\0" * (1 << 16))
                 f.flush()
+        # full to the last byte: not even the lock can be taken; nothing changes
         code, err = cli(inv, "rollback", "tgt")
         assert code == 4, err
         line = last_line(err)
-        assert "no space" in line.lower() and "nothing was restored" in line, line
+        assert "No space left on device" in line and "nothing was changed" in line, line
+        assert_same(python, after)
+        # room for the lock and the journal, not for the files: refused before staging
+        os.truncate(filler, filler.stat().st_size - (256 << 10))
+        code, err = cli(inv, "rollback", "tgt")
+        assert code == 4, err
+        line = last_line(err)
+        assert "no space to restore" in line and "nothing was restored" in line, line
         assert_same(python, after)
         filler.unlink()
         code, err = cli(inv, "rollback", "tgt")

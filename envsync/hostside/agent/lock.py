@@ -35,8 +35,16 @@ RELEASING_SECONDS = 2.0
 
 
 def open_lock_file(path: str) -> int:
+    """Open (making it) a file to flock: whoever may change the environment must be able to
+    take its lock, even when another user made the file."""
     state_dir(STATE.root)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), state_file_mode())
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | nofollow, state_file_mode())
+    except PermissionError:
+        # another user's file, narrowed by that user's umask: an flock needs only a
+        # descriptor, and a read-only one excludes the same way
+        fd = os.open(path, os.O_RDONLY | nofollow)
     os.set_inheritable(fd, False)
     return fd
 
@@ -135,6 +143,17 @@ def op_hold(op: dict[str, Any]) -> dict[str, Any]:
     """Take the lock (queueing up to `wait` seconds) and keep it while the client is alive;
     when the client is gone, finish its business and release. The flock is this process's
     from the moment it is taken: when it dies, the kernel releases it."""
+    try:
+        return hold(op)
+    except OSError as e:
+        raise Failure(
+            "cannot-lock",
+            f"cannot take this environment's lock in {STATE.root}: "
+            f"{e.strerror or e}; nothing was changed",
+        ) from None
+
+
+def hold(op: dict[str, Any]) -> dict[str, Any]:
     token = op["token"]
     wait = float(op.get("wait") or 0)
     started = time.time()
