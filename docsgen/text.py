@@ -10,10 +10,10 @@ EXIT_CODES = {
     "OK": "success, nothing to report",
     "DRIFT": "drift found, or a plan is pending",
     "USAGE": "usage error or bad input: inventory, lock, snapshot, requirements file (or one "
-    "it includes from outside its folder), unknown host, unwritable `-o` or stdout; a saved "
-    "plan or a reference snapshot that would hand an installer anything but a validated "
-    "`NAME==VERSION` (an option, a path, a URL, an installer program): refused before "
-    "anything runs",
+    "it includes from outside its folder), unknown host, a `HOST@...` state that is not "
+    "recorded or cannot be read, unwritable `-o` or stdout; a saved plan or a reference "
+    "snapshot that would hand an installer anything but a validated `NAME==VERSION` (an "
+    "option, a path, a URL, an installer program): refused before anything runs",
     "COLLECT": "a host could not be collected: unreachable (SSH, a jump host, or an exec "
     "prefix that is missing, denied, hanging or whose container is not running), its python "
     "is missing or is not Python, the probe crashed, timed out, printed no JSON, or the host "

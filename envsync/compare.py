@@ -24,14 +24,15 @@ from envsync.collect import ProbeOptions
 from envsync.collect.importcheck import NO_IMPORT_CHECK, ImportCheck, check_imports
 from envsync.diff import differences
 from envsync.documents import check_writable
-from envsync.errors import CollectError, InputError
+from envsync.errors import CollectError, InputError, SnapshotError
 from envsync.findings import Finding, Report
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.launch import effective_command, entrypoint, parse_flags
 from envsync.model import ImportOutcome, Snapshot
 from envsync.runner import Runner
 from envsync.session import Request, Session
-from envsync.snapshot import HostSource, Source, resolve, service_of
+from envsync.snapshot import HostSource, Source, StateSource, resolve, service_of
+from envsync.states import split_name
 from envsync.vocab import SEVERITY_RANK, Severity
 
 
@@ -140,7 +141,12 @@ def compare(
         ]
         if modules:
             outcomes = check_imports(spec, runners(spec), modules, import_check.timeout)
-    return classify(reference, snap, differences(reference, snap), run, outcomes)
+    report = classify(reference, snap, differences(reference, snap), run, outcomes)
+    if reference.source == "state":  # the target's own past: what arrived since, and when
+        from envsync.history import since_notes
+
+        report = replace(report, notes=(*report.notes, *since_notes(reference, snap)))
+    return report
 
 
 # ---------------------------------------------------------------------------------------
@@ -306,6 +312,16 @@ def diff_fleet(
     )
 
 
+def _names_state(session: Session, lock: str) -> bool:
+    """`check --lock HOST@good`: a host's recorded state in place of a lock file."""
+    if Path(lock).is_file() or split_name(lock) is None:
+        return False
+    try:
+        return isinstance(session.resolve(lock), StateSource)
+    except SnapshotError:  # a file's name (env@2.lock) that is not there: said as such
+        return False
+
+
 def check(
     session: Session,
     lock: str | Path,
@@ -323,11 +339,14 @@ def check(
     if not names:
         raise InputError("check: name the HOSTs to check, or set defaults.target in the inventory")
     _writable(outputs)
-    if not Path(lock).is_file():
+    if _names_state(session, str(lock)):
+        reference = session.collect_one(str(lock))  # a recorded state: HOST@good
+    elif not Path(lock).is_file():
         raise InputError(
             f"{lock}: no such lock file", tip="create one with `envsync lock HOST > env.lock`"
         )
-    reference = read_lock(Path(lock))
+    else:
+        reference = read_lock(Path(lock))
     fleet = _compare_each(
         session, targets(session, names), reference=reference, import_check=import_check
     )

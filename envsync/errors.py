@@ -45,6 +45,11 @@ class LockError(InputError):
     """A lock file cannot be read, is corrupt, or has an unsupported version."""
 
 
+class StateError(InputError):
+    """A recorded state of a host (`HOST@good`, `HOST@-1`, `HOST@TIME`) that cannot be
+    named or read: an unknown host, a malformed suffix, no such state, a damaged file."""
+
+
 class RequirementsError(InputError):
     """A requirements file cannot serve as a reference environment."""
 

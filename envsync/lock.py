@@ -5,8 +5,8 @@ was collected), so that locking an unchanged host twice gives byte-identical fil
 `[[packages]]` carries `name`, `version` and, for packages installed from a URL another
 machine can reach, PEP 751's `archive` / `vcs`; every other fact lives under
 `tool.envsync`. Facts of the machine itself (the interpreter's paths, prefix, `sys.path`,
-where each package lies, local files and checkouts it was installed from, where pip and uv
-are, the hostname) stand apart, in
+where each package lies and when it was installed, local files and checkouts it was
+installed from, where pip and uv are, the hostname) stand apart, in
 `[tool.envsync.machine]`: nothing compared reads them, so a lock made on one machine
 checks another without path noise, and `lock --portable` leaves them out.
 
@@ -35,7 +35,7 @@ _NOT_IN_TOOL = (*TRANSPORT_FIELDS, "startup", "crash", "distributions", "schema_
 _PACKAGE_TOP = ("name", "version")
 # Facts of the machine (its paths, its name): kept apart, never compared.
 _INTERPRETER_PATHS = ("executable", "prefix", "base_prefix", "sys_path")
-_DIST_PATHS = ("location", "shadowed")
+_DIST_PATHS = ("location", "shadowed", "installed_at")
 # Packages kept out of [[packages]] (no installable source): listed here, read back alike.
 UNLOCKED = "unlocked"
 MACHINE = "machine"

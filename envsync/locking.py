@@ -41,9 +41,14 @@ def lock_host(
             "lock: no HOST given and the inventory names no defaults.reference",
             tip="run `envsync lock HOST > env.lock`",
         )
-    if form == "envsync":
-        return LockText(host=name, text=dumps_lock(session.collect_one(name), portable=portable))
+    from envsync.history import record_state  # a locked host is a good one: its state is kept
+
     source = resolve(name, session.inventory)
+    if form == "envsync":
+        snap = session.collect_one(name)
+        if isinstance(source, HostSource):
+            record_state(session, name, "lock", snap)
+        return LockText(host=name, text=dumps_lock(snap, portable=portable))
     if not isinstance(source, HostSource):
         raise InputError(
             f"lock --format pylock: {name} is a file; the files a host installs from are "
@@ -54,6 +59,7 @@ def lock_host(
     from envsync.pylock import dumps_pylock, locate
 
     snap = session.collect_one(name)
+    record_state(session, name, "lock", snap)
     spec = source.spec
     config = read_config(spec, session.runners(spec))
     warnings = []

@@ -74,6 +74,9 @@ class Distribution:
     display_name: str
     version: str  # as installed, local labels such as +cu130 kept
     installer: str | None = None
+    # When it was installed on this host (UTC, ISO 8601): the time of its RECORD (else its
+    # METADATA). A fact of the machine, never compared: `history` says when each arrived.
+    installed_at: str | None = None
     location: str | None = None  # the sys.path entry holding the metadata directory
     metadata_dir: str | None = None  # e.g. xgrammar-0.1.32.dist-info
     requires: tuple[str, ...] = ()  # Requires-Dist, verbatim

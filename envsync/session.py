@@ -21,7 +21,8 @@ from envsync.errors import CollectError, InputError
 from envsync.inventory import HostSpec, Inventory
 from envsync.model import Snapshot
 from envsync.runner import Runners
-from envsync.snapshot import HostSource, SnapshotDocument, resolve, take
+from envsync.snapshot import HostSource, SnapshotDocument, Source, StateSource, resolve, take
+from envsync.states import StateStore, pick
 
 JOBS = 8  # hosts collected at once by default
 
@@ -47,6 +48,8 @@ class Session:
     jobs: int = JOBS
     notes: Callable[[str], None] = _quiet  # progress and summaries, as they happen
     progress: Progress | None = None
+    # Where hosts' states are recorded and read (`HOST@good`); None: neither.
+    states: StateStore | None = None
 
     def __enter__(self) -> Session:
         return self
@@ -64,14 +67,28 @@ class Session:
     def host(self, name: str) -> HostSpec:
         """An inventory host (or `local`), not a file: for stages that act on a host."""
         source = resolve(name, self.inventory)
+        if isinstance(source, StateSource):
+            raise InputError(
+                f"{name} is a recorded state of {source.spec.name}, not a host",
+                tip=f"name the host itself: {source.spec.name}",
+            )
         if not isinstance(source, HostSource):
             raise InputError(f"{name} is a file, not a host")
         return source.spec
 
-    def collect_one(self, name: str, options: ProbeOptions | None = None) -> Snapshot:
-        """The snapshot a HOST argument names: collected live, or read from its file."""
+    def resolve(self, name: str) -> Source:
+        """What a HOST argument names; a recorded state is looked up (not read) at once,
+        so that a state that does not exist fails before any host is collected."""
         source = resolve(name, self.inventory)
-        snap = take(source, self.runners, options or self.probe)
+        if isinstance(source, StateSource) and self.states is not None:
+            pick(self.states, source.spec.name, source.selector, name)
+        return source
+
+    def collect_one(self, name: str, options: ProbeOptions | None = None) -> Snapshot:
+        """The snapshot a HOST argument names: collected live, or read from its file or
+        the state folder."""
+        source = resolve(name, self.inventory)
+        snap = take(source, self.runners, options or self.probe, self.states)
         if snap.broken and not self.allow_broken:
             first = snap.broken[0]
             more = f" (and {len(snap.broken) - 1} more)" if len(snap.broken) > 1 else ""
@@ -86,6 +103,8 @@ class Session:
                 f"{sum(1 for d in snap.distributions if d.watched)} watched, "
                 f"collected in {snap.duration_s or 0:.2f}s",
             )
+        elif isinstance(source, StateSource):
+            self.note(f"{name}: the state of {source.spec.name} collected {snap.collected_at}")
         return snap
 
     def collect_each(
@@ -96,7 +115,7 @@ class Session:
         does not stop the others. Nothing is kept once it is handed on: a caller that writes
         each snapshot out holds at most `jobs` of them, however many hosts there are."""
         for name, _ in requests:
-            resolve(name, self.inventory)  # every name is checked before anything is collected
+            self.resolve(name)  # every name is checked before anything is collected
         if len(requests) == 1:
             name, options = requests[0]
             try:

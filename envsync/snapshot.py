@@ -1,7 +1,8 @@
 """Take, load and save snapshots; resolve what a HOST argument names.
 
-Wherever a host name stands, the user may name: an inventory host, `local`, a snapshot
-(`.json`), a lock (`.lock`, `.toml`) or a pinned requirements file (`.txt`, `.in`).
+Wherever a host name stands, the user may name: an inventory host, `local`, a recorded
+state of one (`HOST@good`, `HOST@-1`, `HOST@TIME`: states.py), a snapshot (`.json`), a lock
+(`.lock`, `.toml`) or a pinned requirements file (`.txt`, `.in`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from typing import IO
 from envsync.codec import from_data, to_data
 from envsync.collect import ProbeOptions, collect
 from envsync.documents import read_json_object
-from envsync.errors import CollectError, DecodeError, SnapshotError
+from envsync.errors import CollectError, DecodeError, InventoryError, SnapshotError, StateError
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.lock import read_lock
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
 from envsync.requirements import read_requirements
 from envsync.runner import Runner
+from envsync.states import Selector, StateStore, load_named, parse_selector, split_name
 
 SNAPSHOT_SUFFIXES = (".json",)
 LOCK_SUFFIXES = (".lock", ".toml")
@@ -47,7 +49,37 @@ class FileSource:
         return str(self.path)
 
 
-Source = HostSource | FileSource
+@dataclass(frozen=True, slots=True)
+class StateSource:
+    """A recorded state of an inventory host (`ct129@good`): it stands for the host as it
+    was, and like a file it cannot act as one."""
+
+    spec: HostSpec  # the host whose state it is
+    selector: Selector
+    name: str  # as written: ct129@good
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+Source = HostSource | FileSource | StateSource
+
+
+def _state_source(name: str, inventory: Inventory) -> StateSource | None:
+    """HOST@... as a state of an inventory host; None for a name with no @."""
+    parts = split_name(name)
+    if parts is None:
+        return None
+    host, selector = parts
+    try:
+        spec = inventory.host(host)
+    except InventoryError as e:
+        raise StateError(
+            f"{name}: {e.message}",
+            tip="HOST@good, HOST@-1 and HOST@TIME name a recorded state of an inventory host",
+        ) from e
+    return StateSource(spec, parse_selector(selector, name), name)
 
 
 def resolve(name: str, inventory: Inventory) -> Source:
@@ -74,13 +106,18 @@ def resolve(name: str, inventory: Inventory) -> Source:
                 tip="name snapshots *.json, locks *.lock or *.toml, requirements *.txt",
             )
         return FileSource(path, kind)
+    state = _state_source(name, inventory)
+    if state is not None:
+        return state
     return HostSource(inventory.host(name))  # raises for unknown names
 
 
 def service_of(source: Source, inventory: Inventory) -> ServiceSpec | None:
     """The service a HOST runs: a host's own (the inventory's, with its overrides); for a
-    file standing in for a host, the inventory's."""
-    return source.spec.service if isinstance(source, HostSource) else inventory.service
+    file standing in for a host, the inventory's; for a host's state, the host's."""
+    if isinstance(source, HostSource | StateSource):
+        return source.spec.service
+    return inventory.service
 
 
 def load_snapshot(path: Path) -> Snapshot:
@@ -104,10 +141,19 @@ def take(
     source: Source,
     runner_for: Callable[[HostSpec], Runner],
     options: ProbeOptions | None = None,
+    states: StateStore | None = None,
 ) -> Snapshot:
-    """A snapshot of whatever `source` names: collected live, or read from a file."""
+    """A snapshot of whatever `source` names: collected live, read from a file, or a
+    recorded state from `states`."""
     if isinstance(source, HostSource):
         return collect(source.spec, runner_for(source.spec), options)
+    if isinstance(source, StateSource):
+        if states is None:
+            raise StateError(
+                f"{source.name}: no state folder is known here",
+                tip="give the session a StateStore (the CLI: --state-dir, ENVSYNC_STATE_DIR)",
+            )
+        return load_named(states, source.spec.name, source.selector, source.name)
     if source.kind == "snapshot":
         # Read from a file, it stands for a host but cannot act as one (send files).
         return replace(load_snapshot(source.path), source="snapshot")

@@ -17,11 +17,9 @@ Severity = Literal["fatal", "risky", "unknown", "degraded", "benign"]
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 
-# What fails: `check --fail-on` (a gate) and the JUnit cases of the reports check writes
-# fail at this severity and worse by default; a diff, which gates nothing, renders its
-# JUnit cases failing for what may break startup (fatal and risky).
+# What fails by default, at this severity and worse: `check --fail-on` (the gate) and the
+# JUnit cases of every report (check's and `diff --format junit`): one default.
 FAIL_ON_DEFAULT: Severity = "fatal"
-DIFF_FAIL_ON: Severity = "risky"
 
 # What differs, in the order a report lists raw differences.
 Kind = Literal["python", "torch", "gpu", "missing", "version", "extra", "commit", "file", "system"]

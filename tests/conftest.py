@@ -87,7 +87,11 @@ def _whole_suite(config: pytest.Config) -> bool:
     """This run is the suite as CI runs it: no paths, no selection, nothing deselected."""
     option = config.option
     return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not (
-        option.keyword or option.markexpr or option.lf or option.deselect or option.maxfail
+        option.keyword
+        or option.markexpr
+        or getattr(option, "lf", False)  # absent with -p no:cacheprovider
+        or option.deselect
+        or option.maxfail
     )
 
 

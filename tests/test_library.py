@@ -138,3 +138,14 @@ def test_only_the_cli_prints_and_nothing_imports_it() -> None:
         ]
         assert prints == [], f"{rel} prints at lines {prints}"
         assert not any(m.startswith("envsync.cli") for m in _module_imports(path)), rel
+
+
+def test_no_module_of_envsync_is_over_600_lines() -> None:
+    # small modules named for what they do: a room a reader finds by its name
+    package = REPO / "envsync"
+    long = {
+        p.relative_to(package).as_posix(): n
+        for p in sorted(package.rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > 600
+    }
+    assert long == {}

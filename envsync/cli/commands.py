@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING
 from envsync.cli.options import (
     CheckOptions,
     DiffOptions,
+    HistoryOptions,
     LockOptions,
     RollbackOptions,
     ServiceOptions,
     SnapshotOptions,
+    WatchCommandOptions,
 )
 from envsync.cli.output import (
     backups_text,
@@ -21,7 +23,9 @@ from envsync.cli.output import (
     err,
     print_rollback,
     print_service_run,
+    print_watch_run,
     render,
+    signal_wait,
     warn_pylock_name,
     writable,
 )
@@ -191,3 +195,31 @@ def cmd_rollback(options: RollbackOptions, session: Session) -> ExitCode:
     )
     print_rollback(done, session)
     return ExitCode.OK
+
+
+def cmd_history(options: HistoryOptions, session: Session) -> ExitCode:
+    from envsync.history import history
+    from envsync.report.history import render as render_history
+
+    writable(options.output)
+    done = history(session, options.host, live=options.live)
+    emit(render_history(done, options.format), options.output)
+    return ExitCode.OK
+
+
+def cmd_watch(options: WatchCommandOptions, session: Session) -> ExitCode:
+    from envsync import watch
+
+    for path in (options.log, options.prometheus):
+        writable(path)
+
+    def report(run: watch.WatchRun) -> None:
+        print_watch_run(run)
+        if options.log:
+            watch.append_lines(options.log, watch.log_lines(run))
+        if options.prometheus:
+            watch.write_textfile(options.prometheus, run)
+
+    last = watch.watch(session, options.watch, report, signal_wait)
+    # Told to stop between runs: a clean end. Once: the run's verdict, as `check` gives it.
+    return last.exit_code if options.watch.every is None else ExitCode.OK

@@ -36,6 +36,7 @@ def _session(options: SessionOptions, runners: Runners) -> Session:
         jobs=options.jobs,
         notes=lambda message: note(options.quiet, message),
         progress=_bar if _tty(sys.stderr) and not options.quiet else None,
+        states=options.states,
     )
 
 

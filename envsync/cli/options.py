@@ -22,11 +22,13 @@ from envsync.exitcodes import ExitCode
 from envsync.locking import LockFormat
 from envsync.runner import CONNECT_TIMEOUT
 from envsync.session import JOBS
+from envsync.states import KEEP, StateStore, default_dir
 from envsync.vocab import Severity
 
 if TYPE_CHECKING:
     from envsync.repair import RepairOptions
     from envsync.session import Session
+    from envsync.watch import WatchOptions
 
 OptionsT = TypeVar("OptionsT")
 Command = Callable[[OptionsT, "Session"], ExitCode]
@@ -43,6 +45,7 @@ class SessionOptions:
     probe: ProbeOptions = field(default_factory=ProbeOptions)  # --deep, --timeout, --no-cache
     allow_broken: bool = False
     jobs: int = JOBS
+    states: StateStore | None = None  # where hosts' states are recorded and read
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,15 +110,39 @@ class RollbackOptions:
     wait: float = 0.0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryOptions:
+    host: str
+    format: str = "table"
+    live: bool = False
+    output: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchCommandOptions:
+    """`watch`: the stage's options, and where each run's report goes besides stdout."""
+
+    watch: WatchOptions
+    log: str | None = None  # JSON lines, appended
+    prometheus: str | None = None  # node_exporter textfile, rewritten atomically
+
+
 def _bound(command: Command[OptionsT], options: OptionsT, session: SessionOptions) -> Invocation:
     return Invocation(run=partial(command, options), session=session)
 
 
+def _states(args: argparse.Namespace, keep: int = KEEP) -> StateStore:
+    """The state folder: --state-dir, else $ENVSYNC_STATE_DIR, else the XDG default."""
+    root = Path(args.state_dir) if args.state_dir else default_dir(os.environ)
+    return StateStore(root=root, keep=keep)
+
+
 def _session(
-    args: argparse.Namespace, *, collects: bool = True, jobs: int = JOBS
+    args: argparse.Namespace, *, collects: bool = True, jobs: int = JOBS, keep: int = KEEP
 ) -> SessionOptions:
-    """The session's options; `collects`: the command takes the collection options;
-    `jobs`: -j of the commands that collect many hosts at once."""
+    """The session's options; `collects`: the command takes the collection options (and
+    the state folder's); `jobs`: -j of the commands that collect many hosts at once;
+    `keep`: --keep-states of the commands that record states."""
     if not collects:
         return SessionOptions(
             inventory=args.inventory,
@@ -133,6 +160,7 @@ def _session(
         ),
         allow_broken=args.allow_broken,
         jobs=jobs,
+        states=_states(args, keep),
     )
 
 
@@ -149,7 +177,7 @@ def lock(args: argparse.Namespace, command: Command[LockOptions]) -> Invocation:
     options = LockOptions(
         host=args.host, form=args.format, portable=args.portable, output=args.output
     )
-    return _bound(command, options, _session(args))
+    return _bound(command, options, _session(args, keep=args.keep_states))
 
 
 def diff(args: argparse.Namespace, command: Command[DiffOptions]) -> Invocation:
@@ -194,7 +222,7 @@ def repair(args: argparse.Namespace, command: Command[RepairOptions]) -> Invocat
         wait=args.wait,
         store=default_store(os.environ),
     )
-    return _bound(command, options, _session(args))
+    return _bound(command, options, _session(args, keep=args.keep_states))
 
 
 def deploy(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
@@ -203,7 +231,7 @@ def deploy(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invoca
     options = ServiceOptions(
         host=args.host, deadline=args.deadline, wait=args.wait, store=default_store(os.environ)
     )
-    return _bound(command, options, _session(args))
+    return _bound(command, options, _session(args, keep=args.keep_states))
 
 
 def smoke(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
@@ -212,7 +240,7 @@ def smoke(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocat
     options = ServiceOptions(
         host=args.host, deadline=args.deadline, store=default_store(os.environ)
     )
-    return _bound(command, options, _session(args))
+    return _bound(command, options, _session(args, keep=args.keep_states))
 
 
 def stop(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
@@ -230,6 +258,27 @@ def rollback(args: argparse.Namespace, command: Command[RollbackOptions]) -> Inv
         wait=args.wait,
     )
     return _bound(command, options, _session(args, collects=False))
+
+
+def history(args: argparse.Namespace, command: Command[HistoryOptions]) -> Invocation:
+    options = HistoryOptions(host=args.host, format=args.format, live=args.live, output=args.output)
+    return _bound(command, options, _session(args))
+
+
+def watch(args: argparse.Namespace, command: Command[WatchCommandOptions]) -> Invocation:
+    from envsync.watch import WatchOptions  # the watch stage: only for this command
+
+    options = WatchCommandOptions(
+        watch=WatchOptions(
+            hosts=tuple(args.hosts),
+            lock=args.lock,
+            fail_on=args.fail_on,
+            every=None if args.once else args.every,
+        ),
+        log=args.log,
+        prometheus=args.prometheus,
+    )
+    return _bound(command, options, _session(args, keep=args.keep_states))
 
 
 def completion(args: argparse.Namespace, command: Command[str]) -> Invocation:

@@ -23,7 +23,7 @@ from envsync.documents import check_writable, write_atomic, write_pieces
 from envsync.errors import OutputError
 from envsync.exitcodes import ExitCode
 from envsync.printable import printable
-from envsync.vocab import DIFF_FAIL_ON, Severity
+from envsync.vocab import FAIL_ON_DEFAULT, Severity
 
 if TYPE_CHECKING:
     from envsync.apply import BackupInfo
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from envsync.repair import Rollback
     from envsync.service.host import ServiceRun
     from envsync.session import Session
+    from envsync.watch import WatchRun
 
 # What stdout could not take of a changing command's result lines (said once, at the end).
 DROPPED: list[str] = []
@@ -103,7 +104,7 @@ def render(
     output: str | None,
     *,
     fleet: bool = False,
-    fail_on: Severity = DIFF_FAIL_ON,
+    fail_on: Severity = FAIL_ON_DEFAULT,
 ) -> str:
     """Reports in `fmt`, coloured and as wide as the terminal when they go to one;
     `fleet`: several targets as one matrix (in the formats that have one); `fail_on`:
@@ -172,6 +173,8 @@ def print_service_run(run: ServiceRun, session: Session) -> ExitCode:
     if diagnosis is not None:
         for line in diagnosis.notes:  # what collecting for the diagnosis said, in its turn
             session.note(line)
+        if diagnosis.against:
+            print(f"  traced against {diagnosis.against}")
         where = f"; last frame: {diagnosis.frame}" if diagnosis.frame else ""
         cause = diagnosis.cause
         if not diagnosis.import_error:
@@ -215,3 +218,41 @@ def backups_text(host: str, found: Sequence[BackupInfo]) -> str:
         what = b.summary or ", ".join(b.dists) or f"{b.files} file(s)"
         lines.append(f"{mark} {b.ident:<{width}}  {b.created or '?':<20}  {b.state:<11}  {what}")
     return printable("\n".join(lines)) + "\n"
+
+
+def print_watch_run(run: WatchRun) -> None:
+    """What changed in a watch run, at once (a journal or a pipe reads it as it comes)."""
+    from envsync.watch import event_lines
+
+    for line in event_lines(run):
+        print(printable(redact.text(line)), flush=True)
+
+
+class _Stop(Exception):
+    """SIGTERM while a watch waits for its next run."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stop
+
+
+def signal_wait(seconds: float) -> bool:
+    """Sleep until the next run (True), or until SIGTERM (False: the watch ends, exit 0).
+    A SIGTERM during a run is main()'s: exit 143, every file of that run whole."""
+    import signal
+    import threading
+    import time
+
+    if threading.current_thread() is not threading.main_thread():
+        time.sleep(seconds)
+        return True
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        try:
+            signal.signal(signal.SIGTERM, _stop)
+            time.sleep(seconds)
+            return True
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    except _Stop:  # during the sleep, or as the handler was being put back
+        return False

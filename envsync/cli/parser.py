@@ -15,6 +15,7 @@ from envsync.locking import LOCK_FORMATS
 from envsync.report import FORMATS
 from envsync.runner import CONNECT_TIMEOUT
 from envsync.session import JOBS
+from envsync.states import KEEP
 from envsync.vocab import FAIL_ON_DEFAULT, ONLY, ONLY_DEFAULT, PREFER, SEVERITIES
 
 
@@ -57,6 +58,42 @@ def _collect_options(p: argparse.ArgumentParser) -> None:
         help="record malformed .dist-info directories in the snapshot instead of failing",
     )
     _ssh_options(p)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def _duration(text: str) -> float:
+    from envsync.watch import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _state_options(p: argparse.ArgumentParser, *, records: bool = False) -> None:
+    """Where hosts' states are kept (HOST@good, HOST@-1, HOST@TIME read them); `records`:
+    the command records one (a ready deploy or smoke, a lock, a watch)."""
+    p.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where the hosts' recorded states are kept (default: $ENVSYNC_STATE_DIR, else "
+        "$XDG_STATE_HOME/envsync/states, ~/.local/state by default)",
+    )
+    if records:
+        p.add_argument(
+            "--keep-states",
+            type=_positive,
+            default=KEEP,
+            metavar="N",
+            help=f"keep the last N recorded states of a host (default {KEEP}), and always "
+            "its last good one",
+        )
 
 
 def _output_option(p: argparse.ArgumentParser) -> None:
@@ -142,10 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envsync",
         description="Find, explain and repair environment drift between GPU inference hosts.",
-        epilog="HOST is an inventory host name, `local`, or a snapshot (.json), lock (.lock, "
-        ".toml) or pinned requirements (.txt) file. Exit codes: 0 clean, 1 drift, 2 usage or "
-        "bad input, 3 collection failed, 4 apply failed, 5 smoke test failed, 6 the target is "
-        "locked by another envsync.",
+        epilog="HOST is an inventory host name, `local`, a recorded state of a host "
+        "(HOST@good, HOST@latest, HOST@-1, HOST@2026-11-30T14:00), or a snapshot (.json), "
+        "lock (.lock, .toml) or pinned requirements (.txt) file. Exit codes: 0 clean, 1 drift, "
+        "2 usage or bad input, 3 collection failed, 4 apply failed, 5 smoke test failed, 6 the "
+        "target is locked by another envsync.",
     )
     parser.add_argument("--version", action="version", version=f"envsync {__version__}")
     _global_options(parser)
@@ -159,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("hosts", nargs="+", metavar="HOST")
     _output_option(p)
     _collect_options(p)
+    _state_options(p)
     _jobs_option(p)
     p.set_defaults(build=partial(options.snapshot, command=commands.cmd_snapshot))
 
@@ -181,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _output_option(p)
     _collect_options(p)
+    _state_options(p, records=True)
     p.set_defaults(build=partial(options.lock, command=commands.cmd_lock))
 
     p = sub.add_parser(
@@ -198,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _output_option(p)
     _collect_options(p)
+    _state_options(p)
     _jobs_option(p)
     _report_options(p)
     p.set_defaults(build=partial(options.diff, command=commands.cmd_diff))
@@ -208,7 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="CI gate: exit 1 when a host has findings at or above --fail-on against a lock",
     )
     p.add_argument("hosts", nargs="*", metavar="HOST", help="default: defaults.target")
-    p.add_argument("--lock", required=True, metavar="FILE", help="the known-good lock")
+    p.add_argument(
+        "--lock",
+        required=True,
+        metavar="FILE",
+        help="the known-good lock, or a host's recorded state (HOST@good)",
+    )
     p.add_argument(
         "--fail-on",
         choices=SEVERITIES,
@@ -219,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="FILE", help="also write a Markdown report")
     _output_option(p)
     _collect_options(p)
+    _state_options(p)
     _jobs_option(p)
     _report_options(p)
     p.set_defaults(build=partial(options.check, command=commands.cmd_check))
@@ -252,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--output", metavar="FILE", help="save the plan as JSON to FILE")
     _collect_options(p)
+    _state_options(p, records=True)
     _deadline_option(p, "smoke test after --apply: ")
     _wait_option(p)
     p.set_defaults(build=partial(options.repair, command=commands.cmd_repair))
@@ -272,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("host", metavar="HOST")
         _deadline_option(p, "")
         _collect_options(p)  # a crash is traced to `diff REF HOST`, collected like diff
+        _state_options(p, records=True)  # ready: the host's last good state
         if name == "deploy":
             _wait_option(p)
         p.set_defaults(build=build)
@@ -301,5 +350,60 @@ def build_parser() -> argparse.ArgumentParser:
     _ssh_options(p)
     _wait_option(p)
     p.set_defaults(build=partial(options.rollback, command=commands.cmd_rollback))
+    p = sub.add_parser(
+        "history",
+        parents=[common],
+        help="a host's recorded states, what changed between them, when each package arrived",
+    )
+    p.add_argument("host", metavar="HOST")
+    p.add_argument("--format", choices=("json", "table"), default="table", help="default: table")
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="also collect the host now and show what changed since its latest state",
+    )
+    _output_option(p)
+    _collect_options(p)
+    _state_options(p)
+    p.set_defaults(build=partial(options.history, command=commands.cmd_history))
+
+    p = sub.add_parser(
+        "watch",
+        parents=[common],
+        help="check hosts every --every (or --once), printing only what changed since the last run",
+    )
+    p.add_argument("hosts", nargs="*", metavar="HOST", help="default: defaults.target")
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument(
+        "--every",
+        type=_duration,
+        metavar="DURATION",
+        help="run every DURATION (30s, 10m, 1h) until SIGTERM (exit 0) or Ctrl-C",
+    )
+    when.add_argument(
+        "--once",
+        action="store_true",
+        help="run once (a systemd timer, cron); exit as check does: 1 when a host has "
+        "findings at or above --fail-on, 3 when one cannot be collected",
+    )
+    p.add_argument(
+        "--lock",
+        metavar="FILE",
+        help="compare each host with this lock (or HOST@good); default: each host with its "
+        "own last good state",
+    )
+    p.add_argument(
+        "--fail-on", choices=SEVERITIES, default=FAIL_ON_DEFAULT, help=f"default: {FAIL_ON_DEFAULT}"
+    )
+    p.add_argument("--log", metavar="FILE", help="append what changed to FILE as JSON lines")
+    p.add_argument(
+        "--prometheus",
+        metavar="FILE",
+        help="write the hosts' status to FILE (node_exporter's textfile format, atomically) "
+        "after each run",
+    )
+    _collect_options(p)
+    _state_options(p, records=True)
+    p.set_defaults(build=partial(options.watch, command=commands.cmd_watch))
     completion.add_command(sub)
     return parser

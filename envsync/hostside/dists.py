@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 
 from .files import (
     file_sha256,
@@ -119,6 +120,19 @@ def top_level_from_files(paths: list[str]) -> list[str]:
     return sorted(names)
 
 
+def installed_at(paths: list[str]) -> str | None:
+    """When a distribution was installed here (UTC, ISO 8601): the modification time of
+    the first of `paths` that exists. An installer writes RECORD last (METADATA keeps the
+    time of its extraction), so its time is the install's; one stat, no file read."""
+    for path in paths:
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError:
+            continue
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(mtime))
+    return None
+
+
 def read_distribution(
     location: str, entry: str, watch: Collection[str] = ()
 ) -> tuple[dict[str, Any], Records]:
@@ -155,8 +169,11 @@ def read_distribution(
         "direct_url": None,
     }
     if meta_dir is None:
+        dist["installed_at"] = installed_at([meta_file])
         return dist, []
     folder = meta_dir
+    record_name = "installed-files.txt" if is_egg else "RECORD"
+    dist["installed_at"] = installed_at([os.path.join(folder, record_name), meta_file])
 
     def meta(fname: str) -> str | None:
         path = os.path.join(folder, fname)
@@ -176,7 +193,7 @@ def read_distribution(
         if requires is not None:
             dist["requires"] = egg_requires(requires)
     records: Records = []
-    record = meta("installed-files.txt" if is_egg else "RECORD")
+    record = meta(record_name)
     if record is not None:
         if is_egg:
             # installed-files.txt paths are relative to the .egg-info directory.

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from envsync.findings import Report
 from envsync.printable import printable_data
-from envsync.vocab import DIFF_FAIL_ON, Severity
+from envsync.vocab import FAIL_ON_DEFAULT, Severity
 
 # Each format is a module of this package with render(reports) -> str; loaded on use
 # (the table needs rich, which the other commands should not pay for).
@@ -22,7 +22,7 @@ def render(
     *,
     color: bool = False,
     width: int = 120,
-    fail_on: Severity = DIFF_FAIL_ON,
+    fail_on: Severity = FAIL_ON_DEFAULT,
 ) -> str:
     """`fail_on`: the JUnit format fails the cases at or above this severity (check
     passes its --fail-on)."""

@@ -76,18 +76,29 @@ class Diagnosis:
     cause: Cause | None = None  # None when not an import error
     # What collecting the hosts for it noted, kept to be shown after the crash itself.
     notes: tuple[str, ...] = ()
+    against: str | None = None  # REF is the host's own state: "ct129@good, recorded …"
 
 
 def diagnose(
     session: Session, spec: HostSpec, exception: str, frame: str | None
 ) -> Diagnosis | None:
-    """The crash traced to a finding of `diff REF HOST` (REF: the inventory's reference),
-    or None when the host is the reference or there is none."""
+    """The crash traced to a finding of `diff REF HOST` (REF: the inventory's reference;
+    when there is none, or it is the host itself: the host's last good state), or None
+    when there is nothing to trace it against."""
     ref = session.inventory.reference
+    against = None
     if not ref or ref == spec.name:
-        return None
+        from envsync.history import good_state
+
+        good = good_state(session, spec.name)
+        if good is None:
+            return None
+        ref = f"{spec.name}@good"
+        against = f"{ref}, recorded {good.when}"
     if failing_module(exception) is None:
-        return Diagnosis(reference=ref, host=spec.name, frame=frame, import_error=False)
+        return Diagnosis(
+            reference=ref, host=spec.name, frame=frame, import_error=False, against=against
+        )
     notes: list[str] = []
     comparison = diff(replace(session, notes=notes.append), ref, spec.name)
     cause = crash_cause(exception, comparison.report, comparison.reference, comparison.snapshot)
@@ -98,4 +109,5 @@ def diagnose(
         import_error=True,
         cause=cause,
         notes=tuple(notes),
+        against=against,
     )

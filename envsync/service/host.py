@@ -23,6 +23,7 @@ from envsync.service import Verdict, attach, deploy, keep_crash, smoke, stop
 from envsync.service.diagnose import Diagnosis
 from envsync.service.throughput import Figure, record
 from envsync.session import Session
+from envsync.states import State
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +35,7 @@ class ServiceRun:
     took: float  # seconds from the (re)start, or the watch, to the verdict
     reference: Figure | None = None  # ready: the reference's last tokens/s, when known
     diagnosis: Diagnosis | None = None  # crashed: the exception traced to a finding
+    recorded: State | None = None  # ready: the host's state, recorded as its last good one
 
     @property
     def ok(self) -> bool:
@@ -96,6 +98,9 @@ def run_service(
         if verdict.tokens_per_s and store is not None:
             figure = record(store, spec.name, verdict.tokens_per_s, session.inventory.reference)
             run = replace(run, reference=figure)
+        from envsync.history import record_state
+
+        run = replace(run, recorded=record_state(session, spec.name, "ready"))
     elif verdict.kind == "crashed" and verdict.exception:
         from envsync.service.diagnose import diagnose  # the classifier: only for a crash
 

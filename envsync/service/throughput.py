@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from envsync.documents import write_atomic
 from envsync.errors import OutputError
+from envsync.states import state_home
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,8 +28,7 @@ class Figure:
 
 
 def default_store(environ: Mapping[str, str]) -> Path:
-    base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "envsync" / "throughput.json"
+    return state_home(environ) / "throughput.json"
 
 
 def record(store: Path, host: str, rate: float, reference: str | None) -> Figure | None:

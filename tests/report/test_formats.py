@@ -120,9 +120,10 @@ def test_json_carries_schema_summary_and_findings() -> None:
     assert [r["target"] for r in several["reports"]] == ["ct200", "ct129-clone"]
 
 
-def test_junit_fails_fatal_and_risky_only() -> None:
+def test_junit_fails_what_check_fails_by_default() -> None:
+    # one default (vocab.FAIL_ON_DEFAULT): a JUnit report fails what `check` fails
     root = ET.fromstring(render("junit", [REPORT, CLEAN]))
-    assert (root.get("tests"), root.get("failures")) == ("4", "2")
+    assert (root.get("tests"), root.get("failures")) == ("4", "1")
     cases = {c.get("name"): c for c in root.iter("testcase")}
     assert cases["xgrammar [fatal]"].find("failure") is not None
     assert cases["omega [benign]"].find("failure") is None

@@ -1,0 +1,358 @@
+"""The states of each host that envsync records on the machine it runs on: a host's past.
+
+A state is a host's snapshot at a moment, and why it was recorded: `ready` (a deploy or
+smoke test saw the service come up), `lock` (`envsync lock HOST`), or `watch` (`envsync
+watch` saw the host change). The good ones (`ready`, `lock`) make `HOST@good`; every one
+counts for `HOST@latest`, `HOST@-1` (the one before the latest) and `HOST@TIME` (the latest
+at or before that time).
+
+Each host has a folder of its own under the state folder (`$ENVSYNC_STATE_DIR`, else
+`$XDG_STATE_HOME/envsync/states`, `~/.local/state` by default), one JSON file per state,
+named for when, why and what (`20261201T100203.123456Z-ready-3f2a9c1d0b7e4a55.json`), so
+that finding a state reads no file. A state is recorded only when the host's digest (of
+what `diff` compares: packages, watched files, torch, GPU, system, variables; never when it
+was collected) differs from its latest state's; the last `keep` are kept, and always the
+latest good one. Snapshots are stored as envsync saves them (secrets redacted), without the
+startup import graph: ten times the size, and `diff` reads it from the live target, as it
+does with a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from envsync.codec import from_data, to_data
+from envsync.documents import read_json_object, write_atomic
+from envsync.errors import DecodeError, StateError
+from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
+
+STATE_SCHEMA_VERSION = 1
+KEEP = 20  # states kept per host by default (and always the latest good one)
+
+Why = Literal["ready", "lock", "watch"]
+WHYS: tuple[Why, ...] = ("ready", "lock", "watch")
+GOOD: frozenset[Why] = frozenset(("ready", "lock"))
+
+_NAME = re.compile(r"^(\d{8}T\d{6}\.\d{6}Z)-(" + "|".join(WHYS) + r")-([0-9a-f]{16})\.json$")
+_STAMP = "%Y%m%dT%H%M%S.%fZ"
+_SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")
+
+
+def state_home(environ: Mapping[str, str]) -> Path:
+    """envsync's folder of state on this machine: `$XDG_STATE_HOME/envsync`."""
+    base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "envsync"
+
+
+def default_dir(environ: Mapping[str, str]) -> Path:
+    """Where states are kept: `$ENVSYNC_STATE_DIR`, else `$XDG_STATE_HOME/envsync/states`."""
+    explicit = environ.get("ENVSYNC_STATE_DIR")
+    return Path(explicit) if explicit else state_home(environ) / "states"
+
+
+def utc_text(when: datetime) -> str:
+    """A time as states and reports spell it: `2026-12-01T10:02:03Z`."""
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def digest(snapshot: Snapshot) -> str:
+    """The sha256 of what `diff` compares of a snapshot (its view): two snapshots of an
+    unchanged host have the same digest, whenever and however fast they were taken."""
+    from envsync.diff import view
+
+    text = json.dumps(view(snapshot), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateStore:
+    """The state folder, and how many states of a host it keeps."""
+
+    root: Path
+    keep: int = KEEP
+
+    def folder(self, host: str) -> Path:
+        """The host's folder: its name, or for a name that is no safe file name, a digest."""
+        if _SAFE_HOST.match(host):
+            return self.root / host
+        return self.root / ("_" + hashlib.sha256(host.encode()).hexdigest()[:24])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class State:
+    """One recorded state of a host, as its file name tells (no file read)."""
+
+    host: str
+    at: datetime  # when it was recorded (UTC)
+    why: Why
+    digest: str  # the first 16 hex digits of its digest
+    path: Path
+
+    @property
+    def good(self) -> bool:
+        return self.why in GOOD
+
+    @property
+    def when(self) -> str:
+        return utc_text(self.at)
+
+
+# ---------------------------------------------------------------------------------------
+# What follows the @ of HOST@...: one class per kind
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LastGood:
+    """`@good`: the latest state recorded as good (ready, lock)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Back:
+    """`@latest` (0), `@-1` (the state before the latest), `@-2`..."""
+
+    steps: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AtTime:
+    """`@2026-11-30T14:00`: the latest state recorded at or before that time."""
+
+    until: datetime  # aware
+
+
+Selector = LastGood | Back | AtTime
+
+SELECTOR_TIP = (
+    "write HOST@good (its last ready or locked state), HOST@latest, HOST@-1 (the state "
+    "before the latest), or HOST@2026-11-30T14:00 (local time; Z or +01:00 for another zone)"
+)
+_TIME = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?)?(Z|[+-]\d{2}:?\d{2})?$"
+)
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """("ct129", "good") of "ct129@good"; None for a name with no `@`."""
+    host, at, selector = name.rpartition("@")
+    return (host, selector) if at and host else None
+
+
+def parse_selector(text: str, name: str) -> Selector:
+    """What follows the @; StateError for anything else."""
+    if text == "good":
+        return LastGood()
+    if text in ("latest", "0"):
+        return Back(steps=0)
+    if re.fullmatch(r"-[1-9][0-9]{0,5}", text):
+        return Back(steps=int(text[1:]))
+    match = _TIME.match(text)
+    if match is not None:
+        year, month, day, hour, minute, second, zone = match.groups()
+        try:
+            when = datetime(
+                int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0)
+            )
+        except ValueError as e:
+            raise StateError(f"{name}: {text} is not a time: {e}", tip=SELECTOR_TIP) from e
+        if zone is None:
+            return AtTime(until=when.astimezone())  # local time, as the user's clock says
+        if zone == "Z":
+            return AtTime(until=when.replace(tzinfo=timezone.utc))
+        sign = 1 if zone[0] == "+" else -1
+        digits = zone[1:].replace(":", "")
+        offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+        return AtTime(until=when.replace(tzinfo=timezone(sign * offset)))
+    raise StateError(f"{name}: @{text} does not name a recorded state", tip=SELECTOR_TIP)
+
+
+# ---------------------------------------------------------------------------------------
+# Reading
+
+
+def states_of(store: StateStore, host: str) -> list[State]:
+    """The host's recorded states, oldest first (an absent folder: none)."""
+    folder = store.folder(host)
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise StateError(f"{folder}: cannot read the state folder: {e.strerror}") from e
+    found = []
+    for entry in names:
+        match = _NAME.match(entry)
+        if match is None:
+            continue  # a temporary file of a write in progress, the watch's memory
+        stamp, why, short = match.groups()
+        at = datetime.strptime(stamp, _STAMP).replace(tzinfo=timezone.utc)
+        found.append(State(host=host, at=at, why=cast(Why, why), digest=short, path=folder / entry))
+    return sorted(found, key=lambda s: s.at)
+
+
+def last_good(store: StateStore, host: str) -> State | None:
+    return next((s for s in reversed(states_of(store, host)) if s.good), None)
+
+
+def pick(store: StateStore, host: str, selector: Selector, name: str) -> State:
+    """The state `name` (HOST@...) names; StateError, with what there is, when none."""
+    states = states_of(store, host)
+    tip = (
+        f"a ready `envsync deploy {host}` or `envsync smoke {host}`, or `envsync lock {host}`, "
+        "records one"
+    )
+    if not states:
+        raise StateError(f"{name}: no state of {host} is recorded in {store.folder(host)}", tip=tip)
+    listed = f"`envsync history {host}` lists them"
+    match selector:
+        case LastGood():
+            good = [s for s in states if s.good]
+            if not good:
+                raise StateError(
+                    f"{name}: none of the {len(states)} recorded state(s) of {host} is good "
+                    "(ready or locked)",
+                    tip=tip,
+                )
+            return good[-1]
+        case Back(steps=steps):
+            if steps >= len(states):
+                raise StateError(
+                    f"{name}: {host} has {len(states)} recorded state(s), "
+                    f"{host}@latest to {host}@-{len(states) - 1}"
+                    if len(states) > 1
+                    else f"{name}: {host} has one recorded state, {host}@latest",
+                    tip=listed,
+                )
+            return states[-1 - steps]
+        case AtTime(until=until):
+            before = [s for s in states if s.at <= until]
+            if not before:
+                raise StateError(
+                    f"{name}: no state of {host} was recorded at or before {utc_text(until)} "
+                    f"(the first: {states[0].when})",
+                    tip=listed,
+                )
+            return before[-1]
+
+
+def load(state: State) -> Snapshot:
+    """The snapshot of a state, as recorded; StateError when its file is gone, damaged or
+    another host's."""
+    damaged = f"{state.path}: a damaged state of {state.host}"
+    tip = f"remove it; `envsync history {state.host}` lists the others"
+    try:
+        data = read_json_object(state.path, StateError, "state")
+    except StateError as e:  # unreadable, not JSON, not an object: the line says which
+        raise StateError(e.message, tip=tip) from e
+    if data.get("schema_version") != STATE_SCHEMA_VERSION:
+        raise StateError(
+            f"{damaged} (state schema_version {data.get('schema_version')!r}, this envsync "
+            f"reads {STATE_SCHEMA_VERSION})",
+            tip=tip,
+        )
+    if data.get("host") != state.host:
+        raise StateError(
+            f"{state.path}: a state of {data.get('host')!r}, not of {state.host}",
+            tip=f"remove it from {state.path.parent}, or move it to that host's folder",
+        )
+    if not str(data.get("digest", "")).startswith(state.digest):
+        raise StateError(f"{damaged} (its digest is not the one its name says)", tip=tip)
+    snap = data.get("snapshot")
+    if not isinstance(snap, dict) or snap.get("schema_version") != SNAPSHOT_SCHEMA_VERSION:
+        raise StateError(f"{damaged} (no snapshot this envsync reads)", tip=tip)
+    try:
+        return from_data(Snapshot, snap, "state.snapshot")
+    except DecodeError as e:
+        raise StateError(f"{damaged}: {e}", tip=tip) from e
+
+
+def load_named(store: StateStore, host: str, selector: Selector, name: str) -> Snapshot:
+    """The snapshot HOST@... names, standing in for the host: named as written (`ct129@good`),
+    and a recorded state, not a live host (its files cannot be copied)."""
+    return replace(load(pick(store, host, selector, name)), host=name, source="state")
+
+
+# ---------------------------------------------------------------------------------------
+# Recording
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One recorder at a time per host folder (a deploy and a watch may end together)."""
+    import fcntl
+
+    with open(folder / ".lock", "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def _document(snapshot: Snapshot, why: Why, at: datetime, full: str) -> dict[str, Any]:
+    return {
+        "schema_version": STATE_SCHEMA_VERSION,
+        "host": snapshot.host,
+        "at": utc_text(at),
+        "why": why,
+        "digest": full,
+        "startup_graph": False,  # see the module's docstring
+        "snapshot": to_data(replace(snapshot, startup=None)),
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    state: State  # the host's latest state now
+    new: bool  # False: the host was unchanged since it (nothing written)
+
+
+def record(
+    store: StateStore, snapshot: Snapshot, why: Why, *, now: datetime | None = None
+) -> Recorded:
+    """Record a live host's snapshot as its latest state, unless its latest state has the
+    same digest; an unchanged host seen good for the first time (it was only watched)
+    gets a good state in place of that one. Oldest states beyond `keep` are removed, never
+    the latest good one. Every file is written atomically."""
+    host = snapshot.host
+    full = digest(snapshot)
+    folder = store.folder(host)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as e:
+        raise StateError(f"{folder}: cannot create the state folder: {e.strerror}") from e
+    with _locked(folder):
+        states = states_of(store, host)
+        latest = states[-1] if states else None
+        unchanged = latest is not None and latest.digest == full[:16]
+        if latest is not None and unchanged and (latest.good or why not in GOOD):
+            return Recorded(state=latest, new=False)
+        at = now or datetime.now(timezone.utc)
+        if latest is not None and at <= latest.at:
+            at = latest.at + timedelta(microseconds=1)  # the clock went back: keep the order
+        path = folder / f"{at.strftime(_STAMP)}-{why}-{full[:16]}.json"
+        text = json.dumps(_document(snapshot, why, at, full), separators=(",", ":")) + "\n"
+        write_atomic(path, text)
+        state = State(host=host, at=at, why=why, digest=full[:16], path=path)
+        if latest is not None and latest.digest == state.digest:
+            latest.path.unlink(missing_ok=True)  # the watched state, now a good one
+        _prune(store, host)
+        return Recorded(state=state, new=True)
+
+
+def _prune(store: StateStore, host: str) -> None:
+    states = states_of(store, host)
+    good = next((s for s in reversed(states) if s.good), None)
+    extra = len(states) - max(1, store.keep)
+    for state in states:
+        if extra <= 0:
+            break
+        if state is good:
+            continue
+        state.path.unlink(missing_ok=True)
+        extra -= 1

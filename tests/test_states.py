@@ -1,0 +1,358 @@
+"""The state folder: recording (deduplicated by digest, bounded, atomic), naming a state
+(HOST@good, @latest, @-N, @TIME), and every way a state cannot be read: one line each."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from envsync.errors import StateError
+from envsync.exitcodes import ExitCode
+from envsync.inventory import HostSpec, Inventory
+from envsync.model import Distribution, Snapshot
+from envsync.snapshot import FileSource, HostSource, StateSource, load_snapshot, resolve
+from envsync.states import (
+    AtTime,
+    Back,
+    LastGood,
+    StateStore,
+    digest,
+    last_good,
+    load,
+    parse_selector,
+    pick,
+    record,
+    states_of,
+)
+
+SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
+T0 = datetime(2026, 12, 1, 10, 2, 3, tzinfo=timezone.utc)
+
+
+def base() -> Snapshot:
+    return load_snapshot(SNAPSHOT)
+
+
+def with_version(snap: Snapshot, name: str, version: str) -> Snapshot:
+    dists = tuple(replace(d, version=version) if d.name == name else d for d in snap.distributions)
+    return replace(snap, distributions=dists)
+
+
+def store(tmp_path: Path, keep: int = 20) -> StateStore:
+    return StateStore(root=tmp_path / "states", keep=keep)
+
+
+def test_the_digest_is_of_what_diff_compares_not_of_when() -> None:
+    snap = base()
+    later = replace(snap, collected_at="2027-01-01T00:00:00Z", duration_s=9.0, source="lock")
+    # install times and where a package lies are facts of the machine, not compared either
+    moved = replace(
+        snap,
+        distributions=tuple(
+            replace(d, installed_at="2027-01-01T00:00:00Z") for d in snap.distributions
+        ),
+    )
+    assert digest(snap) == digest(later) == digest(moved)
+    assert digest(snap) != digest(with_version(snap, "xgrammar", "0.1.10"))
+
+
+def test_an_unchanged_host_records_one_state(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    first = record(s, base(), "ready", now=T0)
+    again = record(s, replace(base(), collected_at="2026-12-02T00:00:00Z"), "ready", now=T0)
+    locked = record(s, base(), "lock", now=T0 + timedelta(hours=1))
+    assert first.new and not again.new and not locked.new
+    assert again.state == first.state == locked.state
+    assert [p.name for p in sorted((tmp_path / "states" / "ct129").iterdir())] == [
+        ".lock",
+        first.state.path.name,
+    ]
+    assert first.state.path.name.startswith("20261201T100203.000000Z-ready-")
+
+
+def test_a_changed_host_records_a_new_state_and_a_watched_one_becomes_good(
+    tmp_path: Path,
+) -> None:
+    s = store(tmp_path)
+    record(s, base(), "ready", now=T0)
+    drifted = with_version(base(), "xgrammar", "0.1.10")
+    seen = record(s, drifted, "watch", now=T0 + timedelta(minutes=5))
+    assert seen.new and not seen.state.good
+    assert last_good(s, "ct129") is not None and last_good(s, "ct129").at == T0  # type: ignore[union-attr]
+    # the same environment, now seen ready: a good state in place of the watched one
+    ready = record(s, drifted, "ready", now=T0 + timedelta(minutes=9))
+    assert ready.new and ready.state.good
+    assert not seen.state.path.exists()
+    assert [(st.why, st.at) for st in states_of(s, "ct129")] == [
+        ("ready", T0),
+        ("ready", T0 + timedelta(minutes=9)),
+    ]
+    # a host that comes back to an earlier environment has that as its latest state again
+    back = record(s, base(), "ready", now=T0 + timedelta(minutes=20))
+    assert back.new and len(states_of(s, "ct129")) == 3
+
+
+def test_states_are_bounded_and_the_last_good_one_is_kept(tmp_path: Path) -> None:
+    s = store(tmp_path, keep=3)
+    record(s, base(), "lock", now=T0)
+    for i in range(6):
+        record(
+            s,
+            with_version(base(), "xgrammar", f"0.2.{i}"),
+            "watch",
+            now=T0 + timedelta(minutes=i + 1),
+        )
+    kept = states_of(s, "ct129")
+    assert [st.why for st in kept] == ["lock", "watch", "watch"]
+    assert kept[0].at == T0 and kept[-1].at == T0 + timedelta(minutes=6)
+
+
+def test_a_clock_that_went_back_keeps_the_order(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    record(s, base(), "ready", now=T0)
+    later = record(
+        s, with_version(base(), "xgrammar", "0.1.10"), "watch", now=T0 - timedelta(days=1)
+    )
+    assert later.state.at > T0
+    assert states_of(s, "ct129")[-1] == later.state
+
+
+def test_a_state_holds_the_snapshot_without_its_graph_and_reads_back(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    snap = base()
+    state = record(s, snap, "ready", now=T0).state
+    data = json.loads(state.path.read_text())
+    assert (
+        data["host"] == "ct129" and data["why"] == "ready" and data["at"] == "2026-12-01T10:02:03Z"
+    )
+    assert data["digest"] == digest(snap) and data["startup_graph"] is False
+    assert data["snapshot"]["startup"] is None
+    assert load(state) == replace(snap, startup=None)
+    assert not [p for p in state.path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("good", LastGood()),
+        ("latest", Back(steps=0)),
+        ("0", Back(steps=0)),
+        ("-1", Back(steps=1)),
+        ("-12", Back(steps=12)),
+        ("2026-11-30T14:00Z", AtTime(until=datetime(2026, 11, 30, 14, 0, tzinfo=timezone.utc))),
+        (
+            "2026-11-30T14:00:30Z",
+            AtTime(until=datetime(2026, 11, 30, 14, 0, 30, tzinfo=timezone.utc)),
+        ),
+        (
+            "2026-11-30 14:00+01:00",
+            AtTime(until=datetime(2026, 11, 30, 13, 0, tzinfo=timezone.utc)),
+        ),
+        (
+            "2026-11-30T14:00-0230",
+            AtTime(until=datetime(2026, 11, 30, 16, 30, tzinfo=timezone.utc)),
+        ),
+        ("2026-11-30", AtTime(until=datetime(2026, 11, 30).astimezone())),
+        ("2026-11-30T14:00", AtTime(until=datetime(2026, 11, 30, 14, 0).astimezone())),
+    ],
+)
+def test_selectors(text: str, expected: object) -> None:
+    assert parse_selector(text, f"ct129@{text}") == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "bogus",
+        "-0",
+        "--1",
+        "+1",
+        "Good",
+        "2026-13-01",
+        "2026-11-31T10:00",
+        "2026-11-30T25:00",
+        "1.5",
+    ],
+)
+def test_a_malformed_selector_is_one_line_with_a_tip(text: str) -> None:
+    with pytest.raises(StateError) as e:
+        parse_selector(text, f"ct129@{text}")
+    line = str(e.value)
+    assert line.startswith(f"ct129@{text}: ") and "\n" not in line
+    assert "Tip: write HOST@good" in line and e.value.exit_code == ExitCode.USAGE
+
+
+def test_picking_a_state(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    with pytest.raises(
+        StateError, match=r"ct129@good: no state of ct129 is recorded in .*Tip: a ready"
+    ):
+        pick(s, "ct129", LastGood(), "ct129@good")
+    record(s, base(), "watch", now=T0)
+    with pytest.raises(StateError, match="none of the 1 recorded state"):
+        pick(s, "ct129", LastGood(), "ct129@good")
+    record(s, with_version(base(), "xgrammar", "0.1.10"), "lock", now=T0 + timedelta(hours=1))
+    record(s, with_version(base(), "xgrammar", "0.1.11"), "watch", now=T0 + timedelta(hours=2))
+    states = states_of(s, "ct129")
+    assert pick(s, "ct129", LastGood(), "x") == states[1]
+    assert pick(s, "ct129", Back(steps=0), "x") == states[2]
+    assert pick(s, "ct129", Back(steps=2), "x") == states[0]
+    with pytest.raises(
+        StateError, match=r"ct129@-3: ct129 has 3 recorded state\(s\), ct129@latest to ct129@-2"
+    ):
+        pick(s, "ct129", Back(steps=3), "ct129@-3")
+    at = AtTime(until=T0 + timedelta(minutes=90))
+    assert pick(s, "ct129", at, "x") == states[1]
+    assert pick(s, "ct129", AtTime(until=T0), "x") == states[0]  # at or before: exactly then too
+    with pytest.raises(
+        StateError,
+        match=r"no state of ct129 was recorded at or before 2026-12-01T10:02:02Z \(the first: 2026-12-01T10:02:03Z\)",
+    ):
+        pick(s, "ct129", AtTime(until=T0 - timedelta(seconds=1)), "ct129@...")
+
+
+def _one_state(tmp_path: Path) -> tuple[StateStore, Path]:
+    s = store(tmp_path)
+    return s, record(s, base(), "ready", now=T0).state.path
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda p: p.write_text(p.read_text()[: len(p.read_text()) // 2]), "not valid JSON"),
+        (lambda p: p.write_text("[]"), "not an envsync state"),
+        (lambda p: p.write_bytes(b"\xff\xfe"), "cannot read state"),
+        (lambda p: _edit(p, schema_version=9), "a damaged state of ct129 (state schema_version 9"),
+        (lambda p: _edit(p, host="ct200"), "a state of 'ct200', not of ct129"),
+        (lambda p: _edit(p, digest="0" * 64), "its digest is not the one its name says"),
+        (
+            lambda p: _edit(p, snapshot={"schema_version": 1, "host": 3}),
+            "a damaged state of ct129: state.snapshot",
+        ),
+        (lambda p: _edit(p, snapshot=None), "no snapshot this envsync reads"),
+        (lambda p: p.unlink(), "cannot read state: [Errno 2] No such file"),
+    ],
+)
+def test_a_state_that_cannot_be_read_is_one_line(
+    tmp_path: Path, damage: object, message: str
+) -> None:
+    s, path = _one_state(tmp_path)
+    (state,) = states_of(s, "ct129")
+    damage(path)  # type: ignore[operator]
+    with pytest.raises(StateError) as e:
+        load(state)
+    line = str(e.value)
+    assert message in line and "\n" not in line and line.startswith(str(path))
+    assert e.value.exit_code == ExitCode.USAGE
+
+
+def _edit(path: Path, **changes: object) -> None:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def test_files_in_the_folder_that_are_no_states_are_left_alone(tmp_path: Path) -> None:
+    s, path = _one_state(tmp_path)
+    folder = path.parent
+    (folder / ".20261201T100203.000000Z-ready-0123456789abcdef.json.x1.tmp").write_text("{")
+    (folder / "watch.json").write_text("{}")
+    (folder / "notes.txt").write_text("mine")
+    assert [st.path for st in states_of(s, "ct129")] == [path]
+
+
+def test_a_host_name_that_is_no_file_name_gets_a_folder_of_its_own(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    for name in ("../etc", "a/b", ".hidden", "ünï"):
+        folder = s.folder(name)
+        assert folder.parent == s.root and folder.name.startswith("_")
+    assert s.folder("gpu-01.example") == s.root / "gpu-01.example"
+
+
+def test_an_unwritable_state_folder_is_one_line(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        blocker = tmp_path / "states"
+        blocker.write_text("a file where the folder should be")
+    else:
+        (tmp_path / "states").mkdir()
+        (tmp_path / "states").chmod(0o500)
+    with pytest.raises(StateError, match="cannot create the state folder"):
+        record(store(tmp_path), base(), "ready")
+
+
+def _inventory() -> Inventory:
+    spec = HostSpec(name="ct129", python="/usr/bin/python3")
+    odd = HostSpec(name="odd@good", python="/usr/bin/python3")
+    return Inventory(path=None, hosts={"ct129": spec, "odd@good": odd})
+
+
+def test_what_a_host_argument_with_an_at_names(tmp_path: Path) -> None:
+    inv = _inventory()
+    source = resolve("ct129@good", inv)
+    assert isinstance(source, StateSource) and source.spec.name == "ct129"
+    assert source.selector == LastGood() and source.label == "ct129@good"
+    assert isinstance(resolve("odd@good", inv), HostSource)  # a host of that very name wins
+    (tmp_path / "x@good.json").write_text("{}")
+    assert isinstance(resolve(str(tmp_path / "x@good.json"), inv), FileSource)
+    with pytest.raises(StateError, match=r"ct999@good: unknown host 'ct999'.*Tip: HOST@good"):
+        resolve("ct999@good", inv)
+    with pytest.raises(StateError, match=r"ct129@yesterday: @yesterday does not name"):
+        resolve("ct129@yesterday", inv)
+
+
+def test_a_recorded_state_stands_for_the_host_it_was(tmp_path: Path) -> None:
+    from envsync.runner import Runners
+    from envsync.session import Session
+
+    s = store(tmp_path)
+    record(s, base(), "ready", now=T0)
+    with Session(inventory=_inventory(), runners=Runners(), states=s) as session:
+        snap = session.collect_one("ct129@good")
+        assert snap.host == "ct129@good" and snap.source == "state"
+        assert snap.distribution("xgrammar") == base().distribution("xgrammar")
+        with pytest.raises(StateError, match="ct129@-1: ct129 has one recorded state"):
+            session.resolve("ct129@-1")
+    with (
+        Session(inventory=_inventory(), runners=Runners()) as session,
+        pytest.raises(StateError, match="no state folder"),
+    ):
+        session.collect_one("ct129@good")
+
+
+def test_the_snapshot_of_a_new_distribution_field_reads_old_snapshots() -> None:
+    data = json.loads(SNAPSHOT.read_text())
+    for dist in data["distributions"]:
+        dist.pop("installed_at", None)
+    from envsync.codec import from_data
+
+    snap = from_data(Snapshot, data)
+    assert all(d.installed_at is None for d in snap.distributions)
+    assert isinstance(snap.distributions[0], Distribution)
+
+
+def test_check_and_watch_take_states_where_they_may(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.helpers import run_cli
+
+    inv = tmp_path / "envsync.toml"
+    inv.write_text('[hosts.ct129]\npython = "/nonexistent/python"\n')
+    states = ("--state-dir", str(tmp_path / "states"))
+    code, _, err = run_cli(
+        capsys, "--inventory", str(inv), "check", "--lock", "ct129@good", "ct129", *states
+    )
+    assert code == 2 and "envsync: ct129@good: no state of ct129 is recorded in" in err
+    missing = str(tmp_path / "env@2.lock")
+    code, _, err = run_cli(capsys, "--inventory", str(inv), "check", "--lock", missing, "ct129")
+    assert code == 2 and f"{missing}: no such lock file" in err
+    code, _, err = run_cli(
+        capsys, "--inventory", str(inv), "watch", "--once", "ct129@good", *states
+    )
+    assert code == 2 and "ct129@good is a recorded state of ct129, not a host" in err
+    assert not (tmp_path / "states").exists()  # nothing was recorded for a name that is no host
