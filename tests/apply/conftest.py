@@ -186,11 +186,12 @@ def backups_of(python: Path | None = None) -> list[Path]:
     return sorted(p for root in roots for p in (root / ".envsync" / "backups").glob("*"))
 
 
-def wait_journal(event: str, timeout: float = 60) -> Path:
-    """Until the apply's journal on the host records `event`; the journal."""
+def wait_journal(event: str, python: Path, timeout: float = 60) -> Path:
+    """Until the apply's journal in `python`'s environment records `event`; the journal.
+    (Of that venv only: an earlier test's journal says "step 1 started" too.)"""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for backup in backups_of():
+        for backup in backups_of(python):
             journal = backup / "journal.jsonl"
             if journal.is_file() and event in journal.read_text():
                 return journal

@@ -98,7 +98,7 @@ def test_a_signal_at_a_step_boundary_or_during_pip_leaves_before_or_applied(
             time.sleep(0.005)
         assert pip_running(target)
     else:
-        wait_journal(moment)
+        wait_journal(moment, target)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=300)
     wait_unlocked()
@@ -121,7 +121,7 @@ def test_sigkill_mid_step_then_rollback(bed: dict[str, Path], target: Path, tmp_
     inv = inventory(bed, target, tmp_path / "inv.toml")
     before = state(target)
     proc = envsync(inv, *APPLY)
-    wait_journal("step 2 started")
+    wait_journal("step 2 started", target)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     code, _, err = run_rollback(inv)
@@ -395,7 +395,7 @@ def test_the_reference_gone_during_sync_file_is_rolled_back(
     inv.write_text(inv.read_text().replace(ref, ref + lines))
     before = state(target)
     proc = envsync(inv, *APPLY)
-    wait_journal("step 1 started")  # collected already: the reference is needed at step 3
+    wait_journal("step 1 started", target)  # collected already: the reference is needed at step 3
     cut(own_sshd)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 4, err

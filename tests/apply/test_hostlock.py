@@ -77,7 +77,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_message(
     first = envsync(inv, *APPLY)
     lock = wait_held()
     holder = lock["pid"]  # the hold process, on the host
-    journal = wait_journal("step 1 started")
+    journal = wait_journal("step 1 started", target)
     first.kill()  # the command and its holder die together (a host crash, an OOM kill)
     os.kill(holder, 9)  # type: ignore[arg-type]
     first.wait()
