@@ -21,7 +21,16 @@ import time
 from ..shared import is_temp_name
 from .failure import Failure, refuse
 from .paths import STATE, canonical, dist_files, in_package, installations, state_dir, within
-from .record import close_over, dists_scope, key_of, open_regular, path_of, take
+from .record import (
+    close_over,
+    created_since,
+    dists_scope,
+    key_of,
+    listing,
+    open_regular,
+    path_of,
+    take,
+)
 from .service import read_service
 from .transfer import write_json
 
@@ -111,6 +120,7 @@ def op_backup(op: dict[str, Any]) -> dict[str, Any]:
         "dists": dists,
         "files": [key_of(p) for p in plan_files],
         "before": before,
+        "listing": listing(),  # the names in each package folder, for created_since
         "after": None,
         "flags_before": read_service().get("flags"),
         "notes": notes,
@@ -178,7 +188,9 @@ def after_record(manifest: dict[str, Any]) -> dict[str, Any]:
     names = [d["name"] for d in manifest["dists"]]
     owned, _ = dists_scope(names)
     recorded = [p for p in (path_of(k) for k in manifest["before"]) if p is not None]
-    return take(close_over(sorted(set(recorded) | {p for ps in owned.values() for p in ps})))
+    made = created_since(manifest.get("listing") or {})
+    paths = set(recorded) | {p for ps in owned.values() for p in ps} | set(made)
+    return take(close_over(sorted(paths)))
 
 
 def journal(where: str, event: str) -> None:

@@ -143,6 +143,50 @@ def take(paths: list[str], hashed: bool = True) -> Record:
     return {key_of(p): describe(p, hashed) for p in paths}
 
 
+def listed_dirs() -> list[str]:
+    """The folders an installer adds entries to: the package directories and the scripts
+    folder."""
+    scripts = os.path.join(STATE.prefix, "bin")
+    return sorted({os.path.realpath(r) for r in package_roots()} | {scripts})
+
+
+def listing() -> dict[str, list[str]]:
+    """{folder's key: the names in it now}, for `created_since` after the apply."""
+    out: dict[str, list[str]] = {}
+    for folder in listed_dirs():
+        try:
+            out[key_of(folder)] = sorted(os.listdir(folder))
+        except OSError:
+            continue
+    return out
+
+
+def created_since(before: dict[str, list[str]]) -> list[str]:
+    """The paths in the listed folders that were not there at `before` (`listing()`), with
+    everything under them: what an installer that failed half-way wrote and no RECORD
+    names yet (an apply holds the environment's lock, so nothing else wrote them)."""
+    out: list[str] = []
+    for key, names in before.items():
+        folder = path_of(key) if not os.path.isabs(key) else canonical(key)
+        if folder is None:
+            continue
+        try:
+            now = os.listdir(folder)
+        except OSError:
+            continue
+        for name in sorted(set(now) - set(names)):
+            if is_temp_name(name):
+                continue  # envsync's own half-written files: leftovers() sees to them
+            path = os.path.join(folder, name)
+            if not in_environment(path):
+                continue
+            out.append(path)
+            if os.path.isdir(path) and not os.path.islink(path):
+                for parent, dirs, files in os.walk(path):
+                    out.extend(os.path.join(parent, n) for n in dirs + files)
+    return out
+
+
 def leftovers(directory: str) -> list[str]:
     """envsync's own temporary files in a folder (writes that were killed half-way)."""
     try:

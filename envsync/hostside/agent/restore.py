@@ -31,7 +31,17 @@ from .backup import (
     set_state,
 )
 from .failure import Failure
-from .record import BLOCK, close_over, describe, dists_scope, key_of, leftovers, path_of, same
+from .record import (
+    BLOCK,
+    close_over,
+    created_since,
+    describe,
+    dists_scope,
+    key_of,
+    leftovers,
+    path_of,
+    same,
+)
 from .service import op_set_service, read_service
 from .transfer import sha256
 
@@ -74,6 +84,8 @@ def op_restore(op: dict[str, Any]) -> dict[str, Any]:
     owned, _ = dists_scope(names)
     keys = set(before) | set(after or {})
     keys |= {key_of(p) for p in close_over(sorted({p for ps in owned.values() for p in ps}))}
+    if after is None:  # the apply stopped half-way: what its installer wrote, no RECORD yet
+        keys |= {key_of(p) for p in created_since(manifest.get("listing") or {})}
     paths = {k: str(path_of(k)) for k in keys}
     current = {k: describe(paths[k]) for k in keys}
     goal = {k: before.get(k, ABSENT) for k in keys}
