@@ -9,19 +9,25 @@ from __future__ import annotations
 EXIT_CODES = {
     "OK": "success, nothing to report",
     "DRIFT": "drift found, or a plan is pending",
-    "USAGE": "usage error or bad input: inventory, lock, snapshot, requirements file, "
-    "unknown host, a `HOST@...` state that is not recorded or cannot be read, unwritable `-o`",
+    "USAGE": "usage error or bad input: inventory, lock, snapshot, requirements file (or one "
+    "it includes from outside its folder), unknown host, a `HOST@...` state that is not "
+    "recorded or cannot be read, unwritable `-o` or stdout; a saved plan or a reference "
+    "snapshot that would hand an installer anything but a validated `NAME==VERSION` (an "
+    "option, a path, a URL, an installer program): refused before anything runs",
     "COLLECT": "a host could not be collected: unreachable (SSH, a jump host, or an exec "
     "prefix that is missing, denied, hanging or whose container is not running), its python "
     "is missing or is not Python, the probe crashed, timed out, printed no JSON, or the host "
     "has malformed distribution metadata",
-    "APPLY": "an apply failed and was rolled back (or its backup failed: nothing changed), "
-    "`rollback` failed (no backup, or a damaged one: nothing restored), or a plan was refused "
+    "APPLY": "an apply failed and was rolled back (or its backup failed: nothing changed); "
+    "`rollback` failed or was refused, its line saying which: nothing was restored (no backup, "
+    "a damaged one, paths changed since the apply: `--force`, a full disk, an immutable "
+    "file), or partially restored (rerun `rollback`: it finishes); or a plan was refused "
     "before anything ran (no way to install on the target)",
     "SMOKE": "deploy, smoke or stop failed: the service crashed, stalled, or could not be "
     "started or stopped (e.g. its program does not exist)",
-    "LOCKED": "the target is locked by another envsync that is changing it (`repair --apply`, "
-    "`rollback`, `deploy`, `stop`); `--wait SECONDS` queues instead",
+    "LOCKED": "the environment is locked by another envsync that is changing it (`repair "
+    "--apply`, `rollback`, `deploy`, `stop`), whoever runs it: another user, another HOME, "
+    "a container's view of the same venv; `--wait SECONDS` queues instead",
 }
 
 SEVERITIES = {

@@ -93,8 +93,29 @@ def read_json_object(path: Path, error: type[InputError], what: str) -> dict[str
 # Writing: all or nothing
 
 
+def streamed(path: Path) -> bool:
+    """Is `path` a stream to write into as it is, never a file to replace: a device, a FIFO,
+    a socket, or a name under /dev or /proc (`/dev/stdout`, `/proc/self/fd/1`), even
+    through a link (replacing `/dev/stdout` would swap the link for a file)?"""
+    text = os.path.abspath(str(path))
+    if text.startswith(("/dev/", "/proc/")):
+        return True
+    try:
+        if path.is_symlink() and os.path.abspath(
+            os.path.join(os.path.dirname(text), os.readlink(text))
+        ).startswith(("/dev/", "/proc/")):
+            return True
+        return path.exists() and not path.is_file() and not path.is_dir()
+    except OSError:
+        return False
+
+
 def check_writable(path: Path) -> None:
     """Fail before a long collection when `path` can never be written."""
+    if streamed(path):
+        if path.exists() and not os.access(path, os.W_OK):
+            raise OutputError(f"{path}: cannot write: Permission denied")
+        return
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise OutputError(f"{path}: cannot write: Is a directory")
@@ -118,15 +139,15 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     """Write `text` (a string, or its pieces as they are made) to `path` through a
     temporary file and os.replace: all or nothing.
 
-    A target that exists and is not a regular file (/dev/stdout, a FIFO) is written in
-    place: replacing it would swap a device node for a file.
+    A stream (streamed(): /dev/stdout, a FIFO, a device) is written into as it is, never
+    replaced, and never truncated (/dev/stdout may be a file a shell opened to append to).
     """
-    if path.exists() and not path.is_file() and not path.is_dir():
+    if streamed(path):
         try:
-            with path.open("w", encoding="utf-8") as f:
+            with path.open("a", encoding="utf-8") as f:
                 write_pieces(f, text)
         except OSError as e:
-            raise OutputError(f"{path}: cannot write: {e.strerror}") from e
+            raise OutputError(f"{path}: cannot write: {e.strerror or e}") from e
         return
     import tempfile
 

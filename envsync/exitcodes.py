@@ -8,6 +8,6 @@ class ExitCode(IntEnum):
     DRIFT = 1  # drift found, or a plan is pending
     USAGE = 2  # usage error or bad input (inventory, lock, snapshot, requirements)
     COLLECT = 3  # host unreachable or collection failed
-    APPLY = 4  # apply failed and was rolled back
+    APPLY = 4  # apply failed and was rolled back; rollback failed or was refused
     SMOKE = 5  # smoke test failed
-    LOCKED = 6  # the target is locked by another envsync that is changing it
+    LOCKED = 6  # the environment is locked by another envsync that is changing it

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -17,6 +18,7 @@ from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from envsync.codec import from_data, to_data
 from envsync.documents import read_json_object
@@ -27,8 +29,8 @@ from envsync.markers import applies
 from envsync.model import Distribution, Snapshot, Unavailable, why_files_cannot_serve, why_no_files
 from envsync.vocab import ONLY, ONLY_DEFAULT, PREFER, Installer, Only, Prefer
 
-# 2: one table per kind of step, told apart by `kind` (1: every step had every field).
-PLAN_SCHEMA_VERSION = 2
+# 3: a pin names no installer program (2: its `uv` path; 1: every step had every field).
+PLAN_SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,8 +46,9 @@ class PinStep:
     # reference instead (only when interpreter and platform match), or why not.
     fallback: bool = False
     no_fallback: str | None = None
-    installer: Installer = "pip"  # the target's own pip, or uv (`uv pip --python`)
-    uv: str | None = None  # with uv: the uv command on the target host
+    # The target's own pip, or uv (`uv pip --python`): the program is the one the target's
+    # fresh snapshot finds at apply time, never a path from the plan.
+    installer: Installer = "pip"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +87,73 @@ class FlagStep:
 
 # One class per kind of step (vocab.FixKind), told apart by `kind` in a saved plan.
 Step = PinStep | SyncDistStep | SyncFileStep | FlagStep
+
+# PEP 508's name, PEP 440's characters: nothing an installer could read as an option, a
+# path, a URL or a second requirement.
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]*")
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` is not a distribution name an installer may be handed (None: it is)."""
+    return None if _NAME.fullmatch(name) else "not a valid distribution name (PEP 508)"
+
+
+def requirement_problem(text: str) -> str | None:
+    """Why `text` is not a plain `NAME==VERSION` an installer may be handed (None: it is):
+    no option, path, URL, marker or second requirement can hide in one that is."""
+    name, sep, version = text.partition("==")
+    if not sep:
+        return "not NAME==VERSION"
+    why = name_problem(name)
+    if why:
+        return why
+    if not _VERSION.fullmatch(version):
+        return "not a valid version (PEP 440)"
+    try:
+        Version(version)
+    except InvalidVersion:
+        return "not a valid version (PEP 440)"
+    return None
+
+
+def pin_of(dist: Distribution, host: str) -> str:
+    """`NAME==VERSION` of a distribution, for an installer; InputError (nothing has run)
+    when the snapshot's name or version is not one."""
+    req = f"{dist.display_name}=={dist.version}"
+    why = requirement_problem(req)
+    if why:
+        raise InputError(
+            f"{host}: refusing to hand an installer {req!r}: {why}; nothing was changed",
+            tip="a snapshot or lock is data: check where this one came from",
+        )
+    return req
+
+
+def plan_problems(plan: Plan) -> list[str]:
+    """What makes a plan unsafe to apply: a requirement that is not `NAME==VERSION`, a
+    distribution that is not a name (empty when there is nothing)."""
+    problems = []
+    for i, step in enumerate(plan.steps, 1):
+        names: tuple[str, ...] = ()
+        match step:
+            case PinStep():
+                for req in step.requirements:
+                    why = requirement_problem(req)
+                    if why:
+                        problems.append(f"step {i} (pin) hands the installer {req!r}: {why}")
+                names = step.dists
+            case SyncDistStep():
+                names = step.dists
+            case SyncFileStep():
+                names = (step.dist,)
+            case FlagStep():
+                pass
+        for name in names:
+            why = name_problem(name)
+            if why:
+                problems.append(f"step {i} ({step.kind}) names the distribution {name!r}: {why}")
+    return problems
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,7 +401,7 @@ def _replace_dist(
     how, uv = choose_installer(target, installer)
     why_not = why_files_cannot_serve(reference, target)
     if how:
-        reqs = tuple(f"{d.display_name}=={d.version}" for d in group)
+        reqs = tuple(pin_of(d, reference.host) for d in group)
         extra = f" (with {', '.join(reqs[1:])}, which it needs)" if len(reqs) > 1 else ""
         tool = "pip install" if how == "pip" else "uv pip install"
         return PinStep(
@@ -342,7 +412,6 @@ def _replace_dist(
             fallback=why_not is None,
             no_fallback=why_not,
             installer=how,
-            uv=uv,
         )
     # Nothing on the target can install: the reference's files can, if they fit.
     if why_not is not None:
@@ -388,11 +457,11 @@ def describe(plan: Plan, *, exec_prefix: Sequence[str] = ()) -> str:
                 tool = (
                     "python -m pip install"
                     if step.installer == "pip"
-                    else f"{step.uv} pip install --python <target python>"
+                    else "uv pip install --python <target python>"
                 )
                 lines.append(
                     f"     runs: {tool} --no-deps --constraint <every other package "
-                    f"at its version> {' '.join(step.requirements)}"
+                    f"at its version> -- {' '.join(step.requirements)}"
                 )
                 if step.fallback:
                     lines.append(
@@ -438,6 +507,14 @@ def load_plan(path: Path) -> Plan:
     if version != PLAN_SCHEMA_VERSION:
         raise InputError(f"{path}: plan schema_version {version!r} is not supported")
     try:
-        return from_data(Plan, data, "plan")
+        plan = from_data(Plan, data, "plan")
     except DecodeError as e:
         raise InputError(f"{path}: not an envsync plan: {e}") from e
+    problems = plan_problems(plan)
+    if problems:
+        raise InputError(
+            f"{path}: refusing the plan: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            tip="a plan is data: make a new one with `envsync repair -o FILE` and review it",
+        )
+    return plan

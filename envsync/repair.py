@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envsync.apply import Applied, apply_plan, rollback
+from envsync.apply import Applied, BackupInfo, apply_plan, backups, rollback
 from envsync.apply.hostlock import target_lock
 from envsync.compare import diff, pair_names
 from envsync.documents import check_writable, write_atomic
@@ -199,12 +199,21 @@ class Rollback:
     host: str
     backup: str
     dists: tuple[str, ...] = ()  # the distributions it put back (none: files only)
+    already: bool = False  # the backup was rolled back before: nothing restored again
+    changed: int = 0  # paths put back, removed or made again
 
 
 def rollback_host(
-    session: Session, host: str, *, backup: str = "latest", wait: float = 0.0
+    session: Session,
+    host: str,
+    *,
+    backup: str = "latest",
+    force: bool = False,
+    wait: float = 0.0,
 ) -> Rollback:
-    """`rollback HOST`: under the target's lock, restore its latest (or a named) backup."""
+    """`rollback HOST`: under the target's lock, undo its latest apply that is not rolled
+    back (or restore a named backup); refused, naming them, when paths changed since the
+    apply, unless `force`."""
     spec = session.host(host)
     with target_lock(
         spec,
@@ -213,9 +222,17 @@ def rollback_host(
         wait=wait,
         on_stale=session.note,
     ) as lock:
-        result = rollback(spec, session.runners(spec), backup, lock=lock)
+        result = rollback(spec, session.runners(spec), backup, force=force, lock=lock)
     return Rollback(
         host=host,
         backup=result.backup,
         dists=tuple(result.dists),
+        already=result.already,
+        changed=result.changed,
     )
+
+
+def list_backups(session: Session, host: str) -> tuple[BackupInfo, ...]:
+    """`rollback --list HOST`: the environment's backups, oldest first (nothing changes)."""
+    spec = session.host(host)
+    return backups(spec, session.runners(spec))

@@ -1,7 +1,13 @@
-"""A pinned requirements file (parsed with pip-api) as a partial reference snapshot."""
+"""A pinned requirements file (parsed with pip-api) as a partial reference snapshot.
+
+A requirements file may include others (`-r FILE`, `-c FILE`): only files inside its own
+folder, checked before anything is parsed, so that no line of a file from elsewhere
+(`-r /etc/shadow`) is read, let alone echoed in an error.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import NoReturn
 
@@ -33,6 +39,46 @@ def _raise_instead_of_exiting() -> None:
     parser.print_help = lambda file=None: None
 
 
+# What a requirement line starts with (a name, then a specifier, extras, a marker or a URL):
+# a line of anything else is never quoted back (it may be a line of a file that is not a
+# requirements file at all).
+_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:$|[\[(=<>!~@;,])")
+_INCLUDE = re.compile(r"^\s*(?:-[rc]\s*|--(?:requirement|constraint)(?:\s*=\s*|\s+))(?P<path>\S+)")
+
+
+def _check_includes(path: Path, folder: Path, seen: set[Path]) -> None:
+    """Every file `path` includes lies in `folder` (the top file's), transitively;
+    RequirementsError naming the line otherwise, before any of its content is read."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise RequirementsError(f"{path}: cannot read requirements file: {e.strerror}") from e
+    for number, raw in enumerate(text.replace("\\\n", "").splitlines(), 1):
+        line = re.sub(r"(^|\s)#.*", "", raw).strip()
+        if not line:
+            continue
+        match = _INCLUDE.match(line)
+        if match is None:
+            if not line.startswith("-") and not _REQUIREMENT.match(line):
+                raise RequirementsError(
+                    f"{path}: line {number} is not a requirement (not shown: the file may "
+                    "not be a requirements file at all)"
+                )
+            continue
+        named = match.group("path")
+        target = (path.parent / named).resolve()
+        if "://" in named or not target.is_relative_to(folder):
+            raise RequirementsError(
+                f"{path}: line {number}: includes {named}, which is outside {folder}: "
+                "refused (nothing of it was read)",
+                tip="a requirements file may include only files in its own folder",
+            )
+        if target not in seen:
+            seen.add(target)
+            if target.is_file():
+                _check_includes(target, folder, seen)
+
+
 def read_requirements(path: Path) -> Snapshot:
     """Each `NAME==VERSION` line becomes a distribution; anything unpinned is an error."""
     import pip_api  # slow to import (it asks pip for its version): only when needed
@@ -40,6 +86,8 @@ def read_requirements(path: Path) -> Snapshot:
     from pip_api.exceptions import PipError
 
     _raise_instead_of_exiting()
+    folder = path.resolve().parent
+    _check_includes(path.resolve(), folder, {path.resolve()})
     try:
         parsed = pip_api.parse_requirements(path)
     except SystemExit as e:  # pip-api's parser, if it could not be told to raise

@@ -60,10 +60,20 @@ def fetch(cache: Path, requirement: str) -> Path:
     return wheel(cache, requirement)
 
 
+# Every venv the tests made (their envsync state, lock and backups, live inside them).
+VENVS: list[Path] = []
+
+
 def make_venv(root: Path, *, with_pip: bool = False) -> Path:
     """A real venv; returns its python."""
     venv.EnvBuilder(with_pip=with_pip, clear=True).create(root)
+    VENVS.append(root)
     return root / "bin" / "python"
+
+
+def state_dir(python: Path) -> Path:
+    """envsync's state folder of the venv of `python` (its lock, backups, service state)."""
+    return python.parent.parent / ".envsync"
 
 
 def pip_install(python: Path, *wheels: Path) -> None:

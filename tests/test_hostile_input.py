@@ -390,3 +390,71 @@ def test_huge_documents_are_refused_by_their_size(tmp_path: Path) -> None:
         parse_probe_output("h", b" " * (MAX_DOCUMENT_BYTES + 1))
     assert e.value.exit_code == ExitCode.COLLECT
     add("inputs tried per parser", "huge documents", 2)
+
+
+# -- requirements a plan or snapshot would hand an installer ---------------------------------
+
+HOSTILE_REQUIREMENTS = [
+    "--target=/somewhere",
+    "-e .",
+    "--no-build-isolation",
+    "/path/to/pkg",
+    "./pkg",
+    "pkg @ file:///tmp/pkg.whl",
+    "pkg @ https://evil.example/pkg.whl",
+    "pkg==1.0 --index-url http://evil",
+    "pkg==1.0\n-r /etc/shadow",
+    "pkg==1.0; python_version > '3'",
+    "pkg>=1.0",
+    "pkg==1.0 ",
+    "pkg==-1",
+    "pkg[extra]==1.0",
+    "==1.0",
+    "-pkg==1.0",
+    "pkg==1.0==2.0",
+    "pkg===1.0",
+    "",
+]
+
+
+@pytest.mark.parametrize("req", HOSTILE_REQUIREMENTS)
+def test_a_saved_plan_handing_an_installer_anything_but_name_version_is_refused(
+    tmp_path: Path, req: str
+) -> None:
+    from envsync.plan import PLAN_SCHEMA_VERSION, load_plan
+
+    doc = json.loads(PLAN)
+    doc["schema_version"] = PLAN_SCHEMA_VERSION
+    doc["steps"][0]["requirements"] = [req]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(EnvsyncError) as e:
+        load_plan(path)
+    line = str(e.value)
+    assert "\n" not in line and e.value.exit_code == ExitCode.USAGE
+    assert "refusing the plan: step 1 (pin) hands the installer" in line, line
+    add("inputs tried per parser", "plan requirements that are not NAME==VERSION")
+
+
+@pytest.mark.parametrize("name", ["--target=/x", "../x", "a b", "x\n-r y", ""])
+def test_a_saved_plan_naming_a_distribution_that_is_no_name_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    from envsync.plan import PLAN_SCHEMA_VERSION, load_plan
+
+    doc = json.loads(PLAN)
+    doc["schema_version"] = PLAN_SCHEMA_VERSION
+    doc["steps"][1]["dist"] = name
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(EnvsyncError, match="names the distribution") as e:
+        load_plan(path)
+    assert e.value.exit_code == ExitCode.USAGE
+    add("inputs tried per parser", "plan distributions that are no name")
+
+
+def test_name_version_pins_pass() -> None:
+    from envsync.plan import requirement_problem
+
+    for ok in ("xgrammar==0.1.32", "torch==2.11.0+cu130", "a.b-c_d==1!2.0.post1.dev3", "x==1.0rc1"):
+        assert requirement_problem(ok) is None, ok

@@ -85,7 +85,7 @@ def test_diff_repair_and_deploy_through_the_library(hosts: Path, tmp_path: Path)
                 ("xgrammar==0.1.32",),
             ]
             assert load_plan(saved) == planned.plan
-            assert json.loads(saved.read_text())["schema_version"] == 2
+            assert json.loads(saved.read_text())["schema_version"] == 3
             auto = repair(session, RepairOptions()).plan  # --prefer auto: the flag for xgrammar
             assert [(s.flag, s.value) for s in auto.steps if isinstance(s, FlagStep)] == [
                 ("--grammar-backend", "none")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 from pathlib import Path
 from typing import get_args
 
@@ -44,18 +45,20 @@ def test_envsync_uses_the_import_contexts_the_probe_records() -> None:
     assert tuple(ast.literal_eval(alias.slice)) == shared.CONTEXTS
 
 
-def test_the_probe_and_the_agent_key_a_host_environment_alike(tmp_path: Path) -> None:
-    # backups (agent) and kept service flags (probe) are found under the same key: both
-    # take their paths from the one StatePaths, and nobody else spells the key
+def test_the_probe_and_the_agent_find_a_host_environment_state_alike(tmp_path: Path) -> None:
+    # backups (agent) and kept service flags (probe) are in the same folder, inside the
+    # environment: both take their paths from the one StatePaths, nobody else spells it
     for prefix in ("/opt/venv", "/usr", str(tmp_path)):
-        assert shared.StatePaths(prefix).key == shared.env_key(prefix)
+        state = shared.StatePaths(prefix)
+        assert state.root == os.path.join(os.path.realpath(prefix), ".envsync")
+        assert state.service.startswith(state.root + "/") and state.lock.startswith(state.root)
     assert len(shared.env_key("/opt/venv")) == 12
     assert isinstance(agent_paths.STATE, shared.StatePaths)
     hostside = Path(shared.__file__).parent
     spelled = [
         p.relative_to(hostside).as_posix()
         for p in hostside.rglob("*.py")
-        if "hexdigest()[:12]" in p.read_text() or '"~/.envsync"' in p.read_text()
+        if "hexdigest()[:12]" in p.read_text() or '".envsync"' in p.read_text()
     ]
     assert spelled == ["shared.py"]
     assert "StatePaths(" in inspect.getsource(service_state)

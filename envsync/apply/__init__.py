@@ -6,7 +6,23 @@ is the typed client of the host agent (envsync/hostside/agent/, the program that
 the host); hostlock.py the lock that one changing command holds on the target.
 """
 
-from envsync.apply.agent import Agent
-from envsync.apply.transaction import PIP_TIMEOUT, Applied, apply_plan, install_argv, rollback
+from envsync.apply.agent import Agent, BackupInfo
+from envsync.apply.transaction import (
+    PIP_TIMEOUT,
+    Applied,
+    apply_plan,
+    backups,
+    install_argv,
+    rollback,
+)
 
-__all__ = ["PIP_TIMEOUT", "Agent", "Applied", "apply_plan", "install_argv", "rollback"]
+__all__ = [
+    "PIP_TIMEOUT",
+    "Agent",
+    "Applied",
+    "BackupInfo",
+    "apply_plan",
+    "backups",
+    "install_argv",
+    "rollback",
+]

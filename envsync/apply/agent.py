@@ -28,12 +28,27 @@ AGENT_TIMEOUT = 600.0
 class Backup:
     path: str  # the backup's folder on the host
     saved: int  # files saved in it
+    notes: tuple[str, ...] = ()  # RECORD lines it ignored (a folder, a path outside)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Restored:
     backup: str
     dists: tuple[str, ...]
+    already: bool = False  # it was rolled back before: nothing was restored again
+    changed: int = 0  # paths put back, removed or made again
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackupInfo:
+    """One backup of an environment, as `rollback --list` shows it."""
+
+    ident: str
+    created: str = ""
+    state: str = ""  # applying | applied | restoring | rolled-back | old | damaged
+    summary: str = ""  # the steps of the apply it was made for
+    dists: tuple[str, ...] = ()
+    files: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +131,23 @@ class HoldEnded:
     held: bool
 
 
+def _last_words(result: CommandResult) -> str:
+    """What a failed agent run said last, on one line: the exception a traceback ended
+    with, or how the process ended."""
+    lines = [ln.strip() for ln in result.stderr.decode("utf-8", "replace").splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(("File ", "Traceback ", "^", "~"))]
+    if lines:
+        return lines[-1]
+    if result.returncode < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-result.returncode).name}"
+        except ValueError:
+            return f"killed by signal {-result.returncode}"
+    return f"exit code {result.returncode}, no output"
+
+
 class Agent:
     """The agent on one host, through that host's runner.
 
@@ -130,12 +162,24 @@ class Agent:
 
     # -- the operations -------------------------------------------------------------------
 
-    def backup(self, ident: str, *, dists: Sequence[str], files: Sequence[str]) -> Backup:
-        """Save what a plan will change: distributions by name, files by absolute path."""
-        answer = self.call(
-            {"op": protocol.BACKUP, "id": ident, "dists": list(dists), "files": list(files)}
+    def backup(
+        self, ident: str, *, dists: Sequence[str], files: Sequence[str], summary: str = ""
+    ) -> Backup:
+        """Record (and save) what a plan will change: distributions by name, files by
+        absolute path."""
+        op = {
+            "op": protocol.BACKUP,
+            "id": ident,
+            "dists": list(dists),
+            "files": list(files),
+            "summary": summary,
+        }
+        answer = self.call(op)
+        return Backup(
+            path=str(answer["backup"]),
+            saved=int(answer["saved"]),
+            notes=tuple(str(n) for n in answer.get("notes") or ()),
         )
-        return Backup(path=str(answer["backup"]), saved=int(answer["saved"]))
 
     def journal(self, ident: str, event: str, *, state: str | None = None) -> None:
         op: dict[str, object] = {"op": protocol.JOURNAL, "id": ident, "event": event}
@@ -143,11 +187,35 @@ class Agent:
             op["state"] = state
         self.call(op)
 
-    def restore(self, ident: str = "latest") -> Restored:
-        answer = self.call({"op": protocol.RESTORE, "id": ident})
+    def restore(self, ident: str = "latest", *, force: bool = False) -> Restored:
+        """Put back what backup `ident` recorded ("latest": the newest apply not rolled
+        back); refused when a path changed since the apply, unless `force`."""
+        answer = self.call({"op": protocol.RESTORE, "id": ident, "force": force})
         return Restored(
-            backup=str(answer["backup"]), dists=tuple(str(d) for d in answer.get("dists", []))
+            backup=str(answer["backup"]),
+            dists=tuple(str(d) for d in answer.get("dists", [])),
+            already=bool(answer.get("already")),
+            changed=int(answer.get("changed") or 0),
         )
+
+    def backups(self) -> tuple[BackupInfo, ...]:
+        answer = self.call({"op": protocol.BACKUPS})
+        out = []
+        for item in answer.get("backups") or []:
+            if not isinstance(item, dict):
+                continue
+            dists = item.get("dists")
+            out.append(
+                BackupInfo(
+                    ident=str(item.get("id")),
+                    created=str(item.get("created") or ""),
+                    state=str(item.get("state") or ""),
+                    summary=str(item.get("summary") or ""),
+                    dists=tuple(str(d) for d in dists) if isinstance(dists, list) else (),
+                    files=int(item.get("files") or 0),
+                )
+            )
+        return tuple(out)
 
     def pack_dist(self, dist: str) -> bytes:
         """A tar of an installed distribution's files (per its RECORD)."""
@@ -168,9 +236,11 @@ class Agent:
         op = {"op": protocol.UNPACK, "paths": dict(paths), "remove": list(remove)}
         return self._unpacked(self.call(op, archive))
 
-    def remove_dist(self, name: str) -> int:
-        """Uninstall a distribution's files; how many were removed."""
-        return int(self.call({"op": protocol.REMOVE_DIST, "name": name})["removed"])
+    def remove_dist(self, name: str, ident: str) -> int:
+        """Uninstall a distribution's own files, as backup `ident` recorded them; how many
+        were removed."""
+        answer = self.call({"op": protocol.REMOVE_DIST, "name": name, "id": ident})
+        return int(answer["removed"])
 
     def set_flags(self, flags: Mapping[str, str]) -> None:
         """Keep the service's launch flags on the host."""
@@ -289,14 +359,19 @@ class Agent:
                 (ln for ln in reversed(text.splitlines()) if ln.startswith(protocol.ERROR_MARKER)),
                 None,
             )
-            kind, message = "crashed", result.stderr_tail(3) or "no output"
             if marked is not None:
                 try:
                     error = json.loads(marked[len(protocol.ERROR_MARKER) :])
                     kind, message = str(error["kind"]), str(error["message"])
+                    raise AgentError(f"{self.spec.name}: {op['op']}: {message}", kind=kind)
                 except (ValueError, KeyError, TypeError):
                     pass
-            raise AgentError(f"{self.spec.name}: {op['op']}: {message}", kind=kind)
+            raise AgentError(
+                f"{self.spec.name}: {op['op']}: the host agent failed: {_last_words(result)}",
+                kind="crashed",
+                tip=f"check the host with `envsync snapshot {self.spec.name}`; a failure "
+                "that repeats is a bug of envsync's: report it with this line",
+            )
         return result
 
     def call(

@@ -13,11 +13,27 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from envsync.apply.agent import Agent, Restored
-from envsync.errors import AgentError, ApplyError, EnvsyncError, RollbackError, StalePlan
+from envsync.apply.agent import Agent, BackupInfo, Restored
+from envsync.errors import (
+    AgentError,
+    ApplyError,
+    EnvsyncError,
+    InputError,
+    RollbackError,
+    StalePlan,
+)
 from envsync.inventory import HostSpec
 from envsync.model import Snapshot, Unavailable
-from envsync.plan import FlagStep, PinStep, Plan, Step, SyncDistStep, SyncFileStep
+from envsync.plan import (
+    FlagStep,
+    PinStep,
+    Plan,
+    Step,
+    SyncDistStep,
+    SyncFileStep,
+    plan_problems,
+    requirement_problem,
+)
 from envsync.runner import Runner
 
 # pip's words (pip 20 to 26), then uv's, when an index cannot serve a requirement.
@@ -39,11 +55,12 @@ class Applied:
 
 
 def _constraints(target: Snapshot, replaced: Sequence[str]) -> str:
-    """Every other installed distribution held at its current version."""
+    """Every other installed distribution held at its current version (one that is not a
+    plain NAME==VERSION is no line of it: a constraints file reads options too)."""
     lines = [
         f"{d.display_name}=={d.version}"
         for d in target.distributions
-        if d.name not in replaced and not d.display_name.startswith("-")
+        if d.name not in replaced and requirement_problem(f"{d.display_name}=={d.version}") is None
     ]
     return "\n".join(lines) + "\n"
 
@@ -71,18 +88,28 @@ def _file_paths(snapshot: Snapshot, dist: str, keys: Sequence[str]) -> dict[str,
 def install_argv(
     step: PinStep, target: Snapshot, python: str, constraints: str, options: Sequence[str]
 ) -> list[str]:
-    """The target's own pip, or uv aimed at the target's interpreter: --no-deps, others held."""
+    """The target's own pip, or uv aimed at the target's interpreter: --no-deps, others held.
+
+    The program and its options come from the host's configuration (its inventory entry,
+    its fresh snapshot: where uv is); the plan gives only validated `NAME==VERSION`s, and
+    they come after `--`, where no installer reads an option.
+    """
+    for req in step.requirements:
+        why = requirement_problem(req)
+        if why:
+            raise InputError(f"refusing to hand an installer {req!r}: {why}")
     if step.installer == "uv":
         executable = (
             target.interpreter.executable
             if not isinstance(target.interpreter, Unavailable)
             else python
         )
-        head = [step.uv or "uv", "pip", "install", "--python", executable, "--no-deps"]
+        uv = (target.installers.uv if target.installers is not None else None) or "uv"
+        head = [uv, "pip", "install", "--python", executable, "--no-deps"]
     else:
         head = [python, "-m", "pip", "install", "--no-deps", "--no-input"]
         head.append("--disable-pip-version-check")
-    return [*head, "--constraint", constraints, *options, *step.requirements]
+    return [*head, "--constraint", constraints, *options, "--", *step.requirements]
 
 
 def apply_plan(
@@ -110,6 +137,12 @@ def apply_plan(
             tip="make a new plan with `envsync repair` and review it",
         )
     _check_paths(plan)
+    problems = plan_problems(plan)
+    if problems:
+        raise InputError(
+            f"{plan.target}: refusing the plan: {problems[0]}; nothing was changed",
+            tip="make a new plan with `envsync repair` and review it",
+        )
     started = time.perf_counter()
     agent = Agent(target_spec, runners(target_spec), lock=lock)
     ident = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
@@ -120,8 +153,9 @@ def apply_plan(
     for step in plan.steps:
         if isinstance(step, SyncFileStep):
             files += _file_paths(target, step.dist, (*step.files, *step.remove)).values()
+    summary = "; ".join(step.summary for step in plan.steps)
     try:
-        backup = agent.backup(ident, dists=dists, files=files).path
+        backup = agent.backup(ident, dists=dists, files=files, summary=summary).path
     except AgentError as e:
         raise ApplyError(f"{e.message}; the backup failed, nothing was changed") from e
     ctx = _StepContext(
@@ -129,6 +163,7 @@ def apply_plan(
         agent=agent,
         target=target,
         backup=backup,
+        ident=ident,
         runners=runners,
         reference_spec=reference_spec,
         reference=reference,
@@ -168,7 +203,7 @@ def _check_paths(plan: Plan) -> None:
 
 def _rollback_after(agent: Agent, ident: str, why: str) -> None:
     try:
-        agent.restore(ident)
+        agent.restore(ident, force=True)  # under this lock since the backup: nobody else
     except EnvsyncError as e:
         raise RollbackError(
             f"{why}; rolling back ALSO failed: {e.message}",
@@ -187,6 +222,7 @@ class _StepContext:
     agent: Agent
     target: Snapshot
     backup: str
+    ident: str
     runners: Callable[[HostSpec], Runner]
     reference_spec: HostSpec | None
     reference: Snapshot | None
@@ -214,7 +250,8 @@ class _StepContext:
             tail = " | ".join(x.strip() for x in stderr.strip().splitlines()[-2:] if x.strip())
             raise ApplyError(f"{step.installer} exited {result.returncode}: {tail}{why}")
         # The index cannot serve it: the reference's installed files can.
-        _sync_dists(step.dists, agent, target, Agent(reference_spec, runners(reference_spec)))
+        source = Agent(reference_spec, runners(reference_spec))
+        _sync_dists(step.dists, agent, target, source, self.ident)
 
     def flag(self) -> None:
         self.agent.set_flags(self.plan.flags)
@@ -247,27 +284,66 @@ def _run_step(step: Step, ctx: _StepContext) -> None:
             ctx.flag()
         case SyncDistStep():
             source, _ = ctx.source(step)
-            _sync_dists(step.dists, ctx.agent, ctx.target, source)
+            _sync_dists(step.dists, ctx.agent, ctx.target, source, ctx.ident)
         case SyncFileStep():
             ctx.sync_files(step)
 
 
-def _sync_dists(dists: Sequence[str], agent: Agent, target: Snapshot, source: Agent) -> None:
-    """Replace each distribution's installed files with the reference's (per RECORD)."""
+def _sync_dists(
+    dists: Sequence[str], agent: Agent, target: Snapshot, source: Agent, ident: str
+) -> None:
+    """Replace each distribution's installed files with the reference's (the files its
+    RECORD names, as the backup `ident` recorded them on the target)."""
     for dist in dists:
         archive = source.pack_dist(dist)
-        agent.remove_dist(dist)
+        agent.remove_dist(dist, ident)
         root = _location(target, dist) or "purelib"
         agent.unpack(root, archive)
 
 
 def rollback(
-    spec: HostSpec, runner: Runner, ident: str = "latest", *, lock: str | None = None
+    spec: HostSpec,
+    runner: Runner,
+    ident: str = "latest",
+    *,
+    force: bool = False,
+    lock: str | None = None,
 ) -> Restored:
-    """Restore the host's latest (or a named) backup; works after a killed apply too."""
+    """Restore the latest apply not rolled back (or a named backup), as a transaction over
+    its record; works after a killed apply or a killed restore too (run it again)."""
+    name = spec.name
     try:
-        return Agent(spec, runner, lock=lock).restore(ident)
+        return Agent(spec, runner, lock=lock).restore(ident, force=force)
     except AgentError as e:
-        if e.kind == "no-backup":
-            raise RollbackError(f"{spec.name}: no envsync backup on this host") from e
+        command = f"envsync rollback {name}" + (f" --backup {ident}" if ident != "latest" else "")
+        rerun = f"`{command}`"
+        match e.kind:
+            case "no-backup":
+                raise RollbackError(f"{name}: no envsync backup in this environment") from e
+            case "changed-since":
+                raise RollbackError(
+                    e.message,
+                    tip="a change made after the apply (a pip install, an edit) would be lost; "
+                    f"check those paths, then `{command} --force` restores the backup over them",
+                ) from e
+            case "partial":
+                raise RollbackError(
+                    f"{e.message}; rerun {rerun}, which finishes it",
+                    tip="fix the cause first (room on the disk, a file that is read-only)",
+                ) from e
+            case "crashed" | "lock-lost":
+                raise RollbackError(
+                    f"{name}: the restore ended before it finished ({e.message}): "
+                    "the target may be partly restored",
+                    tip=f"rerun {rerun}: it takes the target from wherever this one stopped",
+                ) from e
+            case "no-space" | "cannot-restore":
+                raise RollbackError(
+                    e.message, tip=f"make room or fix the file, then rerun {rerun}"
+                ) from e
         raise RollbackError(e.message) from e
+
+
+def backups(spec: HostSpec, runner: Runner) -> tuple[BackupInfo, ...]:
+    """The environment's backups, oldest first, with their states."""
+    return Agent(spec, runner).backups()

@@ -14,6 +14,7 @@ from envsync.classify.packages import classify_dist
 from envsync.classify.startup import Analysis, ReferenceSide, Startup
 from envsync.classify.truth import apply_crash, apply_import_check
 from envsync.findings import Difference, Finding, Report
+from envsync.hostside.shared import SKIPPED_VALUE
 from envsync.model import ImportOutcome, Snapshot
 from envsync.vocab import PACKAGE_KINDS, SEVERITY_RANK
 
@@ -31,6 +32,7 @@ def classify(
     graph = None if blind else target.startup
     analysis = Analysis(graph, startup, startup.command)
     notes = [blind] if blind else []
+    notes += _skipped(reference) + _skipped(target)
     side = ReferenceSide(reference)
     findings = [
         _classify_one(d, reference, target, analysis, startup, side)
@@ -62,6 +64,17 @@ def classify(
         findings=tuple(findings),
         notes=tuple(notes),
     )
+
+
+def _skipped(snapshot: Snapshot) -> list[str]:
+    """A note for each watched file the probe did not read: a FIFO, socket or device."""
+    return [
+        f"{snapshot.host}: {path} ({d.name}) is {value[len(SKIPPED_VALUE) :]}: skipped, "
+        "never opened"
+        for d in snapshot.distributions
+        for path, value in sorted((d.files or {}).items())
+        if value.startswith(SKIPPED_VALUE)
+    ]
 
 
 def _no_startup(target: Snapshot, startup: Startup) -> str | None:

@@ -12,11 +12,13 @@ from envsync.cli.options import (
     DiffOptions,
     HistoryOptions,
     LockOptions,
+    RollbackOptions,
     ServiceOptions,
     SnapshotOptions,
     WatchCommandOptions,
 )
 from envsync.cli.output import (
+    backups_text,
     emit,
     err,
     note_classes,
@@ -31,6 +33,7 @@ from envsync.cli.output import (
 )
 from envsync.errors import CollectError
 from envsync.exitcodes import ExitCode
+from envsync.printable import printable
 
 if TYPE_CHECKING:
     from envsync.repair import RepairOptions
@@ -162,7 +165,7 @@ def cmd_repair(options: RepairOptions, session: Session) -> ExitCode:
         return print_rollout(repair_fleet(session, options, hosts))
     done = repair(session, options)
     if not options.apply:
-        emit(describe(done.plan, exec_prefix=done.exec_prefix), None)
+        emit(printable(describe(done.plan, exec_prefix=done.exec_prefix)), None)
         return ExitCode.DRIFT if done.plan.steps else ExitCode.OK
     if done.applied is None:
         session.note(f"{done.plan.target}: nothing to do")
@@ -198,10 +201,15 @@ def cmd_stop(options: ServiceOptions, session: Session) -> ExitCode:
     return ExitCode.OK
 
 
-def cmd_rollback(options: ServiceOptions, session: Session) -> ExitCode:
-    from envsync.repair import rollback_host
+def cmd_rollback(options: RollbackOptions, session: Session) -> ExitCode:
+    from envsync.repair import list_backups, rollback_host
 
-    done = rollback_host(session, options.host, backup=options.backup, wait=options.wait)
+    if options.list:
+        emit(backups_text(options.host, list_backups(session, options.host)), None)
+        return ExitCode.OK
+    done = rollback_host(
+        session, options.host, backup=options.backup, force=options.force, wait=options.wait
+    )
     print_rollback(done, session)
     return ExitCode.OK
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -79,5 +78,7 @@ def add_command(sub: Any) -> None:
 
 
 def _cmd_completion(shell: str, session: Session) -> ExitCode:
-    sys.stdout.write(script(shell))
+    from envsync.cli.output import emit
+
+    emit(script(shell), None)
     return ExitCode.OK

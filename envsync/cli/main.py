@@ -8,7 +8,9 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import IO
 
+from envsync.cli import output
 from envsync.cli.completion import complete
 from envsync.cli.options import Invocation, SessionOptions
 from envsync.cli.output import err, note
@@ -18,6 +20,10 @@ from envsync.exitcodes import ExitCode
 from envsync.inventory import load_inventory
 from envsync.runner import Runners
 from envsync.session import Session
+
+
+def _tty(stream: IO[str] | None) -> bool:
+    return stream is not None and not stream.closed and stream.isatty()
 
 
 def _session(options: SessionOptions, runners: Runners) -> Session:
@@ -38,7 +44,7 @@ def _session(options: SessionOptions, runners: Runners) -> Session:
         allow_broken=options.allow_broken,
         jobs=options.jobs,
         notes=lambda message: note(options.quiet, message),
-        progress=_bar if sys.stderr.isatty() and not options.quiet else None,
+        progress=_bar if _tty(sys.stderr) and not options.quiet else None,
         states=options.states,
     )
 
@@ -62,7 +68,31 @@ def _terminate(signum: int, frame: object) -> None:
     raise _Terminated
 
 
+def _standard_streams() -> None:
+    """A closed stdin, stdout or stderr (`>&-`) gets /dev/null under it, so that no file
+    envsync opens (an archive, a pipe to a host) takes its number and a child's output
+    lands in it; sys.stdout/stderr stay None, which the output says."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
+def _quiet_stdout() -> None:
+    """stdout failed (its reader gone, the disk full): what is left in its buffer is
+    dropped, so that the interpreter's exit does not fail on it again."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError):
+        os.dup2(null, 1)
+    os.close(null)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _standard_streams()
     if threading.current_thread() is not threading.main_thread():
         return _main(argv)
     previous = signal.signal(signal.SIGTERM, _terminate)
@@ -81,8 +111,9 @@ def _main(argv: Sequence[str] | None) -> int:
         accept_new=invocation.session.accept_new_host_keys,
         connect_timeout=invocation.session.connect_timeout,
     )
+    output.DROPPED.clear()
     try:
-        return int(invocation.run(_session(invocation.session, runners)))
+        code = int(invocation.run(_session(invocation.session, runners)))
     except EnvsyncError as e:
         err(str(e))
         return int(e.exit_code)
@@ -90,8 +121,16 @@ def _main(argv: Sequence[str] | None) -> int:
         err("terminated" if isinstance(e, _Terminated) else "interrupted")
         return 143 if isinstance(e, _Terminated) else 130
     except BrokenPipeError:
-        # stdout closed early (e.g. `| head`): not an error of ours.
-        sys.stderr.close()
+        # stdout's reader is gone (`| head`): not an error of ours.
+        _quiet_stdout()
         return int(ExitCode.OK)
     finally:
         runners.close()
+    if output.DROPPED:
+        # A changing command's result that stdout could not take: its outcome stands.
+        _quiet_stdout()
+        err(
+            f"stdout: cannot show the result ({output.DROPPED[0]}); "
+            f"the command's outcome is its exit code, {code}"
+        )
+    return code

@@ -94,13 +94,21 @@ class CheckOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServiceOptions:
-    """deploy, smoke, stop, rollback: one host."""
+    """deploy, smoke, stop: one host."""
 
     host: str
     deadline: float = 0.0  # deploy, smoke
-    wait: float = 0.0  # deploy, stop, rollback
-    backup: str = "latest"  # rollback
+    wait: float = 0.0  # deploy, stop
     store: Path | None = None  # deploy, smoke: where tokens/s figures are kept
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RollbackOptions:
+    host: str
+    backup: str = "latest"  # the newest apply not rolled back
+    force: bool = False  # restore over paths changed since the apply
+    list: bool = False  # list the backups, change nothing
+    wait: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -245,8 +253,14 @@ def stop(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocati
     )
 
 
-def rollback(args: argparse.Namespace, command: Command[ServiceOptions]) -> Invocation:
-    options = ServiceOptions(host=args.host, wait=args.wait, backup=args.backup or "latest")
+def rollback(args: argparse.Namespace, command: Command[RollbackOptions]) -> Invocation:
+    options = RollbackOptions(
+        host=args.host,
+        backup=args.backup or "latest",
+        force=args.force,
+        list=args.list,
+        wait=args.wait,
+    )
     return _bound(command, options, _session(args, collects=False))
 
 

@@ -1,5 +1,13 @@
 """What the commands print: data to stdout or -o (atomically), progress and errors to stderr,
-and the results of the stages (a smoke test, a rollback) in words."""
+and the results of the stages (a smoke test, a rollback) in words.
+
+Output never harms the work: a line of progress that stderr cannot take (closed, full, its
+reader gone) is dropped, and the command goes on; the command's data that stdout cannot
+take is one line on stderr and exit 2; a result line of a command that changed a host
+(`say`) that cannot be shown leaves that command's exit code as it is. Every line passes
+through `printable` (a host's strings carry no escape sequence to the terminal) and the
+redaction rules.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +20,13 @@ from typing import TYPE_CHECKING
 
 from envsync import redact
 from envsync.documents import check_writable, write_atomic, write_pieces
+from envsync.errors import OutputError
 from envsync.exitcodes import ExitCode
+from envsync.printable import printable
 from envsync.vocab import FAIL_ON_DEFAULT, Severity
 
 if TYPE_CHECKING:
+    from envsync.apply import BackupInfo
     from envsync.canary import Outcome, Rollout
     from envsync.classes import HostClass
     from envsync.compare import FleetComparison
@@ -25,24 +36,69 @@ if TYPE_CHECKING:
     from envsync.session import Session
     from envsync.watch import WatchRun
 
+# What stdout could not take of a changing command's result lines (said once, at the end).
+DROPPED: list[str] = []
+
+
+def _to_stderr(line: str) -> None:
+    """A line on stderr, or nothing when stderr cannot take it (progress is dropped)."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        return
+
 
 def err(message: str) -> None:
     # An error may quote a host's output (pip's, the service's): no secret gets through.
-    print(f"envsync: {redact.text(message)}", file=sys.stderr)
+    _to_stderr(f"envsync: {printable(redact.text(message))}")
 
 
 def note(quiet: bool, message: str) -> None:
     if not quiet:
-        print(redact.text(message), file=sys.stderr)
+        _to_stderr(printable(redact.text(message)))
+
+
+def stdout_error(e: OSError | None) -> OutputError:
+    why = "it is closed" if e is None else (e.strerror or str(e))
+    return OutputError(
+        f"stdout: cannot write the output: {why}",
+        tip="write it to a file with -o FILE, or give stdout somewhere to go",
+    )
 
 
 def emit(text: str | Iterable[str], output: str | None) -> None:
     """Write the command's output (a string, or its pieces as they are made) to the -o
-    file, all or nothing, or to stdout."""
+    file, all or nothing, or to stdout (OutputError when stdout cannot take it)."""
     if output:
         write_atomic(Path(output), text)
-    else:
-        write_pieces(sys.stdout, text)
+        return
+    stream = sys.stdout
+    if stream is None:
+        raise stdout_error(None)
+    try:
+        write_pieces(stream, text)
+        stream.flush()
+    except BrokenPipeError:
+        raise  # its reader is gone (`| head`): not an error of ours (main)
+    except OSError as e:
+        raise stdout_error(e) from e
+
+
+def say(text: str) -> None:
+    """A result line of a command that changed a host (a smoke test's verdict): shown on
+    stdout when it can be; when not, the command's outcome stands and main says so."""
+    stream = sys.stdout
+    try:
+        if stream is None:
+            raise OSError("stdout is closed")
+        stream.write(printable(redact.text(text)) + "\n")
+        stream.flush()
+    except (OSError, ValueError) as e:
+        DROPPED.append(getattr(e, "strerror", None) or str(e))
 
 
 def render(
@@ -71,7 +127,14 @@ def render(
         return textfile(
             reports, digests=digests, fail_on=fail_on, unreachable=unreachable, servers=servers
         )
-    color = output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    stream = sys.stdout
+    color = (
+        output is None
+        and stream is not None
+        and not stream.closed
+        and stream.isatty()
+        and "NO_COLOR" not in os.environ
+    )
     width = shutil.get_terminal_size((120, 40)).columns if color else 120
     if fleet and fmt in FLEET_FORMATS:
         return render_fleet(fmt, reports, classes=classes, color=color, width=width)
@@ -116,7 +179,7 @@ def print_service_run(run: ServiceRun, session: Session) -> ExitCode:
     """A smoke test's verdict, the crash traced to its finding; the command's exit code."""
     verdict, host = run.verdict, run.host
     if verdict.kind == "not-running":
-        print(f"{host}: not running (`envsync deploy {host}` starts it)")
+        say(f"{host}: not running (`envsync deploy {host}` starts it)")
         return ExitCode.SMOKE
     if verdict.kind == "ready":
         line = f"{host}: ready in {run.took:.1f}s; {verdict.detail}"
@@ -128,38 +191,38 @@ def print_service_run(run: ServiceRun, session: Session) -> ExitCode:
                     f" ({verdict.tokens_per_s / theirs.tokens_per_s:.0%} of {theirs.host}'s "
                     f"{theirs.tokens_per_s:.0f} tokens/s on {theirs.at})"
                 )
-        print(line)
+        say(line)
         return ExitCode.OK
     if verdict.kind == "stalled":
-        print(f"{host}: STALLED: {verdict.detail}; log tail:\n{indent(verdict.log_tail)}")
+        say(f"{host}: STALLED: {verdict.detail}; log tail:\n{indent(verdict.log_tail)}")
         return ExitCode.SMOKE
-    print(f"{host}: CRASHED {run.took:.1f}s after start: {verdict.exception or verdict.detail}")
+    say(f"{host}: CRASHED {run.took:.1f}s after start: {verdict.exception or verdict.detail}")
     diagnosis = run.diagnosis
     if diagnosis is not None:
         for line in diagnosis.notes:  # what collecting for the diagnosis said, in its turn
             session.note(line)
         if diagnosis.against:
-            print(f"  traced against {diagnosis.against}")
+            say(f"  traced against {diagnosis.against}")
         where = f"; last frame: {diagnosis.frame}" if diagnosis.frame else ""
         cause = diagnosis.cause
         if cause.finding is None:
-            print(f"  not drift: {cause.why_not}{where}")
+            say(f"  not drift: {cause.why_not}{where}")
         else:
             # The crash makes the finding fatal on this host (kept until it is next ready).
-            print(f"  cause (fatal finding of envsync diff {diagnosis.reference} {host}):")
-            print(f"    {cause.finding.reason}")
+            say(f"  cause (fatal finding of envsync diff {diagnosis.reference} {host}):")
+            say(f"    {cause.finding.reason}")
             if cause.how and not cause.how.startswith("`" + (verdict.exception or "")):
-                print(f"    (traced through the traceback: {cause.how})")
+                say(f"    (traced through the traceback: {cause.how})")
             if cause.finding.severity != "fatal":
-                print(
+                say(
                     f"    (read from the code it was {cause.finding.severity}; this crash makes "
                     f"it fatal on {host} until the service is next ready)"
                 )
             for fix, command in cause.fixes:
-                print(f"  fix: {fix.summary}")
-                print(f"       next: {command}")
+                say(f"  fix: {fix.summary}")
+                say(f"       next: {command}")
     if verdict.log_tail:
-        print(f"log tail:\n{indent(verdict.log_tail)}")
+        say(f"log tail:\n{indent(verdict.log_tail)}")
     return ExitCode.SMOKE
 
 
@@ -197,7 +260,25 @@ def print_rollout(done: Rollout) -> ExitCode:
 
 
 def print_rollback(done: Rollback, session: Session) -> None:
-    session.note(f"{done.host}: restored {done.backup} ({', '.join(done.dists) or 'files only'})")
+    if done.already:
+        session.note(f"{done.host}: nothing to roll back: {done.backup} is rolled back already")
+        return
+    what = ", ".join(done.dists) or "files only"
+    session.note(f"{done.host}: restored {done.backup} ({what}): {done.changed} path(s) put back")
+
+
+def backups_text(host: str, found: Sequence[BackupInfo]) -> str:
+    """`rollback --list`: the host's backups, newest first, the one `rollback` undoes marked."""
+    if not found:
+        return f"{host}: no envsync backup in this environment\n"
+    undoes = next((b.ident for b in reversed(found) if b.state != "rolled-back"), None)
+    lines = [f"{host}: {len(found)} backup(s), newest first ('*': what `rollback` undoes)"]
+    width = max(len(b.ident) for b in found)
+    for b in reversed(found):
+        mark = "*" if b.ident == undoes else " "
+        what = b.summary or ", ".join(b.dists) or f"{b.files} file(s)"
+        lines.append(f"{mark} {b.ident:<{width}}  {b.created or '?':<20}  {b.state:<11}  {what}")
+    return printable("\n".join(lines)) + "\n"
 
 
 def print_watch_run(run: WatchRun) -> None:
@@ -205,7 +286,7 @@ def print_watch_run(run: WatchRun) -> None:
     from envsync.watch import event_lines
 
     for line in event_lines(run):
-        print(redact.text(line), flush=True)
+        print(printable(redact.text(line)), flush=True)
 
 
 class _Stop(Exception):

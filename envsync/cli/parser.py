@@ -360,9 +360,22 @@ def build_parser() -> argparse.ArgumentParser:
     _wait_option(p)
     p.set_defaults(build=partial(options.stop, command=commands.cmd_stop))
 
-    p = sub.add_parser("rollback", parents=[common], help="restore a host's latest envsync backup")
+    p = sub.add_parser(
+        "rollback", parents=[common], help="undo a host's latest apply (restore its backup)"
+    )
     p.add_argument("host", metavar="HOST")
-    p.add_argument("--backup", metavar="ID", help="a backup other than the latest")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--backup", metavar="ID", help="restore this backup instead (`--list` shows them)"
+    )
+    which.add_argument(
+        "--list", action="store_true", help="list the host's backups and their states; no change"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="restore even over paths changed since the apply (refused without, naming them)",
+    )
     _ssh_options(p)
     _wait_option(p)
     p.set_defaults(build=partial(options.rollback, command=commands.cmd_rollback))

@@ -11,7 +11,14 @@ import os
 import re
 import time
 
-from .files import file_sha256, hash_files, is_bytecode, read_header_block, read_text
+from .files import (
+    file_sha256,
+    hash_files,
+    is_bytecode,
+    not_regular,
+    read_header_block,
+    read_text,
+)
 from .shared import normalize, package_file_name, redact_data
 
 TYPE_CHECKING = False
@@ -210,6 +217,15 @@ def read_distribution(
     return dist, records
 
 
+def file_value(path: str) -> str:
+    """A watched file's value: its sha256, its link's target, or why it was not read."""
+    try:
+        other = not_regular(path, os.lstat(path))
+        return other if other is not None else file_sha256(path)
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
+
+
 def watched_files(dist: dict[str, Any], records: Records, cache: HashCache | None = None) -> None:
     """Hash every installed file of a watched distribution and compare it with RECORD."""
     location = dist["location"]
@@ -248,17 +264,19 @@ def watched_files(dist: dict[str, Any], records: Records, cache: HashCache | Non
             roots.add(first)
     prefix = len(location.rstrip("/")) + 1
     for root in sorted(roots):
-        for dirpath, dirnames, filenames in os.walk(location + "/" + root):
-            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        top = location + "/" + root
+        if os.path.islink(top):
+            continue  # a link in place of a package folder: never walked out of it
+        for dirpath, dirnames, filenames in os.walk(top):
+            # A link to a folder is a file of the package (the link), never entered.
+            links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+            dirnames[:] = [d for d in dirnames if d != "__pycache__" and d not in links]
             base = dirpath[prefix:] + "/"
-            for fname in filenames:
+            for fname in filenames + links:
                 rel = base + fname
                 if rel in listed or not package_file_name(fname):
                     continue
-                try:
-                    files[rel] = file_sha256(location + "/" + rel)
-                except OSError:
-                    files[rel] = "unreadable"
+                files[rel] = file_value(location + "/" + rel)
                 added.append(rel)
     dist["files"] = dict(sorted(files.items()))
     dist["patched"] = sorted(patched)

@@ -77,10 +77,12 @@ def walk_package(name: str, path: str) -> dict[str, str]:
     out = {}
     prefix = len(path.rstrip("/")) + 1
     for dirpath, dirnames, filenames in os.walk(path):
-        dirnames[:] = sorted(d for d in dirnames if not not_package_dir(d))
+        # A link to a folder is a file of the package (the link), never entered.
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = sorted(d for d in dirnames if not not_package_dir(d) and d not in links)
         rel = dirpath[prefix:]
         base = name + "/" + (rel + "/" if rel else "")
-        for fname in filenames:
+        for fname in filenames + links:
             if package_file_name(fname):  # folders that are no part of it are pruned above
                 out[base + fname] = dirpath + "/" + fname
     return out

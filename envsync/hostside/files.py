@@ -1,18 +1,23 @@
 """Reading and hashing files on the host: text, metadata header blocks, sha256 on threads.
 
 A file's hash is reused from the cache only while its size, mtime, ctime and inode are
-unchanged (shared.Stamp), and only for files that were not modified in the last seconds
-before it was cached (shared.racy).
+unchanged (shared.Stamp: ctime moves on every write and cannot be set back), and only for
+files that were not modified in the last seconds before it was cached (shared.racy). A
+watched file that is a symlink is recorded as the link it is (`symlink:TARGET`), never
+followed out of its package; a FIFO, socket or device is never opened (a FIFO would block
+the probe): it is recorded as skipped, with what it is.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 import threading
 import time
 
-from .shared import racy, stamp_of
+from .shared import LINK_VALUE, SKIPPED_VALUE, racy, stamp_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,16 +29,56 @@ if TYPE_CHECKING:
 HASH_THREADS = min(4, os.cpu_count() or 1)
 
 
+def open_regular(path: str, follow: bool = True) -> int:
+    """A descriptor to read a regular file; a FIFO, socket or device is refused at once
+    (opened without blocking, then told by fstat), a last-part link too unless `follow`."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, flags)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
+
+
+def read_bytes(path: str) -> bytes:
+    """A regular file's content (OSError for a FIFO, socket or device: never blocks)."""
+    with os.fdopen(open_regular(path), "rb") as f:
+        return f.read()
+
+
 def read_text(path: str) -> str:
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8", "replace")
+    return read_bytes(path).decode("utf-8", "replace")
+
+
+def special_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a regular file"
+
+
+def not_regular(path: str, st: os.stat_result) -> str | None:
+    """The value a watched path that is no regular file is recorded as (None: it is one)."""
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            return LINK_VALUE + os.readlink(path)
+        except OSError as e:
+            return f"unreadable: {e.strerror}"
+    if not stat.S_ISREG(st.st_mode):
+        return SKIPPED_VALUE + special_kind(st.st_mode)
+    return None
 
 
 def read_header_block(path: str) -> str:
     """A metadata file up to its first blank line: the long description after the
     headers is never read."""
     chunks = []
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:
         while True:
             chunk = f.read(16384)
             if not chunk:
@@ -45,7 +90,8 @@ def read_header_block(path: str) -> str:
 
 
 def file_sha256(path: str) -> str:
-    fd = os.open(path, os.O_RDONLY)
+    """The sha256 of a regular file (never through a last-part link, never a FIFO)."""
+    fd = open_regular(path, follow=False)
     try:
         digest = hashlib.sha256()
         while True:
@@ -62,29 +108,33 @@ def is_bytecode(path: str) -> bool:
 
 
 def hash_files(paths: list[str], cache: HashCache | None = None) -> dict[str, str | OSError]:
-    """{path: sha256 hex, or the OSError} for absolute paths, hashed on a few threads.
+    """{path: sha256 hex, `symlink:TARGET`, `skipped: a FIFO` ..., or the OSError} for
+    absolute paths, hashed on a few threads.
 
     hashlib releases the GIL on large buffers and file reads release it too, so threads
     overlap I/O and hashing without the cost of starting processes. `cache` is updated
     in place.
     """
     results: dict[str, str | OSError] = {}
-    todo = paths
-    if cache is not None:
-        todo = []
-        for path in paths:
-            try:
-                st = os.stat(path)
-            except OSError as e:
-                results[path] = e
-                continue
-            known = cache.get(path)
-            stamp: list[int | str] = list(stamp_of(st).plain())
-            if known is not None and len(known) == 5 and known[:4] == stamp:
-                results[path] = str(known[4])
-            else:
-                todo.append(path)
-                cache[path] = stamp  # completed with the hash below, if it is not racy
+    todo = []
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError as e:
+            results[path] = e
+            continue
+        other = not_regular(path, st)
+        if other is not None:
+            results[path] = other
+            continue
+        known = cache.get(path) if cache is not None else None
+        stamp: list[int | str] = list(stamp_of(st).plain())
+        if known is not None and len(known) == 5 and known[:4] == stamp:
+            results[path] = str(known[4])
+            continue
+        todo.append(path)
+        if cache is not None:
+            cache[path] = stamp  # completed with the hash below, if it is not racy
 
     def work(chunk: list[str]) -> None:
         for path in chunk:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 
+from .files import read_bytes
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -113,8 +115,7 @@ def blob_id(path: str, mode: int, width: int) -> str:
     if mode & 0o170000 == 0o120000:
         data = os.readlink(path).encode("utf-8", "surrogateescape")
     else:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_bytes(path)
     digest = hashlib.sha256() if width == 32 else hashlib.sha1()
     digest.update(b"blob %d\0" % len(data))
     digest.update(data)

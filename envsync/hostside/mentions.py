@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 
+from .files import read_bytes
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .finder import Found, ModuleFinder
@@ -69,8 +71,7 @@ class Mentions:
             data = self.texts.get(path)
             if data is None:
                 try:
-                    with open(path, "rb") as f:
-                        data = self.texts[path] = f.read()
+                    data = self.texts[path] = read_bytes(path)
                 except OSError:
                     return 2
             # Test only the lines that hold the name: a regex over whole files is slow.

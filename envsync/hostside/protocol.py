@@ -18,10 +18,11 @@ NATIVE_QUERY = "nativequery"  # which of the host's files define some symbols
 # on stdin (unpack) and stdout (pack); the answer is one JSON object on stdout's last line.
 BACKUP = "backup"  # {id, dists: [names], files: [abs paths]}: save what a plan will change
 JOURNAL = "journal"  # {id, event, state?}: append to the backup's journal
-RESTORE = "restore"  # {id | "latest"}: put everything back as backed up
+RESTORE = "restore"  # {id | "latest", force?}: every path back as the record says it was
+BACKUPS = "backups"  # {}: this environment's backups, their states
 PACK = "pack"  # {root, files} | {dist} | {paths: {key: abs}}: a tar of files (with sha256)
 UNPACK = "unpack"  # {root, remove} | {paths, remove} + a tar on stdin: write, then verify
-REMOVE_DIST = "remove-dist"  # {name}: uninstall a distribution's files
+REMOVE_DIST = "remove-dist"  # {name, id}: uninstall its own files, as backup id recorded
 SET_SERVICE = "set-service"  # {flags} | {crash}: keep the service's flags, its last crash
 WRITE = "write"  # {path, text}: a file of envsync's own, atomically, in the backup folder
 START = "start"  # {name, argv, env, cwd, port}: the service as a plain process
@@ -36,6 +37,7 @@ OPS = (
     BACKUP,
     JOURNAL,
     RESTORE,
+    BACKUPS,
     PACK,
     UNPACK,
     REMOVE_DIST,
@@ -51,7 +53,7 @@ OPS = (
     UNLOCK,
 )
 # Not done under the lock an operation may carry: the lock's own, and reads.
-UNLOCKED_OPS = frozenset([HOLD, LOCKED, UNLOCK, PACK, WATCH])
+UNLOCKED_OPS = frozenset([HOLD, LOCKED, UNLOCK, PACK, WATCH, BACKUPS])
 
 # A failure the agent foresees: this marker and {"kind", "message"} on stderr's last
 # line, exit code 2.

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # typing costs milliseconds on every host run: for the checke
 
 SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|PRIVATE|COOKIE|SESSION|AUTH"
-    r"|(?:^|_)KEY(?:$|_)|APIKEY|ACCESS_KEY",
+    r"|(?:^|_)KEY(?:$|_)|APIKEY|ACCESS_KEY|(?:^|_)PASS|(?:^|_)PWD(?:$|_)",
     re.IGNORECASE,
 )
 REDACTED = "<redacted>"
@@ -43,6 +43,13 @@ SECRET_SETTING = re.compile(
     r"(?P<key>(?<![A-Za-z0-9])(?:--?)?(?:[A-Za-z0-9]+[-_])*" + SECRET_WORD + r"['\"]?)"
     r"(?P<sep>\s*[=:]\s*|\s+(?=['\"]?[A-Za-z0-9_./+-]{6,}))"
     r"(?P<quote>['\"]?)(?P<value>[^'\"\s,;)}\]]+)",
+    re.IGNORECASE,
+)
+# An HTTP header that carries a credential, in a line of a log (`Authorization: Bearer x`,
+# `Cookie: a=b; c=d`): everything after the colon is the secret.
+SECRET_HEADER = re.compile(
+    r"(?P<key>(?<![A-Za-z0-9-])(?:Proxy-)?(?:Authorization|Cookie|Set-Cookie|X-Api-Key"
+    r"|X-Auth-Token)['\"]?\s*[:=]\s*['\"]?)(?P<value>[^\r\n'\"]+)",
     re.IGNORECASE,
 )
 HARMLESS_VALUES = frozenset(["none", "null", "false", "true", "", REDACTED.lower()])
@@ -80,6 +87,7 @@ def _setting(match: re.Match[str]) -> str:
 def redact_text(value: str) -> str:
     """Every secret a line of text may hold: URL credentials, token shapes, settings."""
     value = redact_url(value)
+    value = SECRET_HEADER.sub(lambda m: m.group("key") + REDACTED, value)
     value = SECRET_SHAPE.sub(REDACTED, value)
     return SECRET_SETTING.sub(_setting, value)
 
@@ -133,31 +141,36 @@ def normalize(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# State on the host: ~/.envsync, one set of files per environment
+# State on the host: one folder inside each environment
 
-STATE_DIR = "~/.envsync"
+# envsync's state lives in the environment it is about, `PREFIX/.envsync`: whoever reaches
+# the environment (another user, another HOME, a bind mount, a container's view of it)
+# finds the same lock, the same backups and the same service state.
+STATE_FOLDER = ".envsync"
 
 
 def env_key(prefix: str) -> str:
-    """Several environments may live on one host: each has its own backups, lock and
-    service state, keyed by its interpreter prefix."""
+    """Several environments may live on one host: a key for each, from its prefix (the
+    probe's caches of file hashes, which live in the caller's cache folder, are keyed so)."""
     return hashlib.sha256(os.path.realpath(prefix).encode()).hexdigest()[:12]
 
 
 class StatePaths:
-    """Where envsync keeps its state for one environment of a host."""
+    """Where envsync keeps its state for one environment: inside it."""
 
-    __slots__ = ("backups", "busy", "key", "lock", "locks", "root", "run", "service")
+    __slots__ = ("backups", "busy", "guard", "holder", "lock", "prefix", "root", "run", "service")
 
     def __init__(self, prefix: str) -> None:
-        self.key = env_key(prefix)
-        self.root = os.path.expanduser(STATE_DIR)
+        self.prefix = os.path.realpath(prefix)
+        self.root = os.path.join(self.prefix, STATE_FOLDER)
         # the launch flags `repair` chose and the crash the smoke test last saw
-        self.service = os.path.join(self.root, "service", self.key + ".json")
-        self.backups = os.path.join(self.root, "backups", self.key)
-        self.locks = os.path.join(self.root, "locks")
-        self.lock = os.path.join(self.locks, self.key)
-        self.busy = self.lock + ".busy"  # one file per agent process running a step
+        self.service = os.path.join(self.root, "service.json")
+        self.backups = os.path.join(self.root, "backups")
+        # held with flock by the process that holds the lock, for as long as it lives
+        self.lock = os.path.join(self.root, "lock")
+        self.holder = os.path.join(self.root, "lock.json")  # who holds it, and its token
+        self.guard = os.path.join(self.root, "guard")  # flock'ed while lock.json changes
+        self.busy = os.path.join(self.root, "busy")  # one flock'ed file per running step
         self.run = os.path.join(self.root, "run")  # pid and log files of services
 
 
@@ -195,6 +208,13 @@ NOT_PACKAGE_DIRS = frozenset(
     ]
 )
 NOT_PACKAGE_FILES = frozenset(["uv_cache.json", ".DS_Store"])
+
+
+# A watched file's value in a snapshot, when it is no regular file: a link is recorded as
+# the link it is (never followed out of its package), a FIFO, socket or device is never
+# opened (a FIFO would block the probe).
+LINK_VALUE = "symlink:"  # then the link's target
+SKIPPED_VALUE = "skipped: "  # then what it is ("a FIFO")
 
 
 def not_package_dir(name: str) -> bool:

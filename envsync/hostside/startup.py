@@ -17,6 +17,7 @@ import hashlib
 import os
 
 from .caches import cache_path, load_cache, save_cache
+from .files import read_bytes
 from .finder import ModuleFinder
 from .mentions import Mentions
 from .roots import launch_roots, package_submodules, site_roots
@@ -241,8 +242,7 @@ class GraphBuilder:
         """The module's parsed facts, from the cache when its content was parsed before
         (None: unreadable or not Python, said in `info`)."""
         try:
-            with open(origin, "rb") as f:
-                data = f.read()
+            data = read_bytes(origin)
         except OSError as e:
             info["kind"] = "error"
             info["error"] = f"cannot read: {e.strerror}"

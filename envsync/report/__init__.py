@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from envsync.findings import Report
+from envsync.printable import printable_data
 from envsync.vocab import FAIL_ON_DEFAULT, Severity
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ def render(
     if fmt not in FORMATS:
         raise ValueError(f"unknown report format {fmt!r}")
     module = importlib.import_module(f"envsync.report.{fmt}")
+    if fmt != "json":  # JSON escapes control characters itself; the others show them
+        reports = printable_data(tuple(reports))
     if fmt == "table":
         return str(module.render(reports, color=color, width=width))
     if fmt in ("junit", "prometheus"):
@@ -51,6 +54,8 @@ def render_fleet(
     comparison folded them; else by their reports), in `fmt` (FLEET_FORMATS)."""
     from envsync.report.fleet import build_fleet, fleet_data
 
+    if fmt != "json":
+        reports = printable_data(tuple(reports))
     fleet = build_fleet(reports, classes)
     if fmt == "json":
         import json

@@ -45,9 +45,9 @@ def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) 
         if report.entrypoint:
             title += f" (startup of {report.entrypoint})"
         if not report.findings:
-            console.print(title)
+            console.print(Text(title))
         else:
-            table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+            table = Table(title=Text(title), title_justify="left", show_lines=False, expand=False)
             table.add_column("severity", no_wrap=True)
             table.add_column("kind", no_wrap=True)
             table.add_column("subject", overflow="fold", max_width=28)
@@ -57,16 +57,17 @@ def render(reports: Sequence[Report], *, color: bool = False, width: int = 120) 
                 why = Text(f.reason)
                 for fix in f.fixes:
                     why.append(f"\n→ {fix.kind}: {fix.summary}", style="green")
+                # Text, never markup: a host's strings ("[/x]") are shown as they are.
                 table.add_row(
                     Text(f.severity, style=STYLE[f.severity]),
-                    f.kind,
-                    f.subject,
-                    f"{_value(f.reference)} → {_value(f.target)}",
+                    Text(f.kind),
+                    Text(f.subject),
+                    Text(f"{_value(f.reference)} → {_value(f.target)}"),
                     why,
                 )
             console.print(table)
         for note in report.notes:
-            console.print(f"note: {note}", style="dim")
+            console.print(Text(f"note: {note}", style="dim"))
     return buffer.getvalue()
 
 
@@ -76,7 +77,7 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int = 120) -> str:
     buffer = io.StringIO()
     console = _console(buffer, color, width)
     title = fleet.title()
-    table = Table(title=title, title_justify="left", expand=False)
+    table = Table(title=Text(title), title_justify="left", expand=False)
     table.add_column("hosts", overflow="fold", max_width=36)
     table.add_column("count", justify="right", no_wrap=True)
     table.add_column("verdict", overflow="fold", max_width=40)
@@ -89,12 +90,12 @@ def render_fleet(fleet: Fleet, *, color: bool = False, width: int = 120) -> str:
                 changes.append("\n")
             changes.append(f"{f.severity:<8} ", style=STYLE[f.severity])
             changes.append(change_text(f))
-        table.add_row(row.nodeset, str(row.count), verdict, changes)
+        table.add_row(Text(row.nodeset), str(row.count), verdict, changes)
     console.print(table)
     console.print(
         "`--format html` shows each difference's reason and fixes", style="dim" if color else None
     )
     for nodeset, notes in fleet.notes.items():
         for note in notes:
-            console.print(f"note ({nodeset}): {note}", style="dim")
+            console.print(Text(f"note ({nodeset}): {note}", style="dim"))
     return buffer.getvalue()

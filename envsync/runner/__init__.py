@@ -11,6 +11,9 @@ if TYPE_CHECKING:
     from envsync.inventory import HostSpec
 
 CONNECT_TIMEOUT = 10.0  # seconds to connect and finish the SSH handshake
+# Once a command has exited: how long what is left of its output may take to arrive (a
+# grandchild that keeps its pipes open must not hold the command's result back).
+EXIT_GRACE = 0.5
 
 
 def tail(stderr: bytes, lines: int = 5) -> str:
@@ -96,6 +99,7 @@ class Runners:
 
 __all__ = [
     "CONNECT_TIMEOUT",
+    "EXIT_GRACE",
     "CommandResult",
     "Runner",
     "Runners",

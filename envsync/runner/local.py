@@ -1,16 +1,24 @@
-"""LocalRunner: commands on this machine through subprocess, argv lists, no shell."""
+"""LocalRunner: commands on this machine through subprocess, argv lists, no shell.
+
+A command's output is read until both its pipes end, bounded twice: by its timeout (then
+its process group is killed and reading stops at once), and, once the command itself has
+exited, by a short grace for what is left in the pipes, so that a grandchild that keeps
+them open (a `setsid` child a sitecustomize left behind) never holds envsync up.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from typing import IO
 
 from envsync.errors import CommandNotFound, CommandTimeout
-from envsync.runner import CommandResult
+from envsync.runner import EXIT_GRACE, CommandResult
 
 
 class LocalRunner:
@@ -40,15 +48,15 @@ class LocalRunner:
         except OSError as e:
             raise CommandNotFound(f"{self.host}: cannot run {argv[0]}: {e.strerror}") from e
         try:
-            stdout, stderr = proc.communicate(input, timeout=timeout)
-        except subprocess.TimeoutExpired as e:
-            _, stderr = _kill_group(proc)
-            raise CommandTimeout(
-                f"{self.host}: {argv[0]} did not finish within {timeout:g}s", stderr=stderr
-            ) from e
+            stdout, stderr, finished = _collect(proc, input, started + timeout)
         except BaseException:
             _kill_group(proc)
             raise
+        if not finished:
+            _kill_group(proc)
+            raise CommandTimeout(
+                f"{self.host}: {argv[0]} did not finish within {timeout:g}s", stderr=stderr
+            )
         return CommandResult(
             argv=argv,
             returncode=proc.returncode,
@@ -58,9 +66,76 @@ class LocalRunner:
         )
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
-    """End the command and its children; what they wrote until then."""
+POLL = 0.05
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], data: bytes | None, deadline: float
+) -> tuple[bytes, bytes, bool]:
+    """(stdout, stderr, whether the command exited by the deadline): `data` written to its
+    stdin, its pipes read until they end, the deadline passes, or a grace after it exited."""
+    out, err = bytearray(), bytearray()
+    sinks: dict[int, bytearray] = {}
+    selector = selectors.DefaultSelector()
+    for pipe, sink in ((proc.stdout, out), (proc.stderr, err)):
+        if pipe is not None:
+            sinks[pipe.fileno()] = sink
+            selector.register(pipe.fileno(), selectors.EVENT_READ)
+    pending = memoryview(data or b"")
+    stdin = proc.stdin.fileno() if proc.stdin is not None else None
+    if stdin is not None:
+        if pending:
+            os.set_blocking(stdin, False)
+            selector.register(stdin, selectors.EVENT_WRITE)
+        else:
+            _close(proc.stdin)
+    exited: float | None = None
+    try:
+        while selector.get_map():
+            now = time.perf_counter()
+            if exited is None and proc.poll() is not None:
+                exited = now
+            limit = deadline if exited is None else min(deadline, exited + EXIT_GRACE)
+            if now >= limit:
+                break
+            for key, _ in selector.select(min(limit - now, POLL)):
+                if key.fd == stdin:
+                    try:
+                        pending = pending[os.write(key.fd, pending[: 1 << 16]) :]
+                    except BrokenPipeError:
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(key.fd)
+                        _close(proc.stdin)
+                    continue
+                chunk = os.read(key.fd, 1 << 16)
+                if chunk:
+                    sinks[key.fd] += chunk
+                else:
+                    selector.unregister(key.fd)
+    finally:
+        selector.close()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            _close(pipe)
+    if exited is None:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            return bytes(out), bytes(err), False
+    return bytes(out), bytes(err), True
+
+
+def _close(pipe: IO[bytes] | None) -> None:
+    if pipe is not None:
+        with contextlib.suppress(OSError):
+            pipe.close()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """End the command and its children (what it wrote is what was read until then)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.kill()
-    return proc.communicate()
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)

@@ -30,7 +30,7 @@ from paramiko.hostkeys import HostKeyEntry
 
 from envsync.errors import CommandTimeout, HostKeyError, RunnerError, SSHError
 from envsync.inventory import HostSpec, jump_hops, parse_target
-from envsync.runner import CONNECT_TIMEOUT, CommandResult
+from envsync.runner import CONNECT_TIMEOUT, EXIT_GRACE, CommandResult
 
 # paramiko logs transport errors itself; envsync reports each one as its own line.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -299,6 +299,7 @@ class SSHRunner:
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
             deadline = started + timeout
+            exited: float | None = None
             while True:
                 while channel.recv_ready():
                     out += channel.recv(1 << 16)
@@ -309,6 +310,13 @@ class SSHRunner:
                 if (channel.eof_received or channel.closed) and not (
                     channel.recv_ready() or channel.recv_stderr_ready()
                 ):
+                    break
+                # ... but a grandchild that keeps the command's pipes open (a `setsid`
+                # child) holds the end of file back for as long as it lives: once the
+                # command has exited, what is left gets a grace, not the whole timeout.
+                if exited is None and channel.exit_status_ready():
+                    exited = time.perf_counter()
+                if exited is not None and time.perf_counter() - exited > EXIT_GRACE:
                     break
                 left = deadline - time.perf_counter()
                 if left <= 0:
@@ -321,7 +329,7 @@ class SSHRunner:
                     raise SSHError(
                         f"{self.host}: the SSH connection to {self._where(conn)} was lost"
                     )
-                select.select([channel], [], [], min(left, 0.5))
+                select.select([channel], [], [], min(left, 0.5 if exited is None else 0.05))
             code = channel.recv_exit_status()
             channel.close()
         except (paramiko.SSHException, EOFError, OSError) as e:

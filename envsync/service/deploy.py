@@ -354,6 +354,7 @@ def smoke(
     started = clock()
     first = True
     polls = 0
+    waiting = ""
     while True:
         alive = watch.poll()
         elapsed = clock() - started
@@ -377,9 +378,16 @@ def smoke(
             )
         status, _ = _http(deployment.url + deployment.health, timeout=1.0)
         if status == 200:
-            return _generate(deployment, elapsed, requests, max_new_tokens)
+            verdict = _generate(deployment, elapsed, requests, max_new_tokens)
+            if verdict is not None:
+                return verdict
+            # Healthy, but generation answers 503: still loading (not a crash) until the
+            # deadline says it is taking too long.
+            waiting = "healthy, but /generate answered 503 (not ready yet)"
         if elapsed >= deadline:
             detail = f"no answer from {deployment.url}{deployment.health} in {deadline:g}s"
+            if waiting:
+                detail = f"{waiting} at the deadline, {deadline:g}s"
             if (spec.exec or spec.jump) and not (spec.service and spec.service.health_url):
                 detail += (
                     " (behind an exec prefix or a jump host the port may not be reachable "
@@ -402,9 +410,13 @@ def _tail(log: str) -> str:
     return redact.text("\n".join(log.splitlines()[-25:]))
 
 
+NOT_READY = 503  # the service is up and says it cannot serve yet (loading, warming up)
+
+
 def _generate(
     deployment: Deployment, elapsed: float, requests: int, max_new_tokens: int
-) -> Verdict:
+) -> Verdict | None:
+    """Real generations; None when the first says the service is not ready yet (503)."""
     tokens, seconds = 0, 0.0
     for i in range(requests):
         body = {
@@ -419,6 +431,8 @@ def _generate(
             count = int(answer["meta_info"]["completion_tokens"]) if answer else 0
         except (ValueError, KeyError, TypeError):
             answer, count = None, 0
+        if answer is None and status == NOT_READY and i == 0:
+            return None
         if answer is None:
             return Verdict(
                 kind="crashed",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pwd
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from envsync.collect import ProbeOptions, collect
 from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
 from tests.classify.test_sglang_wheels import fetch
-from tests.helpers import make_venv, make_wheel, pip_install, run_cli, site_packages
+from tests.helpers import VENVS, make_venv, make_wheel, pip_install, run_cli, site_packages
 from tests.sshd import SSHD
 
 SVC = {
@@ -116,9 +115,12 @@ def state(python: Path) -> tuple[list[tuple[str, str]], dict[str, dict[str, str]
 
 
 def tree_hash(python: Path) -> str:
+    """Every file of the venv (but envsync's own state folder, .envsync) and its content."""
     root = python.parent.parent
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
+        if ".envsync" in path.relative_to(root).parts[:1]:
+            continue
         if path.is_file() and "__pycache__" not in path.parts:
             digest.update(str(path).encode() + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
@@ -134,19 +136,26 @@ def versions(python: Path) -> dict[str, str]:
     return dict(state(python)[0])
 
 
+def lock_files() -> list[Path]:
+    """The lock.json of every venv this session made whose lock is held or was left by a
+    holder that died (a released lock leaves none)."""
+    return [p for p in (root / ".envsync" / "lock.json" for root in VENVS) if p.is_file()]
+
+
 def wait_unlocked(timeout: float = 120) -> None:
-    """Until no envsync holds a lock on an environment of this (hermetic) home."""
-    locks = Path.home() / ".envsync" / "locks"
+    """Until no envsync holds the lock of an environment this session made."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not [p for p in locks.glob("*") if p.is_file() and "." not in p.name]:
+        if not lock_files():
             return
         time.sleep(0.05)
     raise AssertionError("the target's lock was never released")
 
 
-def envsync(inv: Path, *argv: str) -> subprocess.Popen[str]:
+def envsync(inv: Path, *argv: str, home: Path | None = None) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSYNC_")}
+    if home is not None:
+        env["HOME"] = str(home)
     return subprocess.Popen(
         [sys.executable, "-m", "envsync", "--inventory", str(inv), *argv],
         env=env,
@@ -154,26 +163,6 @@ def envsync(inv: Path, *argv: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _lock_files() -> list[Path]:
-    homes = {Path.home(), Path(pwd.getpwuid(os.getuid()).pw_dir)}
-    found = []
-    for home in homes:
-        locks = home / ".envsync" / "locks"
-        found += [p for p in locks.glob("*") if p.is_file() and "." not in p.name]
-    return found
-
-
-# Locks that were in root's home before this test session (an earlier run that was killed
-# outright) are not this session's to account for.
-_BEFORE = frozenset(_lock_files())
-
-
-def lock_files() -> list[Path]:
-    """Lock files in this test's home and in the SSH user's (root's) home, left by this
-    session's commands."""
-    return [p for p in _lock_files() if p not in _BEFORE]
 
 
 def wait_held(timeout: float = 60) -> dict[str, object]:
@@ -185,21 +174,79 @@ def wait_held(timeout: float = 60) -> dict[str, object]:
                 data = json.loads(path.read_text())
             except ValueError:
                 continue
-            if data.get("holder"):
+            if data.get("who"):
                 return dict(data)
         time.sleep(0.02)
     raise AssertionError("no command took the lock")
 
 
-def wait_journal(event: str, timeout: float = 60) -> Path:
-    """Until the apply's journal on the host records `event`; the journal."""
+def backups_of(python: Path | None = None) -> list[Path]:
+    """The backup folders of one venv (of every venv this session made, without one)."""
+    roots = [python.parent.parent] if python is not None else VENVS
+    return sorted(p for root in roots for p in (root / ".envsync" / "backups").glob("*"))
+
+
+def wait_journal(event: str, python: Path, timeout: float = 60) -> Path:
+    """Until the apply's journal in `python`'s environment records `event`; the journal.
+    (Of that venv only: an earlier test's journal says "step 1 started" too.)"""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for journal in (Path.home() / ".envsync" / "backups").glob("*/*/journal.jsonl"):
-            if event in journal.read_text():
+        for backup in backups_of(python):
+            journal = backup / "journal.jsonl"
+            if journal.is_file() and event in journal.read_text():
                 return journal
         time.sleep(0.01)
     raise AssertionError(f"the journal never said {event!r}")
+
+
+def env_hash(python: Path) -> str:
+    """The whole environment of `python`, hashed: every path under the venv (but envsync's
+    own state folder) with its type, mode, and content or link target."""
+    import stat as stat_
+
+    root = python.parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if rel.parts[0] == ".envsync":
+            continue
+        st = path.lstat()
+        kind = stat_.S_IFMT(st.st_mode)
+        digest.update(f"{rel}\0{kind:o}\0{stat_.S_IMODE(st.st_mode):o}\0".encode())
+        if stat_.S_ISLNK(st.st_mode):
+            digest.update(os.readlink(path).encode())
+        elif stat_.S_ISREG(st.st_mode):
+            digest.update(file_digest(path))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def file_digest(path: Path) -> bytes:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.digest()
+
+
+def env_listing(python: Path) -> dict[str, str]:
+    """Like env_hash, path by path (what differs, when two hashes differ)."""
+    import stat as stat_
+
+    root = python.parent.parent
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if rel.parts[0] == ".envsync":
+            continue
+        st = path.lstat()
+        if stat_.S_ISLNK(st.st_mode):
+            out[str(rel)] = "-> " + os.readlink(path)
+        elif stat_.S_ISREG(st.st_mode):
+            out[str(rel)] = f"{stat_.S_IMODE(st.st_mode):o} " + file_digest(path).hex()[:12]
+        else:
+            out[str(rel)] = f"{stat_.S_IFMT(st.st_mode):o} {stat_.S_IMODE(st.st_mode):o}"
+    return out
 
 
 APPLY = ("-q", "repair", "--prefer", "fix", "--apply", "--no-deploy")

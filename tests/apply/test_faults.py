@@ -21,6 +21,8 @@ import pytest
 
 from tests.apply.conftest import (
     APPLY,
+    backups_of,
+    env_hash,
     envsync,
     inventory,
     lock_files,
@@ -32,7 +34,7 @@ from tests.apply.conftest import (
     wait_unlocked,
 )
 from tests.figures import add
-from tests.helpers import make_venv, pip_install
+from tests.helpers import make_venv, pip_install, state_dir
 from tests.sshd import SSHD
 from tests.test_secrets import leaked
 
@@ -96,7 +98,7 @@ def test_a_signal_at_a_step_boundary_or_during_pip_leaves_before_or_applied(
             time.sleep(0.005)
         assert pip_running(target)
     else:
-        wait_journal(moment)
+        wait_journal(moment, target)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=300)
     wait_unlocked()
@@ -109,10 +111,8 @@ def test_a_signal_at_a_step_boundary_or_during_pip_leaves_before_or_applied(
         line = err.strip().splitlines()[-1]
         assert "was interrupted; everything done before it was rolled back" in line, err
         assert after == before, err
-        assert (
-            "rolled back"
-            in next((Path.home() / ".envsync" / "backups").glob("*/*/journal.jsonl")).read_text()
-        )
+        (backup,) = backups_of(target)
+        assert "rolled back" in (backup / "journal.jsonl").read_text()
     assert lock_files() == []
     survived(f"{sig.name} at {moment}")
 
@@ -121,7 +121,7 @@ def test_sigkill_mid_step_then_rollback(bed: dict[str, Path], target: Path, tmp_
     inv = inventory(bed, target, tmp_path / "inv.toml")
     before = state(target)
     proc = envsync(inv, *APPLY)
-    wait_journal("step 2 started")
+    wait_journal("step 2 started", target)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     code, _, err = run_rollback(inv)
@@ -163,13 +163,13 @@ def test_a_full_disk_while_backing_up_refuses_before_changing_anything(
     capsys: pytest.CaptureFixture[str], bed: dict[str, Path], target: Path, tmp_path: Path
 ) -> None:
     inv = inventory(bed, target, tmp_path / "inv.toml")
-    before = state(target)
-    with tmpfs(Path.home() / ".envsync" / "backups", "256k"):
+    before = state(target), env_hash(target)
+    with tmpfs(state_dir(target) / "backups", "256k"):
         code, _, err = run(capsys, "--inventory", str(inv), "-q", *APPLY[1:])
         assert code == 4, err
         assert "no space for the backup" in err and "nothing was changed" in err
-        assert list((Path.home() / ".envsync" / "backups").glob("*/*")) == []
-    assert state(target) == before
+        assert backups_of(target) == []
+    assert (state(target), env_hash(target)) == before
     assert lock_files() == []
     survived("disk full while backing up")
 
@@ -180,15 +180,18 @@ def test_a_full_disk_while_a_step_writes_is_restored(
     with tmpfs(tmp_path / "disk", "64m") as disk:
         python = make_venv(disk / "target venv", with_pip=True)
         pip_install(python, bed["svc"], bed["old"], bed["local"])
+        # envsync's state (the backup) on another disk: the environment's own is full
+        (tmp_path / "state").mkdir()
+        state_dir(python).symlink_to(tmp_path / "state")
         used = shutil.disk_usage(disk).used
         # room for a few hundred KB more: the new xgrammar (MBs) cannot be written
         subprocess.run(["mount", "-o", f"remount,size={used + 512 * 1024}", str(disk)], check=True)
         inv = inventory(bed, python, tmp_path / "inv.toml")
-        before = state(python)
+        before = state(python), env_hash(python)
         code, _, err = run(capsys, "--inventory", str(inv), "-q", *APPLY[1:])
         assert code == 4, err
         assert "rolled back" in err and "No space left on device" in err
-        assert state(python) == before
+        assert (state(python), env_hash(python)) == before
     assert lock_files() == []
     survived("disk full while a step writes")
 
@@ -265,7 +268,7 @@ def test_an_index_serving_a_broken_wheel_is_rolled_back(
         with_index(inv, bed, f"http://envsync:{token}@127.0.0.1:{port}/simple")
         code, out, err = run(capsys, "--inventory", str(inv), *APPLY[1:])
     assert code == 4, err
-    assert leaked([token], [Path.home() / ".envsync"], out, err) == []
+    assert leaked([token], [state_dir(target)], out, err) == []
     line = err.strip().splitlines()[-1]
     assert "step 2 (pin: pin xgrammar==0.1.32" in line and "rolled back" in line
     assert state(target) == before  # step 1's soundfile, from the index, is gone again
@@ -392,7 +395,7 @@ def test_the_reference_gone_during_sync_file_is_rolled_back(
     inv.write_text(inv.read_text().replace(ref, ref + lines))
     before = state(target)
     proc = envsync(inv, *APPLY)
-    wait_journal("step 1 started")  # collected already: the reference is needed at step 3
+    wait_journal("step 1 started", target)  # collected already: the reference is needed at step 3
     cut(own_sshd)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 4, err
@@ -414,8 +417,7 @@ def test_a_damaged_backup_is_refused_with_the_reason_and_nothing_touched(
     inv = inventory(bed, target, tmp_path / "inv.toml")
     code, _, err = run(capsys, "--inventory", str(inv), "-q", *APPLY[1:])
     assert code == 0, err
-    (manifest,) = (Path.home() / ".envsync" / "backups").glob("*/*/manifest.json")
-    backup = manifest.parent
+    (backup,) = backups_of(target)
     pristine = {p.name: p.read_bytes() for p in backup.iterdir()}
     applied_tree = tree_hash(target)
 

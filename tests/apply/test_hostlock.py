@@ -1,7 +1,8 @@
 """One change at a time per target: two real envsync processes against one target venv.
 
-The lock lives on the host (the agent's lock file under ~/.envsync/locks), so the same
-venv reached over SSH and locally is one lock.
+The lock lives in the environment (the agent's flock'ed file PREFIX/.envsync/lock), so the
+same venv reached over SSH and locally, from another HOME or through a bind mount (a
+container's view of it), is one lock.
 """
 
 from __future__ import annotations
@@ -75,10 +76,10 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_message(
     before = state(target)
     first = envsync(inv, *APPLY)
     lock = wait_held()
-    holder = lock["holder"]["pid"]  # type: ignore[index]
-    journal = wait_journal("step 1 started")
+    holder = lock["pid"]  # the hold process, on the host
+    journal = wait_journal("step 1 started", target)
     first.kill()  # the command and its holder die together (a host crash, an OOM kill)
-    os.kill(holder, 9)
+    os.kill(holder, 9)  # type: ignore[arg-type]
     first.wait()
     assert lock_files()  # the dead holder's lock is still there
     # its step (pip, under the lock) may still run: rollback queues behind it, then takes over

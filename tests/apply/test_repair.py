@@ -18,7 +18,7 @@ import pytest
 
 from tests.apply.conftest import inventory, run, state, tree_hash, versions, wait_unlocked
 from tests.container import Container
-from tests.helpers import site_packages
+from tests.helpers import site_packages, state_dir
 from tests.sshd import SSHD
 
 pytestmark = pytest.mark.slow
@@ -44,7 +44,7 @@ def test_a_plan_without_apply_changes_nothing(
     assert "1. pin: pin soundfile==0.13.1" in out and "pin xgrammar==0.1.32" in out
     assert "sync-file: copy 1 file(s) of svc" in out
     plan = json.loads((tmp_path / "plan.json").read_text())
-    assert plan["schema_version"] == 2 and len(plan["target_fingerprint"]) == 64
+    assert plan["schema_version"] == 3 and len(plan["target_fingerprint"]) == 64
     assert [s["kind"] for s in plan["steps"]] == ["pin", "pin", "sync-file"]
     assert tree_hash(target) == before
 
@@ -135,10 +135,10 @@ def test_a_killed_apply_is_undone_on_the_host_and_rollback_after_it_is_harmless(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    backups = Path.home() / ".envsync" / "backups"
+    backups = state_dir(target) / "backups"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        journals = list(backups.glob("*/*/journal.jsonl"))
+        journals = list(backups.glob("*/journal.jsonl"))
         if journals and "step 1 done" in journals[0].read_text():
             break
         time.sleep(0.01)
@@ -228,7 +228,7 @@ def test_rollback_without_a_backup(
     inv = inventory(bed, target, tmp_path / "inv.toml")
     code, _, err = run(capsys, "--inventory", str(inv), "rollback", "tgt")
     assert code == 4
-    assert err.strip() == "envsync: tgt: no envsync backup on this host"
+    assert err.strip() == "envsync: tgt: no envsync backup in this environment"
 
 
 def test_without_an_index_the_pin_falls_back_to_the_reference_files(

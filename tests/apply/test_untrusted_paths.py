@@ -21,7 +21,7 @@ from envsync.hostside.agent.transfer import MANIFEST_MEMBER
 from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
 from tests.figures import add
-from tests.helpers import make_venv, make_wheel, pip_install, site_packages
+from tests.helpers import make_venv, make_wheel, pip_install, site_packages, state_dir
 
 PKG = {"pkg/__init__.py": "", "pkg/mod.py": "X = 1\n"}
 
@@ -160,9 +160,7 @@ def test_pack_reads_nothing_outside_the_package(agent: Agent, venv: Path, outsid
 def test_backup_and_write_stay_in_their_folders(agent: Agent, outside: Path) -> None:
     for path in (str(outside), "/etc/hostname", "relative/path.py"):
         refused(agent, {"op": "backup", "id": "b2", "dists": [], "files": [path]})
-    assert not (Path.home() / ".envsync" / "backups").exists() or not list(
-        (Path.home() / ".envsync" / "backups").glob("*/b2")
-    )
+    assert not (agent_state(agent) / "backups" / "b2").exists()
     refused(agent, {"op": "write", "path": str(outside), "text": "owned\n"})
     refused(agent, {"op": "write-dropin", "path": str(outside), "text": "owned\n"})
     for ident in ("..", "../x", "/etc", ".hidden"):
@@ -171,23 +169,14 @@ def test_backup_and_write_stay_in_their_folders(agent: Agent, outside: Path) -> 
     assert outside.read_text() == "precious\n"
 
 
+def agent_state(agent: Agent) -> Path:
+    return state_dir(Path(agent.spec.python))
+
+
 def _backup(agent: Agent, venv: Path, ident: str) -> Path:
     mod = str(site_packages(venv) / "pkg" / "mod.py")
     where = agent.call({"op": "backup", "id": ident, "dists": ["pkg"], "files": [mod]})
     return Path(where["backup"])
-
-
-def _rehash(where: Path) -> None:
-    """A crafted backup: its manifest's hashes made to match its archive again."""
-    manifest = json.loads((where / "manifest.json").read_text())
-    with tarfile.open(where / "files.tar") as tar:
-        manifest["sha256"] = {
-            "/" + m.name: hashlib.sha256(tar.extractfile(m).read()).hexdigest()  # type: ignore[union-attr]
-            for m in tar.getmembers()
-            if m.isfile()
-        }
-    manifest["tar_sha256"] = hashlib.sha256((where / "files.tar").read_bytes()).hexdigest()
-    (where / "manifest.json").write_text(json.dumps(manifest))
 
 
 def test_a_crafted_backup_manifest_cannot_delete_or_write_outside(
@@ -196,22 +185,23 @@ def test_a_crafted_backup_manifest_cannot_delete_or_write_outside(
     spec = HostSpec(name="t", python=str(venv))
     where = _backup(agent, venv, "crafted1")
     before = package_state(venv)
-    # a manifest that lists an outside file as "absent" (restore would delete it)
-    manifest = json.loads((where / "manifest.json").read_text())
-    manifest["absent"] = [str(outside)]
-    (where / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(RollbackError, match=r"refusing .*outside the package directories"):
-        rollback(spec, LocalRunner("t"), "crafted1")
-    # an archive with an entry outside (restore would write it), hashes made consistent
-    manifest["absent"] = []
-    (where / "manifest.json").write_text(json.dumps(manifest))
-    with tarfile.open(where / "files.tar", "a") as tar:
-        info = tarfile.TarInfo(str(outside).lstrip("/"))
-        info.size = 6
-        tar.addfile(info, io.BytesIO(b"owned\n"))
-    _rehash(where)
-    with pytest.raises(RollbackError, match=r"refusing .*outside the package directories"):
-        rollback(spec, LocalRunner("t"), "crafted1")
+    pristine = json.loads((where / "manifest.json").read_text())
+    member = next(e["member"] for e in pristine["before"].values() if e["kind"] == "file")
+    crafted = {
+        # restore would delete it
+        "absent": {"kind": "absent"},
+        # restore would write the saved content there
+        "file": {**next(e for e in pristine["before"].values() if e["kind"] == "file")},
+        "symlink": {"kind": "symlink", "target": "/etc/passwd"},
+    }
+    for kind, entry in crafted.items():
+        for key in (str(outside), f"lib/../../{outside}", "../" + outside.name, ".envsync/x"):
+            manifest = json.loads(json.dumps(pristine))
+            manifest["before"][key] = {**entry, "member": member} if kind == "file" else entry
+            (where / "manifest.json").write_text(json.dumps(manifest))
+            with pytest.raises(RollbackError, match=r"refusing .*outside the package directories"):
+                rollback(spec, LocalRunner("t"), "crafted1")
+            add("hostile input", "crafted backup records refused")
     assert outside.read_text() == "precious\n"
     assert package_state(venv) == before
 
@@ -247,4 +237,4 @@ def test_a_saved_plan_naming_a_path_outside_is_refused_before_anything_changes(
         assert f"tgt: refusing the plan: step sync-file names {rel!r}" in err
     assert tree_hash(target) == before
     assert outside.read_text() == "precious\n"
-    assert not list((Path.home() / ".envsync" / "backups").glob("*/*"))
+    assert not list((state_dir(target) / "backups").glob("*"))

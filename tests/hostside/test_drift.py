@@ -16,7 +16,7 @@ import pytest
 from envsync.collect import ProbeOptions, collect
 from envsync.diff import differences
 from envsync.hostside import shared
-from envsync.hostside.agent import transfer
+from envsync.hostside.agent import restore, transfer
 from envsync.hostside.git import git_remote
 from envsync.index import redact as index_redact
 from envsync.inventory import HostSpec
@@ -58,7 +58,7 @@ def test_the_agent_writes_through_and_sweeps_the_same_names(tmp_path: Path) -> N
     other.write_text("half a write of another run")
     transfer.put(str(target), io.BytesIO(b"X = 2\n"), 0o644)
     assert target.read_bytes() == b"X = 2\n" and not killed.exists()
-    transfer.sweep([str(tmp_path)])
+    restore.sweep_leftovers(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mod.py"]
 
 

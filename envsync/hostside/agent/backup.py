@@ -1,14 +1,15 @@
-"""Backups of what a plan changes, their journal, and the restore that puts it all back.
+"""Backups of what a plan changes, their journal, the record an apply leaves, and the list.
 
-A backup is a folder under ~/.envsync/backups/KEY/: a tar of every file it saved, a
-manifest with the sha256 of each and of the archive (checked before a restore changes
-anything), and a journal of the apply's steps.
+A backup is a folder in the environment's state (`PREFIX/.envsync/backups/ID/`): a
+manifest holding the record of every path the apply may change as it was before (record.py:
+file with mode and sha256, link, folder, absent), a tar of those files' contents (checked
+against the manifest's sha256 before a restore changes anything), and the journal of the
+apply's steps. Once applied, the manifest also holds the record of what the apply left, so
+that a rollback sees what changed since (restore.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 import re
@@ -17,32 +18,62 @@ import sys
 import tarfile
 import time
 
+from ..shared import is_temp_name
 from .failure import Failure, refuse
-from .paths import STATE, dist_paths, in_package, installed
-from .service import op_set_service, read_service
-from .transfer import put, sha256, sweep, write_json
+from .paths import STATE, canonical, dist_files, in_package, installations, state_dir, within
+from .record import (
+    close_over,
+    created_since,
+    dists_scope,
+    key_of,
+    listing,
+    open_regular,
+    path_of,
+    take,
+)
+from .service import read_service
+from .transfer import write_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, List, NoReturn, Tuple
+    from typing import IO, Any, NoReturn
 
-    Members = List[Tuple[str, bytes, int, float]]  # (path, content, mode, mtime)
+MANIFEST_FORMAT = 2  # 1: a list of saved files and their sha256, no record
+ROLLED_BACK = "rolled-back"
+IDENT = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z._-]*$")
+
+
+def backup_names() -> list[str]:
+    """The backups of this environment, oldest first (their ids begin with the time)."""
+    backups = STATE.backups
+    try:
+        names = os.listdir(backups)
+    except OSError:
+        return []
+    return sorted(n for n in names if os.path.isfile(os.path.join(backups, n, "manifest.json")))
+
+
+def state_of(name: str) -> str | None:
+    try:
+        with open(os.path.join(STATE.backups, name, "manifest.json")) as f:
+            manifest: Any = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return str(manifest.get("state")) if isinstance(manifest, dict) else None
 
 
 def backup_dir(ident: object) -> str:
-    backups = STATE.backups
+    """The backup folder of `ident`; "latest" is the newest apply not rolled back (the
+    newest backup when every one is)."""
     if ident == "latest":
-        names = sorted(
-            n
-            for n in (os.listdir(backups) if os.path.isdir(backups) else [])
-            if os.path.isfile(os.path.join(backups, n, "manifest.json"))
-        )
+        names = backup_names()
         if not names:
-            raise Failure("no-backup", "no envsync backup on this host")
-        ident = names[-1]
-    if not isinstance(ident, str) or not re.match(r"^[0-9A-Za-z_][0-9A-Za-z._-]*$", ident):
+            raise Failure("no-backup", "no envsync backup in this environment")
+        pending = [n for n in names if state_of(n) != ROLLED_BACK]
+        ident = (pending or names)[-1]
+    if not isinstance(ident, str) or not IDENT.match(ident):
         raise Failure("bad-input", f"bad backup id {ident!r}")
-    return os.path.join(backups, ident)
+    return os.path.join(STATE.backups, ident)
 
 
 def no_space(e: BaseException) -> bool:
@@ -53,31 +84,20 @@ def no_space(e: BaseException) -> bool:
 
 def op_backup(op: dict[str, Any]) -> dict[str, Any]:
     where = backup_dir(op["id"])
-    for path in op.get("files", []):
+    if os.path.exists(where):
+        raise Failure("bad-input", f"backup {os.path.basename(where)} exists already")
+    files = op.get("files", [])
+    for path in files:
         if not in_package(path):
             refuse(path, "not in a package directory of this environment")
-    dists = []
-    saved = []
-    for name in op.get("dists", []):
-        found = installed(name)
-        if found is None:
-            dists.append({"name": name, "present": False})
-            continue
-        location, entry, files = found
-        paths = dist_paths(location, entry, files)
-        dists.append({"name": name, "present": True, "location": location, "entry": entry})
-        saved += [p for p in paths if os.path.isfile(p) and not os.path.islink(p)]
-    absent = []
-    for path in op.get("files", []):
-        if os.path.isfile(path) and not os.path.islink(path):
-            saved.append(path)
-        else:
-            absent.append(path)
-    if os.path.isfile(STATE.service):
-        saved.append(STATE.service)
-    saved = sorted(set(saved))
-    need = sum(os.path.getsize(p) for p in saved) + (1 << 20)
-    os.makedirs(STATE.backups, mode=0o700, exist_ok=True)
+    names = [str(n) for n in op.get("dists", [])]
+    owned, notes = dists_scope(names)
+    plan_files = sorted({canonical(p) for p in files})
+    paths = close_over(sorted({p for ps in owned.values() for p in ps} | set(plan_files)))
+    before = take(paths, hashed=False)
+    need = sum(int(e.get("size", 0)) for e in before.values()) + (1 << 20)
+    state_dir(STATE.root)
+    state_dir(STATE.backups)
     free = shutil.disk_usage(STATE.backups).free
     if free < need:
         raise Failure(
@@ -85,8 +105,28 @@ def op_backup(op: dict[str, Any]) -> dict[str, Any]:
             f"no space for the backup in {STATE.backups}: it needs {need >> 20} MB, "
             f"{free >> 20} MB are free; nothing was changed",
         )
+    dists = [
+        {"name": n, "present": bool(owned[n]), "paths": [key_of(p) for p in owned[n]]}
+        for n in names
+    ]
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "id": os.path.basename(where),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "summary": str(op.get("summary") or ""),
+        "python": sys.executable,
+        "prefix": STATE.prefix,
+        "state": "applying",
+        "dists": dists,
+        "files": [key_of(p) for p in plan_files],
+        "before": before,
+        "listing": listing(),  # the names in each package folder, for created_since
+        "after": None,
+        "flags_before": read_service().get("flags"),
+        "notes": notes,
+    }
     try:
-        return write_backup(where, dists, saved, absent, op)
+        write_backup(where, manifest)
     except OSError as e:
         shutil.rmtree(where, ignore_errors=True)
         if no_space(e):
@@ -95,82 +135,153 @@ def op_backup(op: dict[str, Any]) -> dict[str, Any]:
                 f"the disk filled up while backing up to {STATE.backups}; nothing was changed",
             ) from None
         raise
+    saved = sum(1 for e in before.values() if e["kind"] == "file")
+    return {"backup": where, "saved": saved, "notes": notes}
 
 
-def write_backup(
-    where: str,
-    dists: list[dict[str, Any]],
-    saved: list[str],
-    absent: list[str],
-    op: dict[str, Any],
-) -> dict[str, Any]:
+class Hashing:
+    """A file read through, its sha256 taken on the way (one read per file)."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        import hashlib
+
+        self.f = f
+        self.hash = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.f.read(size)
+        self.hash.update(data)
+        return data
+
+
+def write_backup(where: str, manifest: dict[str, Any]) -> None:
+    """The tar of every file of the record (members named by number), then the manifest
+    with each file's sha256 as it was written, then an empty journal."""
     os.makedirs(where, mode=0o700)
-    with open(os.path.join(os.path.dirname(where), "prefix"), "w") as f:
-        f.write(os.path.realpath(sys.prefix) + "\n")
-    digests = {}
+    from .transfer import sha256
+
     tar_path = os.path.join(where, "files.tar")
-    with tarfile.open(tar_path, "w") as tar:
-        for path in saved:
-            digests[path] = sha256(path)
-            tar.add(path, arcname=path.lstrip("/"), recursive=False)
+    with tarfile.open(tar_path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for n, (key, entry) in enumerate(sorted(manifest["before"].items())):
+            if entry["kind"] != "file":
+                continue
+            path = path_of(key)
+            if path is None:
+                continue
+            with os.fdopen(open_regular(path), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                info = tarfile.TarInfo(f"f/{n}")
+                info.size, info.mode, info.mtime = size, entry["mode"], int(entry["mtime"])
+                source = Hashing(f)
+                tar.addfile(info, source)
+            entry.update(sha256=source.hash.hexdigest(), size=size, member=info.name)
     with open(tar_path, "rb") as f:
         os.fsync(f.fileno())
-    manifest = {
-        "id": os.path.basename(where),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "dists": dists,
-        "files": sorted(set(op.get("files", []))),
-        "absent": absent,
-        "service": os.path.isfile(STATE.service),
-        "python": sys.executable,
-        "state": "applying",
-        "sha256": digests,
-        "tar_sha256": sha256(tar_path),
-    }
+    manifest["tar_sha256"] = sha256(tar_path)
     write_json(os.path.join(where, "manifest.json"), manifest)
     open(os.path.join(where, "journal.jsonl"), "a").close()
-    return {"backup": where, "saved": len(saved)}
+
+
+def after_record(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What the apply left: every path of the backup's record, and every path its
+    distributions own now (the installer's new files and folders)."""
+    names = [d["name"] for d in manifest["dists"]]
+    owned, _ = dists_scope(names)
+    recorded = [p for p in (path_of(k) for k in manifest["before"]) if p is not None]
+    made = created_since(manifest.get("listing") or {})
+    paths = set(recorded) | {p for ps in owned.values() for p in ps} | set(made)
+    return take(close_over(sorted(paths)))
+
+
+def journal(where: str, event: str) -> None:
+    with open(os.path.join(where, "journal.jsonl"), "a") as f:
+        f.write(json.dumps({"at": time.time(), "event": event}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def set_state(where: str, manifest: dict[str, Any], state: str) -> None:
+    manifest["state"] = state
+    write_json(os.path.join(where, "manifest.json"), manifest)
 
 
 def op_journal(op: dict[str, Any]) -> dict[str, Any]:
     where = backup_dir(op["id"])
-    with open(os.path.join(where, "journal.jsonl"), "a") as f:
-        f.write(json.dumps({"at": time.time(), "event": op["event"]}) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    journal(where, str(op["event"]))
     if op.get("state"):
-        path = os.path.join(where, "manifest.json")
-        with open(path) as f:
-            manifest = json.load(f)
-        manifest["state"] = op["state"]
-        write_json(path, manifest)
+        manifest = read_manifest(where)
+        if op["state"] == "applied":
+            manifest["after"] = after_record(manifest)
+            manifest["flags_after"] = read_service().get("flags")
+        set_state(where, manifest, str(op["state"]))
     return {}
 
 
-def remove_installed(name: str) -> list[str]:
-    found = installed(name)
-    if found is None:
-        return []
-    location, entry, files = found
-    removed = []
-    for path in dist_paths(location, entry, files):
-        try:
-            os.unlink(path)
-            removed.append(path)
-        except FileNotFoundError:
-            continue
-        except IsADirectoryError:
-            shutil.rmtree(path, ignore_errors=True)
-    shutil.rmtree(os.path.join(location, entry), ignore_errors=True)
-    return removed
-
-
 def op_remove_dist(op: dict[str, Any]) -> dict[str, Any]:
-    return {"removed": len(remove_installed(op["name"]))}
+    """Uninstall a distribution's own files (inside its location: never a script in bin/,
+    never a folder a RECORD line names), as the backup `id` recorded them; folders it
+    leaves empty go too."""
+    where = backup_dir(op["id"])
+    manifest = read_manifest(where)
+    recorded = {k for d in manifest["dists"] for k in d.get("paths", [])}
+    removed = 0
+    folders = set()
+    for location, entry, record in installations(op["name"]):
+        root = os.path.realpath(location)
+        for path in dist_files(location, entry, record)[0]:
+            if not within(path, root) or key_of(path) not in recorded:
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                folders.add(path)
+                continue
+            try:
+                os.unlink(path)
+                removed += 1
+            except FileNotFoundError:
+                continue
+            parent = os.path.dirname(path)
+            while parent != root and within(parent, root):
+                folders.add(parent)
+                parent = os.path.dirname(parent)
+    for folder in sorted(folders, key=len, reverse=True):
+        prune(folder)
+    return {"removed": removed}
+
+
+def prune(folder: str) -> bool:
+    """Remove a folder that holds nothing but bytecode and envsync's leftovers; whether it
+    is gone (an empty package folder would still import, as a namespace package)."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    for name in names:
+        full = os.path.join(folder, name)
+        if name == "__pycache__" and os.path.isdir(full) and not os.path.islink(full):
+            try:
+                inner = os.listdir(full)
+            except OSError:
+                return False
+            if not all(n.endswith((".pyc", ".pyo")) or is_temp_name(n) for n in inner):
+                return False
+            for n in inner:
+                os.unlink(os.path.join(full, n))
+            os.rmdir(full)
+        elif is_temp_name(name):
+            os.unlink(full)
+        else:
+            return False
+    os.rmdir(folder)
+    return True
 
 
 def damaged(where: str, why: str) -> NoReturn:
     raise Failure("damaged-backup", f"backup {where} is damaged: {why}; nothing was restored")
+
+
+KINDS = ("file", "symlink", "dir", "absent", "special")
 
 
 def read_manifest(where: str) -> dict[str, Any]:
@@ -184,73 +295,66 @@ def read_manifest(where: str) -> dict[str, Any]:
         damaged(where, f"manifest.json is unreadable ({e})")
     if not isinstance(manifest, dict):
         damaged(where, "manifest.json is not a manifest")
-    digests = manifest.get("sha256")
-    if not isinstance(digests, dict) or not isinstance(manifest.get("tar_sha256"), str):
-        damaged(where, "the manifest carries no hashes to check it against")
+    if manifest.get("format") != MANIFEST_FORMAT:
+        raise Failure(
+            "old-backup",
+            f"backup {where} was made by an older envsync (no record of what each path was); "
+            "nothing was restored",
+        )
+    if not isinstance(manifest.get("tar_sha256"), str):
+        damaged(where, "the manifest carries no hash to check its archive against")
     dists = manifest.get("dists")
-    absent = manifest.get("absent")
-    if not isinstance(dists, list) or not isinstance(absent, list):
-        damaged(where, "the manifest lists no distributions or files")
-    for dist in dists:
-        if not isinstance(dist, dict) or not isinstance(dist.get("name"), str):
-            damaged(where, "a distribution entry of the manifest is malformed")
-    for path in absent:
-        if not in_package(path):
-            refuse(path, "the backup names a file outside the package directories")
+    if not isinstance(dists, list) or not all(
+        isinstance(d, dict) and isinstance(d.get("name"), str) for d in dists
+    ):
+        damaged(where, "the manifest lists no distributions")
+    for field in ("before", "after"):
+        record = manifest.get(field)
+        if record is None and field == "after":
+            continue
+        if not isinstance(record, dict):
+            damaged(where, f"the manifest holds no record {field} the apply")
+        for key, entry in record.items():
+            if path_of(key) is None:
+                refuse(key, "the backup names a path outside the package directories")
+            if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
+                damaged(where, f"the record of {key} is malformed")
+            if field == "before" and entry["kind"] == "file":
+                if not isinstance(entry.get("sha256"), str) or not isinstance(
+                    entry.get("member"), str
+                ):
+                    damaged(where, f"the record of {key} names no saved content")
+                if not isinstance(entry.get("mode"), int):
+                    damaged(where, f"the record of {key} has no mode")
+            if entry["kind"] == "symlink" and not isinstance(entry.get("target"), str):
+                damaged(where, f"the record of {key} has no link target")
     return manifest
 
 
-def checked_backup(where: str) -> tuple[dict[str, Any], Members]:
-    """The manifest and archive members of a backup, verified before anything changes."""
-    manifest = read_manifest(where)
-    digests = manifest["sha256"]
-    service = os.path.realpath(STATE.service)
-    tar_path = os.path.join(where, "files.tar")
-    try:
-        actual = sha256(tar_path)
-    except FileNotFoundError:
-        damaged(where, "files.tar is missing")
-    if actual != manifest["tar_sha256"]:
-        damaged(where, "files.tar differs from the manifest's sha256 (truncated or altered)")
-    members: Members = []
-    with tarfile.open(tar_path) as tar:
-        for member in tar.getmembers():
-            target = "/" + member.name
-            allowed = in_package(target) or os.path.realpath(target) == service
-            if not member.isfile() or ".." in member.name.split("/") or not allowed:
-                refuse(target, "the backup holds an entry outside the package directories")
-            source = tar.extractfile(member)
-            data = source.read() if source is not None else b""
-            if hashlib.sha256(data).hexdigest() != digests.get(target):
-                damaged(where, f"{target} differs from the manifest's sha256")
-            members.append((target, data, member.mode, member.mtime))
-    if sorted(t for t, _, _, _ in members) != sorted(digests):
-        damaged(where, "files.tar does not hold every file of the manifest")
-    return manifest, members
-
-
-def op_restore(op: dict[str, Any]) -> dict[str, Any]:
-    # The last crash is an observation, not something a plan changed: it stays as it is.
-    crash = read_service().get("crash")
-    where = backup_dir(op.get("id", "latest"))
-    manifest, members = checked_backup(where)
-    for dist in manifest["dists"]:
-        # Whatever version is there now goes: the backed-up one comes back below.
-        while remove_installed(dist["name"]):
-            pass
-    for path in manifest["absent"]:
-        if os.path.isfile(path) or os.path.islink(path):
-            os.unlink(path)
-    if not manifest.get("service") and os.path.isfile(STATE.service):
-        os.unlink(STATE.service)
-    for target, data, mode, mtime in members:
-        put(target, io.BytesIO(data), mode, mtime)
-    touched = [t for t, _, _, _ in members] + manifest["absent"] + manifest.get("files", [])
-    sweep(sorted({os.path.dirname(t) for t in touched if in_package(t)}))
-    if crash is not None or os.path.isfile(STATE.service):
-        op_set_service({"crash": crash})
-    manifest["state"] = "rolled-back"
-    write_json(os.path.join(where, "manifest.json"), manifest)
-    with open(os.path.join(where, "journal.jsonl"), "a") as f:
-        f.write(json.dumps({"at": time.time(), "event": "rolled back"}) + "\n")
-    return {"backup": where, "dists": [d["name"] for d in manifest["dists"]]}
+def op_backups(op: dict[str, Any]) -> dict[str, Any]:
+    """Every backup of this environment, oldest first: id, when, state, what it covers."""
+    out: list[dict[str, Any]] = []
+    for name in backup_names():
+        try:
+            with open(os.path.join(STATE.backups, name, "manifest.json")) as f:
+                manifest: Any = json.load(f)
+        except (OSError, ValueError):
+            out.append({"id": name, "state": "damaged"})
+            continue
+        if not isinstance(manifest, dict):
+            out.append({"id": name, "state": "damaged"})
+            continue
+        dists: Any = manifest.get("dists") if isinstance(manifest.get("dists"), list) else []
+        out.append(
+            {
+                "id": name,
+                "created": str(manifest.get("created") or ""),
+                "state": str(manifest.get("state") or "")
+                if manifest.get("format") == MANIFEST_FORMAT
+                else "old",
+                "summary": str(manifest.get("summary") or ""),
+                "dists": [str(d.get("name")) for d in dists if isinstance(d, dict)],
+                "files": len(manifest.get("files") or []),
+            }
+        )
+    return {"backups": out}

@@ -7,14 +7,14 @@ runs under the target's lock; binary payloads (tar archives) travel on stdin and
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
 from .. import protocol
-from .backup import op_backup, op_journal, op_remove_dist, op_restore
+from .backup import op_backup, op_backups, op_journal, op_remove_dist
 from .failure import Failure
-from .lock import Busy, busy_pids, note_backup, op_hold, op_locked, op_unlock
+from .lock import Busy, busy_files, note_backup, op_hold, op_locked, op_unlock
+from .restore import op_restore
 from .service import op_run, op_set_service, op_start, op_stop, op_watch, op_write_dropin
 from .transfer import op_pack, op_unpack, op_write
 
@@ -30,6 +30,7 @@ HANDLERS: dict[str, Handler] = {
     protocol.BACKUP: op_backup,
     protocol.JOURNAL: op_journal,
     protocol.RESTORE: op_restore,
+    protocol.BACKUPS: op_backups,
     protocol.REMOVE_DIST: op_remove_dist,
     protocol.SET_SERVICE: op_set_service,
     protocol.WRITE: op_write,
@@ -59,9 +60,9 @@ def run(op: dict[str, Any]) -> int:
     token = op.pop("lock", None)
     if token is None:
         return dispatch(name, op)
-    with Busy(token):
+    with Busy(token) as busy:
         if name == protocol.RESTORE:
-            while busy_pids(but=os.getpid()):  # an interrupted step of this command
+            while busy_files(but=busy.path):  # an interrupted step of this command
                 time.sleep(0.2)
         code = dispatch(name, op, token)
     return code

@@ -1,8 +1,10 @@
 """Where the agent may read and write: this environment's package directories and state.
 
 The only places a plan's files may be are the environment's site directories and the
-source trees of its editable installs; every path from a plan or an archive is checked
-against them before anything is written.
+source trees of its editable installs; every path from a plan, an archive or a backup is
+checked against them before anything is written. A distribution owns the files its RECORD
+names inside the environment (never a folder, `./`, or a path outside), and its metadata
+folder: that, and nothing a RECORD line could say besides, is what a change may touch.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 
 from ..shared import StatePaths, normalize
@@ -20,6 +23,27 @@ if TYPE_CHECKING:
     from typing import Any
 
 STATE = StatePaths(sys.prefix)
+
+
+def state_dir(path: str) -> str:
+    """Make a folder of envsync's state (in the environment), as open as the environment
+    itself is: whoever may change the environment may take its lock and read its backups."""
+    try:
+        mode = stat.S_IMODE(os.stat(STATE.prefix).st_mode) | 0o700
+    except OSError:
+        mode = 0o700
+    if not os.path.isdir(path):
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, mode)
+    return path
+
+
+def state_file_mode() -> int:
+    """The mode of envsync's state files: readable and writable as the environment is."""
+    try:
+        return (stat.S_IMODE(os.stat(STATE.prefix).st_mode) & 0o666) | 0o600
+    except OSError:
+        return 0o600
 
 
 def site_dirs() -> list[str]:
@@ -35,24 +59,46 @@ def site_dirs() -> list[str]:
     return dirs
 
 
+def metadata_name(meta: str) -> str | None:
+    """The normalized `Name:` of a .dist-info folder's METADATA, or None."""
+    try:
+        fd = os.open(os.path.join(meta, "METADATA"), os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.read(fd, 4096).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    match = re.search(r"^Name:\s*(\S+)", head, re.MULTILINE)
+    return normalize(match.group(1)) if match else None
+
+
+def installations(name: str) -> list[tuple[str, str, list[str]]]:
+    """Every (location, dist-info folder, [RECORD lines]) of `name` in the environment, the
+    one that imports first first: a stale second .dist-info is its own, too."""
+    want = normalize(name)
+    found = []
+    for location in site_dirs():
+        try:
+            entries = sorted(os.listdir(location))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.endswith(".dist-info") and metadata_name(os.path.join(location, entry)) == (
+                want
+            ):
+                found.append(
+                    (location, entry, record_files(os.path.join(location, entry, "RECORD")))
+                )
+    return found
+
+
 def installed(name: str) -> tuple[str, str, list[str]] | None:
     """(location, dist-info dir name, [files relative to location]) of `name`, or None."""
-    want = normalize(name)
-    for location in site_dirs():
-        for entry in sorted(os.listdir(location)):
-            if not entry.endswith(".dist-info"):
-                continue
-            meta = os.path.join(location, entry, "METADATA")
-            try:
-                with open(meta, "rb") as f:
-                    head = f.read(4096).decode("utf-8", "replace")
-            except OSError:
-                continue
-            match = re.search(r"^Name:\s*(\S+)", head, re.MULTILINE)
-            if not match or normalize(match.group(1)) != want:
-                continue
-            return location, entry, record_files(os.path.join(location, entry, "RECORD"))
-    return None
+    found = installations(name)
+    return found[0] if found else None
 
 
 def record_files(path: str) -> list[str]:
@@ -62,13 +108,25 @@ def record_files(path: str) -> list[str]:
     try:
         with open(path, newline="") as f:
             return [row[0] for row in csv.reader(f) if row and row[0]]
-    except OSError:
+    except (OSError, ValueError, csv.Error):
         return []
 
 
 def inside(root: str, rel: str) -> bool:
     full = os.path.realpath(os.path.join(root, rel))
     return full == os.path.realpath(root) or full.startswith(os.path.realpath(root) + os.sep)
+
+
+def canonical(path: str) -> str:
+    """`path` with its folder's symlinks resolved, its last part kept as it is: the place a
+    write or a removal acts on (a symlink there is the link itself, never its target)."""
+    path = os.path.normpath(path)
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def within(path: str, root: str) -> bool:
+    """Is the canonical `path` `root` or below it (both canonical)?"""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def editable_source(meta: str) -> str | None:
@@ -134,13 +192,48 @@ def in_package(path: object) -> bool:
     return any(inside(root, os.path.relpath(path, root)) for root in package_roots())
 
 
+def in_environment(path: str) -> bool:
+    """May a change touch this canonical path: in a package directory, or elsewhere in the
+    environment's own folder (the scripts a RECORD lists in bin/), never envsync's state."""
+    if "\0" in path or not os.path.isabs(path) or within(path, STATE.root):
+        return False
+    if within(path, STATE.prefix) and path != STATE.prefix:
+        return True
+    return any(within(path, root) and path != root for root in package_roots())
+
+
+def dist_files(location: str, entry: str, record: list[str]) -> tuple[list[str], list[str]]:
+    """The canonical paths a distribution owns (the files and links its RECORD names inside
+    the environment, then everything in its metadata folder), and notes on the RECORD lines
+    that name none: a folder (`./`, `pkg/`), a path outside, an unreadable line."""
+    root = os.path.realpath(location)
+    paths: list[str] = []
+    notes: list[str] = []
+    for rel in record:
+        if not rel or "\0" in rel or rel.endswith(("/", "\\")):
+            notes.append(f"{entry}/RECORD names {rel!r}, not a file: ignored")
+            continue
+        full = canonical(rel if os.path.isabs(rel) else os.path.join(root, rel))
+        if full == root or not in_environment(full):
+            notes.append(f"{entry}/RECORD names {rel!r}, outside the environment: ignored")
+            continue
+        if os.path.isdir(full) and not os.path.islink(full):
+            notes.append(f"{entry}/RECORD names {rel!r}, a folder: ignored")
+            continue
+        paths.append(full)
+    meta = canonical(os.path.join(root, entry))
+    paths.append(meta)
+    for dirpath, dirnames, names in os.walk(meta):
+        paths += [os.path.join(dirpath, n) for n in names]
+        # a link to a folder is the link itself: os.walk lists it and never enters it
+        paths += [os.path.join(dirpath, d) for d in dirnames]
+    return sorted(set(paths)), notes
+
+
 def dist_paths(location: str, entry: str, files: list[str]) -> list[str]:
-    """Every path (absolute) that belongs to an installed distribution under `location`."""
-    out = []
-    for rel in files:
-        if inside(location, rel):
-            out.append(os.path.normpath(os.path.join(location, rel)))
-    meta = os.path.join(location, entry)
-    for dirpath, _, names in os.walk(meta):
-        out += [os.path.join(dirpath, n) for n in names]
-    return sorted(set(out))
+    """The files a distribution owns inside its own location (what a copy from the
+    reference moves: never a script in bin/, which carries its own venv's path)."""
+    root = os.path.realpath(location)
+    return [
+        p for p in dist_files(location, entry, files)[0] if within(p, root) and not os.path.isdir(p)
+    ]

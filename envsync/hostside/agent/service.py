@@ -1,5 +1,11 @@
 """The service on the host: its kept state, a plain process started, watched and stopped,
-a systemd drop-in, and commands run as a step (pip)."""
+a systemd drop-in, and commands run as a step (pip).
+
+A plain-process service is followed as every process that carries its mark, an
+environment variable each of its processes inherits (through forks, `setsid` and the double
+fork of a daemon), and its session: a service whose first process exits once it has
+daemonized is still running, is smoke-tested, and is stopped whole (its port freed).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ import shutil
 import time
 
 from .failure import Failure, refuse
-from .paths import STATE
+from .paths import STATE, state_dir, state_file_mode
 from .transfer import put, write_json
 
 TYPE_CHECKING = False
@@ -31,21 +37,57 @@ def read_service() -> dict[str, Any]:
 
 def op_set_service(op: dict[str, Any]) -> dict[str, Any]:
     """Keep the service's launch flags and/or its last crash (null: forget it)."""
-    os.makedirs(os.path.dirname(STATE.service), mode=0o700, exist_ok=True)
+    state_dir(STATE.root)
     state = read_service()
     for key in ("flags", "crash"):
         if key in op:
             state[key] = op[key]
     state = {k: v for k, v in state.items() if v is not None}
-    write_json(STATE.service, state)
+    write_json(STATE.service, state, mode=state_file_mode())
     return {}
 
 
 def run_files(name: str) -> tuple[str, str]:
     """The pid and log files of the plain-process service `name`."""
-    os.makedirs(STATE.run, mode=0o700, exist_ok=True)
-    base = os.path.join(STATE.run, "{}-{}".format(re.sub(r"[^A-Za-z0-9_.-]", "_", name), STATE.key))
+    state_dir(STATE.root)
+    state_dir(STATE.run)
+    base = os.path.join(STATE.run, re.sub(r"[^A-Za-z0-9_.-]", "_", name))
     return base + ".pid", base + ".log"
+
+
+MARK = "ENVSYNC_SERVICE"  # its value: the environment's state folder, the service, a nonce
+
+
+def members(started: dict[str, Any]) -> list[int]:
+    """The live processes of a service started as `started` ({"pid", "mark"}): those that
+    carry its mark, and those of its session."""
+    pid = started.get("pid")
+    mark = started.get("mark")
+    want = (f"{MARK}={mark}\0").encode() if isinstance(mark, str) and mark else None
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        other = int(entry)
+        if other == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":
+                continue  # a zombie is dead
+            if isinstance(pid, int) and int(fields[3]) == pid:  # its session
+                found.append(other)
+                continue
+            if want is not None:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if want in b"\0" + f.read():
+                        found.append(other)
+        except (OSError, IndexError, ValueError):
+            continue
+    if isinstance(pid, int) and pid not in found and alive(pid):
+        found.append(pid)
+    return sorted(found)
 
 
 def alive(pid: int) -> bool:
@@ -62,34 +104,52 @@ def alive(pid: int) -> bool:
         return True
 
 
-def read_pid(path: str) -> int | None:
+def read_started(path: str) -> dict[str, Any] | None:
+    """{"pid", "mark"} of the service started last (an older envsync wrote the pid alone)."""
     try:
         with open(path) as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
+            text = f.read().strip()
+    except OSError:
         return None
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, int):
+        return {"pid": data}
+    return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
 
 
 def op_stop(op: dict[str, Any]) -> dict[str, Any]:
+    """Stop every process of the service (TERM, then KILL after the grace), its port freed
+    once they are gone; the pid it was started as (None: it was not running)."""
     import signal
 
     pid_file, _ = run_files(op["name"])
-    pid = read_pid(pid_file)
-    if pid is None:
+    started = read_started(pid_file)
+    if started is None:
         return {"stopped": None}
-    if alive(pid):
-        for sig, wait in ((signal.SIGTERM, op.get("grace", 10.0)), (signal.SIGKILL, 5.0)):
+    running = members(started)
+    was_running = bool(running)
+    for sig, wait in ((signal.SIGTERM, op.get("grace", 10.0)), (signal.SIGKILL, 5.0)):
+        if not running:
+            break
+        for pid in running:
             try:
-                os.killpg(pid, sig)
+                os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
-                break
-            deadline = time.time() + wait
-            while alive(pid) and time.time() < deadline:
-                time.sleep(0.05)
-            if not alive(pid):
-                break
+                continue
+        deadline = time.time() + wait
+        while running and time.time() < deadline:
+            time.sleep(0.05)
+            running = members(started)
+    if running:
+        raise Failure(
+            "cannot-stop",
+            "processes {} of the service did not end".format(", ".join(map(str, running))),
+        )
     os.unlink(pid_file)
-    return {"stopped": pid}
+    return {"stopped": started["pid"] if was_running else None}
 
 
 def port_free(port: int, wait: float = 0.0) -> None:
@@ -129,8 +189,12 @@ def op_start(op: dict[str, Any]) -> dict[str, Any]:
     if op.get("port"):
         port_free(int(op["port"]), wait=10.0 if stopped else 0.0)
     pid_file, log_file = run_files(op["name"])
+    import secrets
+
+    mark = "{}:{}:{}".format(STATE.root, op["name"], secrets.token_hex(8))
     env = dict(os.environ)
     env.update(op.get("env") or {})
+    env[MARK] = mark
     with open(log_file, "wb") as log:
         try:
             proc = subprocess.Popen(
@@ -147,15 +211,16 @@ def op_start(op: dict[str, Any]) -> dict[str, Any]:
             raise Failure(
                 "cannot-start", "cannot start {}: {}".format(op["argv"][0], e.strerror or e)
             ) from None
-    with open(pid_file, "w") as f:
-        f.write(f"{proc.pid}\n")
+    write_json(pid_file, {"pid": proc.pid, "mark": mark}, mode=state_file_mode())
     return {"pid": proc.pid, "log": log_file, "started": time.time()}
 
 
 def op_watch(op: dict[str, Any]) -> dict[str, Any]:
     """Is the service alive, and what has it logged since `offset`."""
     pid_file, log_file = run_files(op["name"])
-    pid = read_pid(pid_file)
+    started = read_started(pid_file)
+    pid = started["pid"] if started else None
+    running = members(started) if started else []
     text, offset = "", op.get("offset", 0)
     try:
         with open(log_file, "rb") as f:
@@ -165,17 +230,18 @@ def op_watch(op: dict[str, Any]) -> dict[str, Any]:
             text = data.decode("utf-8", "replace")
     except OSError:
         text = ""
-    return {"pid": pid, "alive": bool(pid) and alive(pid or 0), "log": text, "offset": offset}
+    return {"pid": pid, "alive": bool(running), "processes": running, "log": text, "offset": offset}
 
 
 def op_write_dropin(op: dict[str, Any]) -> dict[str, Any]:
-    """Write a systemd drop-in, keeping a copy of any previous one under ~/.envsync/run."""
+    """Write a systemd drop-in, keeping a copy of any previous one in the state's run/."""
     path = op["path"]
     if not re.match(r"^/etc/systemd/system/[A-Za-z0-9@_.:-]+\.d/envsync\.conf$", path or ""):
         refuse(path, "not an envsync drop-in of a systemd unit")
     saved = None
     if os.path.isfile(path):
-        os.makedirs(STATE.run, mode=0o700, exist_ok=True)
+        state_dir(STATE.root)
+        state_dir(STATE.run)
         saved = os.path.join(
             STATE.run,
             os.path.basename(os.path.dirname(path))

@@ -14,7 +14,7 @@ import os
 import shutil
 import tarfile
 
-from ..shared import is_temp_name, temp_name
+from ..shared import temp_name
 from .failure import Failure, refuse
 from .paths import STATE, dist_paths, in_package, inside, installed, package_root, relative
 
@@ -34,13 +34,15 @@ def sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def write_json(path: str, data: Any) -> None:
+def write_json(path: str, data: Any, mode: int = 0o600) -> None:
     """A JSON file of envsync's own, replaced whole and flushed to disk."""
     tmp = temp_name(path)
-    with open(tmp, "w") as f:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(tmp, flags, mode), "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)
         f.flush()
         os.fsync(f.fileno())
+    os.chmod(tmp, mode)
     os.replace(tmp, path)
 
 
@@ -78,18 +80,6 @@ def unlink(path: str) -> None:
         return
 
 
-def sweep(directories: list[str]) -> None:
-    """Remove the temporary files of writes that were killed half-way (see put)."""
-    for directory in directories:
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            continue
-        for name in names:
-            if is_temp_name(name):
-                unlink(os.path.join(directory, name))
-
-
 def op_pack(op: dict[str, Any]) -> bytes:
     if "paths" in op:
         for full in op["paths"].values():
@@ -104,8 +94,8 @@ def op_pack(op: dict[str, Any]) -> bytes:
         if found is None:
             raise Failure("not-installed", "{} is not installed here".format(op["dist"]))
         location, entry, record = found
-        root = location
-        files = [os.path.relpath(p, location) for p in dist_paths(location, entry, record)]
+        root = os.path.realpath(location)
+        files = [os.path.relpath(p, root) for p in dist_paths(location, entry, record)]
     else:
         root = package_root(op["root"])
         for rel in files:
