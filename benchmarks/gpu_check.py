@@ -34,6 +34,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,11 +120,26 @@ def real(modules: list[str]) -> dict[str, Any]:
     return result
 
 
-def compare_loads(facts: dict[str, Any], seen: dict[str, Any]) -> dict[str, Any]:
+def compare_loads(
+    facts: dict[str, Any], seen: dict[str, Any], ask: Callable[[list[str]], dict[str, Any]]
+) -> dict[str, Any]:
     """Each import or preload the probe judged against whether the real process mapped it
-    (a shipped file no import loads is not counted: the real process may never open it)."""
+    (a shipped file no import loads is not counted: the real process may never open it).
+    A load judged ok that the start did not make (its import is inside a function or a
+    condition the start did not take) is imported for real on its own (`ask`)."""
     mapped = {os.path.realpath(p) for p in seen.get("mapped", [])}
     out: dict[str, Any] = {"agree": 0, "disagree": [], "unknown": [], "shipped": 0}
+    later = [
+        load["module"]
+        for load in (facts.get("native") or {}).get("loads", [])
+        if load["origin"] != "shipped"
+        and load["verdict"]["kind"] == "ok"
+        and load.get("module")
+        and os.path.realpath(load["path"]) not in mapped
+    ]
+    if later:
+        alone = ask(later)
+        mapped |= {os.path.realpath(p) for p in alone.get("mapped", [])}
     for load in (facts.get("native") or {}).get("loads", []):
         kind = load["verdict"]["kind"]
         if load["origin"] == "shipped":
@@ -225,7 +241,7 @@ def main() -> int:
     print(f"  probe: cold scan {facts['scan_s']} s, {judged} loads judged")
     seen = real(modules)
     result["real"] = {k: v for k, v in seen.items() if k != "mapped"}
-    loads = compare_loads(facts, seen)
+    loads = compare_loads(facts, seen, real)
     result["loads"] = loads
     print(
         f"  loads: {loads['agree']} agree with the real process, {len(loads['disagree'])} "

@@ -144,23 +144,31 @@ def _put_machine(tool: dict[str, Any], dists: list[dict[str, Any]]) -> None:
     paths = tool.pop(MACHINE, {})
     if not isinstance(paths, dict):
         raise LockError(f"[tool.envsync.{MACHINE}] must be a table")
+
+    def table(within: dict[str, Any], key: object, where: str) -> dict[str, Any]:
+        value = within.get(key, {})  # type: ignore[call-overload]
+        if not isinstance(value, dict):
+            raise LockError(f"[tool.envsync.{MACHINE}{where}] must be a table")
+        return value
+
     interpreter = tool.get("interpreter")
     if isinstance(interpreter, dict) and "unavailable" not in interpreter:
         for key in ("executable", "prefix", "base_prefix"):
             interpreter.setdefault(key, "")
-        interpreter.update(paths.get("interpreter", {}))
+        interpreter.update(table(paths, "interpreter", ".interpreter"))
     torch = tool.get("torch")
     if isinstance(torch, dict) and "unavailable" not in torch:
         torch.setdefault("location", "")
-        torch.update(paths.get("torch", {}))
+        torch.update(table(paths, "torch", ".torch"))
     system = tool.get("system")
     if isinstance(system, dict) and "unavailable" not in system:
-        system.update(paths.get("system", {}))
+        system.update(table(paths, "system", ".system"))
     if "installers" in paths:
         tool["installers"] = paths["installers"]
-    known = paths.get("distributions", {})
+    known = table(paths, "distributions", ".distributions")
     for dist in dists:
-        entry = dict(known.get(dist.get("name"), {}))
+        name = dist.get("name")
+        entry = dict(table(known, name, f".distributions.{name}") if isinstance(name, str) else {})
         url = entry.pop("url", None)
         direct = dist.get("direct_url")
         if isinstance(direct, dict) and "url" not in direct:

@@ -19,6 +19,7 @@ import ast
 from .astutil import (
     all_mutation,
     binds_dynamically,
+    binds_globals,
     bound_names,
     call_name,
     catches_import_error,
@@ -100,6 +101,8 @@ class Analyser:
         self.stars: list[str] = []
         self.lazy = LazyExports(self.package, modname)
         self.dynamic_imports = "import_module" in text or "__import__" in text
+        self.hooks = "meta_path" in text  # an import hook: see run()
+        self.nested_binds = "globals()" in text or "sys.modules[__name__]" in text
         # the scope a statement is read in, and the names each scope binds to a string
         self.scope: ast.AST | None = None
         self.scopes: dict[int, Names] = {}
@@ -111,12 +114,28 @@ class Analyser:
             self.lists = pkgutil_names(tree)
         self.visit(tree.body, "module", None)
         self.run_called(tree)
+        if (
+            not self.dynamic
+            and self.nested_binds
+            and any(binds_globals(n) for n in ast.walk(tree) if isinstance(n, ast.stmt))
+        ):
+            # `globals()[name] = value` in a function the import runs (numba.core.config's
+            # _EnvReloader): names bound at run time, any name may exist
+            self.dynamic = True
+        hooks = self.hooks and any(
+            isinstance(n, ast.Attribute) and n.attr == "meta_path" for n in ast.walk(tree)
+        )
+        if hooks:
+            # It installs an import hook (pkg_resources.extern's VendorImporter): the
+            # submodules it serves, and so the names `from it import …` finds, are not listed
+            self.dynamic = True
         return {
             "imports": self.imports,
             "doors": self.doors,
             "defines": sorted(self.defines),
             "all": self.all,
             "dynamic": self.dynamic,
+            "hooks": hooks,
             "stars": self.stars,
             "lazy": self.lazy.facts(),
         }

@@ -351,6 +351,23 @@ def binds_dynamically(node: ast.stmt) -> bool:
     return False
 
 
+def binds_globals(node: ast.stmt) -> bool:
+    """A statement anywhere (a function's too) that binds the module's own names at run
+    time: `globals()[k] = v`, `globals().update(...)`, `setattr(sys.modules[__name__], ...)`
+    (unlike binds_dynamically, not `exec` or `locals()`, which bind a function's locals)."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(
+            isinstance(t, ast.Subscript) and call_name(t.value) == "globals" for t in targets
+        )
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return False
+    func = node.value.func
+    if isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault", "__setitem__"):
+        return call_name(func.value) == "globals"
+    return binds_dynamically(node) and isinstance(func, ast.Name) and func.id == "setattr"
+
+
 def is_sys_modules_self(target: ast.expr) -> bool:
     """`sys.modules[__name__]` as an assignment target."""
     if not isinstance(target, ast.Subscript):

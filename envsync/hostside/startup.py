@@ -129,6 +129,7 @@ class GraphBuilder:
         self.runs = runs or {}  # module -> its functions startup calls (a console script's)
         self.modules: dict[str, dict[str, Any]] = {}
         self.queue: list[str] = []
+        self.hooked: set[str] = set()  # packages that install an import hook (run())
         # name -> follow its imports (True) or only read what it binds (False)
         self.mode: dict[str, bool] = {}
         # module -> names imported from it, each with whether the importer is followed
@@ -191,6 +192,13 @@ class GraphBuilder:
             name = self.queue.pop(0)
             if name not in self.modules:
                 self.read(name)
+        # A module no finder of the files finds, under a package that installs an import
+        # hook (sys.meta_path), may be served by that hook: never called missing.
+        for name, info in self.modules.items():
+            if info.get("kind") == "missing" and any(
+                name.startswith(package + ".") for package in self.hooked
+            ):
+                self.modules[name] = {"kind": "provided"}
 
     def read(self, name: str) -> None:
         """One module: found, its source's facts (parsed or cached), its edges followed."""
@@ -213,6 +221,8 @@ class GraphBuilder:
         if facts is None:
             return
         info.update({k: facts[k] for k in ("defines", "all", "dynamic", "stars")})
+        if facts.get("hooks"):
+            self.hooked.add(name)
         lazy = facts.get("lazy")
         if lazy is not None:
             lazy = dict(lazy)

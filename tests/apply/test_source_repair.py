@@ -113,8 +113,20 @@ def test_two_editable_checkouts_diff_repair_and_roll_back(
         ("sglang commit", "commit", "risky"),
         (PATCHED, "file", "risky"),  # startup imports server_args
         (ADDED, "file", "benign"),  # only with --speculative-algorithm DFLASH
-        (DELETED, "file", "benign"),  # on the target only; startup does not import it
+        # on the target only, and imported inside a function startup may call:
+        # CudaGraphRunner.get_spec_info, which a GPU's graph capture runs
+        (DELETED, "file", "unknown"),
     }
+    runner = work / "python" / "sglang" / "srt" / "model_executor" / "cuda_graph_runner.py"
+    lines = runner.read_text().splitlines()
+    assert lines[1360].strip() == "def get_spec_info(self, num_tokens: int):"
+    assert lines[1414].strip() == "from sglang.srt.speculative.ngram_info import NgramVerifyInput"
+    (deleted,) = [f for f in json.loads(out)["findings"] if f["subject"] == DELETED]
+    assert "only through an import inside a function" in deleted["reason"]
+    assert (
+        "sglang.srt.model_executor.cuda_graph_runner -> sglang.srt.speculative.ngram_info"
+        in (deleted["reason"])
+    )
     commit = next(f for f in json.loads(out)["findings"] if f["kind"] == "commit")
     ref_head = git(bed["ref_tree"].parent, "rev-parse", "HEAD")
     assert commit["reason"].startswith(
@@ -225,7 +237,8 @@ def test_a_uv_venv_without_pip_is_repaired_with_uv_or_by_copying(
     assert code == 1
     if uv_on_path:
         assert "pin dep==2.0: uv pip install --no-deps" in out
-        assert f"runs: {bin_dir / 'uv'} pip install --python <target python>" in out
+        # the plan names no program: uv is found on the host when the plan is applied
+        assert str(bin_dir) not in out
     else:
         assert "sync-dist: copy dep 2.0 from the reference (the target's Python has no pip" in out
     code, _, err = run_cli(

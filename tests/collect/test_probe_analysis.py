@@ -345,3 +345,63 @@ def test_an_unbounded_module_list_stays_an_open_door(tmp_path: Path) -> None:
     doors = [(d["context"], d.get("read")) for d in modules["pkg.algo"]["doors"]]
     assert doors == [("function", None), ("module", None)]
     assert "pkg.algo.fast" not in modules
+
+
+# numba/core/config.py (0.61.2): _EnvReloader.update, run by `_env_reloader = _EnvReloader()`
+# at import, ends with `for name, value in locals().copy().items(): ... globals()[name] =
+# value`: DEVELOPER_MODE and the rest are bound at run time, never by a statement.
+NUMBA_CONFIG = """
+class _EnvReloader(object):
+    def __init__(self):
+        self.update()
+
+    def update(self):
+        DEVELOPER_MODE = 0
+        for name, value in locals().copy().items():
+            if name.isupper():
+                globals()[name] = value
+
+_env_reloader = _EnvReloader()
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "dynamic"),
+    [
+        (NUMBA_CONFIG, True),
+        ("def f():\n    globals().update(x=1)\n", True),
+        ("import sys\ndef f():\n    setattr(sys.modules[__name__], 'x', 1)\n", True),
+        # a function's own locals are no names of the module
+        ("def f():\n    locals()['x'] = 1\n    exec('y = 1')\n", False),
+        ("def f(args):\n    vars(args)['x'] = 1\n", False),
+    ],
+)
+def test_names_a_function_binds_into_the_module_make_it_dynamic(source: str, dynamic: bool) -> None:
+    assert analyze_source(source, "m", False)["dynamic"] is dynamic
+
+
+def test_a_package_that_installs_an_import_hook_never_has_missing_submodules(
+    tmp_path: Path,
+) -> None:
+    """pkg_resources/extern/__init__.py (setuptools 65.5) serves `pkg_resources.extern.X`
+    from `pkg_resources._vendor` through a VendorImporter on sys.meta_path: no file of
+    pkg_resources/extern/ is that module, and Python imports it all the same."""
+    pkg = tmp_path / "pkg"
+    (pkg / "extern").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "from pkg.extern import appdirs\nimport pkg.extern.jaraco.text\nimport pkg.gone\n"
+    )
+    hook = "import sys\nclass VendorImporter:\n    def install(self):\n"
+    hook += "        sys.meta_path.append(self)\nVendorImporter().install()\n"
+    (pkg / "extern" / "__init__.py").write_text(hook)
+    graph = startup_graph({"roots": ["pkg"]}, ModuleFinder([str(tmp_path)]), None, "t")
+    assert graph is not None
+    modules = graph["modules"]
+    assert modules["pkg.extern"]["dynamic"] is True  # `from pkg.extern import appdirs`
+    assert modules["pkg.extern.jaraco.text"] == {"kind": "provided"}
+    assert modules["pkg.gone"] == {"kind": "missing"}  # no hook above it: missing
+    # without the hook, the same submodule is missing
+    (pkg / "extern" / "__init__.py").write_text("")
+    graph = startup_graph({"roots": ["pkg"]}, ModuleFinder([str(tmp_path)]), None, "t2")
+    assert graph is not None
+    assert graph["modules"]["pkg.extern.jaraco.text"] == {"kind": "missing"}
