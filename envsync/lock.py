@@ -145,30 +145,30 @@ def _put_machine(tool: dict[str, Any], dists: list[dict[str, Any]]) -> None:
     if not isinstance(paths, dict):
         raise LockError(f"[tool.envsync.{MACHINE}] must be a table")
 
-    def table(within: dict[str, Any], key: object, where: str) -> dict[str, Any]:
-        value = within.get(key, {})  # type: ignore[call-overload]
+    def table(within: dict[str, Any], key: str, at: str = "") -> dict[str, Any]:
+        value = within.get(key, {})
         if not isinstance(value, dict):
-            raise LockError(f"[tool.envsync.{MACHINE}{where}] must be a table")
+            raise LockError(f"[tool.envsync.{MACHINE}{at}.{key}] must be a table")
         return value
 
     interpreter = tool.get("interpreter")
     if isinstance(interpreter, dict) and "unavailable" not in interpreter:
         for key in ("executable", "prefix", "base_prefix"):
             interpreter.setdefault(key, "")
-        interpreter.update(table(paths, "interpreter", ".interpreter"))
+        interpreter.update(table(paths, "interpreter"))
     torch = tool.get("torch")
     if isinstance(torch, dict) and "unavailable" not in torch:
         torch.setdefault("location", "")
-        torch.update(table(paths, "torch", ".torch"))
+        torch.update(table(paths, "torch"))
     system = tool.get("system")
     if isinstance(system, dict) and "unavailable" not in system:
-        system.update(table(paths, "system", ".system"))
+        system.update(table(paths, "system"))
     if "installers" in paths:
         tool["installers"] = paths["installers"]
-    known = table(paths, "distributions", ".distributions")
+    known = table(paths, "distributions")
     for dist in dists:
         name = dist.get("name")
-        entry = dict(table(known, name, f".distributions.{name}") if isinstance(name, str) else {})
+        entry = dict(table(known, name, ".distributions") if isinstance(name, str) else {})
         url = entry.pop("url", None)
         direct = dist.get("direct_url")
         if isinstance(direct, dict) and "url" not in direct:
