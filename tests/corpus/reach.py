@@ -26,6 +26,7 @@ from envsync.findings import Difference, Finding
 from envsync.inventory import HostSpec
 from envsync.model import Snapshot
 from envsync.runner.local import LocalRunner
+from tests.corpus.venvs import UV, site, torch_base, uv_install
 
 # Runs in the venv's interpreter: the startup in-process, then what it loaded.
 RECORDER = r"""
@@ -179,7 +180,6 @@ def verdicts(snap: Snapshot, startup: Startup) -> dict[str, Finding]:
 # as hard links into its cache. Built once per machine, kept between runs.
 
 DATA = Path(__file__).parent / "data" / "reach"
-BASE_REQUIREMENT = "torch==2.13.0"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,40 +214,15 @@ def _run(argv: list[str], **kw: object) -> None:
     subprocess.run(argv, check=True, capture_output=True, timeout=1800, **kw)  # type: ignore[call-overload]
 
 
-def build(root: Path, engine: Engine, uv: Path, uv_cache: Path) -> Path:
+def build(root: Path, engine: Engine) -> Path:
     """The engine's venv under `root` (built once); returns its python."""
-    base = root / "base-torch-2.13.0"
-    if not (base / "ok").exists():
-        shutil.rmtree(base, ignore_errors=True)
-        _run([sys.executable, "-m", "venv", str(base)])
-        _run([str(base / "bin" / "python"), "-m", "pip", "install", "-q", BASE_REQUIREMENT])
-        (base / "ok").write_text("")
+    base_site = torch_base(root)
     venv = root / engine.id
     if not (venv / "ok").exists():
         shutil.rmtree(venv, ignore_errors=True)
-        _run([str(uv), "venv", "-q", "--python", sys.executable, str(venv)])
+        _run([str(UV), "venv", "-q", "--python", sys.executable, str(venv)])
         python = venv / "bin" / "python"
-        version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-        site = venv / "lib" / version / "site-packages"
-        base_site = base / "lib" / version / "site-packages"
-        (site / "_base.pth").write_text(f"{base_site}\n")
-        _run(
-            [
-                str(uv),
-                "pip",
-                "install",
-                "-q",
-                "--python",
-                str(python),
-                "--link-mode",
-                "hardlink",
-                "--cache-dir",
-                str(uv_cache),
-                "--no-deps",
-                engine.requirement,
-                "-r",
-                str(DATA / engine.pins),
-            ]
-        )
+        (site(venv) / "_base.pth").write_text(f"{base_site}\n")
+        uv_install(python, engine.requirement, "-r", str(DATA / engine.pins))
         (venv / "ok").write_text("")
     return venv / "bin" / "python"

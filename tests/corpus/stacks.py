@@ -1,13 +1,15 @@
 """Real serving stacks for the corpus cases that need one (vLLM with its ~130 packages).
 
 A stack is about 3 GB; building one per side of each case would take most of CI. So:
-one base venv holds torch (the CPU build on the machine's disk), one layer holds every
-package the cases' references share at the same version, and each case's reference is a
-small venv of its own (the engine's wheel and the packages only it pins) that sees the
-layer and the base through `.pth` files; its target is a hard-linked copy of the
-reference's site-packages (a few MB) with the culprit installed over it, so the two
-differ in the culprit only. Wheels come from the shared wheel cache (downloaded once);
-built stacks are kept in examples/.cache/stacks, keyed by their recipe.
+one base venv holds torch (the CPU build on the machine's disk; the reachability harness's
+own, tests/corpus/venvs.py), one layer holds every package the cases' references share at
+the same version, and each case's reference is a small venv of its own (the engine's wheel
+and the packages only it pins) that sees the layer and the base through `.pth` files; all
+three are installed by uv as hard links into its cache, which the harness's engines share
+(vLLM 0.10.2 and 0.8.5 are on the disk once). A case's target is a hard-linked copy of the
+reference's site-packages (a few MB) with the culprit installed over it by pip, so the two
+differ in the culprit only. Built stacks are kept in examples/.cache/stacks, keyed by
+their recipe.
 
     python -m tests.corpus.stacks      # build every stack (what the tests would build)
 """
@@ -20,11 +22,12 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import venv
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tests.corpus.venvs import VENVS, site, torch_base, uv_install
 
 if TYPE_CHECKING:
     from tests.corpus.cases import Case
@@ -32,9 +35,7 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CACHE = Path(os.environ.get("TEST_STACK_CACHE", REPO / "examples" / ".cache" / "stacks"))
-# torch's CPU build: `pip install torch==2.13.0` takes the file on this kind of machine's
-# disk (no download); every stack shares it.
-BASE = ("torch==2.13.0",)
+INSTALLER = "uv, hard links"  # in the recipes: stacks pip once installed are built again
 STAMP = ".envsync-stack.json"
 
 
@@ -97,13 +98,7 @@ def _venv(root: Path, layers: Sequence[Path]) -> Path:
 
 
 def _base_site() -> Path:
-    return (
-        CACHE
-        / "base"
-        / "lib"
-        / f"python{sys.version_info[0]}.{sys.version_info[1]}"
-        / "site-packages"
-    )
+    return site(VENVS / "base-torch-2.13.0")
 
 
 def _layer_root(among: Sequence[str]) -> tuple[Path, list[str]]:
@@ -114,30 +109,24 @@ def _layer_root(among: Sequence[str]) -> tuple[Path, list[str]]:
 
 def _layer_site(among: Sequence[str]) -> Path:
     root, _ = _layer_root(among)
-    return root / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
-
-
-_BASE_LOCK = threading.Lock()  # build_all's jobs ask for the base at once: one builds it
+    return site(root)
 
 
 def base() -> Path:
     """The base venv (torch); its site-packages."""
-    root = CACHE / "base"
-    with _BASE_LOCK:
-        if not _fresh(root, BASE):
-            python = _venv(root, ())
-            _pip(python, "install", "-q", *BASE)  # the file on the disk: nothing downloaded
-            _done(root, BASE)
-    return _site(root)
+    built = torch_base(VENVS)
+    assert built == _base_site(), built
+    return built
 
 
-def layer(wheels: Path, stacks: Sequence[str]) -> Path:
+def layer(stacks: Sequence[str]) -> Path:
     """The packages every one of `stacks` pins at the same version; its site-packages."""
     root, reqs = _layer_root(stacks)
-    if not _fresh(root, reqs):
+    recipe = {"requirements": reqs, "installer": INSTALLER, "base": str(_base_site())}
+    if not _fresh(root, recipe):
         python = _venv(root, (base(),))
-        _install(python, wheels, reqs)
-        _done(root, reqs)
+        uv_install(python, *reqs)
+        _done(root, recipe)
     return _site(root)
 
 
@@ -148,8 +137,8 @@ def build_all(cases: Sequence[Case], wheels: Path) -> dict[str, Path]:
 
     names = [c.id for c in cases]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        jobs = [pool.submit(base), pool.submit(layer, wheels, names)]
-        jobs += [pool.submit(_reference, c.id, c.engine, wheels, names) for c in cases]
+        jobs = [pool.submit(base), pool.submit(layer, names)]
+        jobs += [pool.submit(_reference, c.id, c.engine, names) for c in cases]
         for job in jobs:
             job.result()
     return {c.id: build(c.id, c.engine, c.target, wheels, names, c.removed) for c in cases}
@@ -160,7 +149,7 @@ def _own(name: str, among: Sequence[str]) -> list[str]:
     return sorted(set(requirements(name)) - shared)
 
 
-def _reference(name: str, engine: str, wheels: Path, among: Sequence[str]) -> Path:
+def _reference(name: str, engine: str, among: Sequence[str]) -> Path:
     """A case's reference: the engine and the packages only it pins (the layer and the
     base through .pth files, which need not exist yet while it installs)."""
     shared = _layer_site(among)
@@ -168,11 +157,12 @@ def _reference(name: str, engine: str, wheels: Path, among: Sequence[str]) -> Pa
         "engine": engine,
         "own": _own(name, among),
         "layers": [str(shared), str(_base_site())],
+        "installer": INSTALLER,
     }
     root = CACHE / name / "ref"
     if not _fresh(root, recipe):
         _venv(root, (shared, _base_site()))
-        _install(root / "bin" / "python", wheels, [engine, *_own(name, among)])
+        uv_install(root / "bin" / "python", engine, *_own(name, among))
         _done(root, recipe)
     return root
 
@@ -189,13 +179,14 @@ def build(
     pins on the reference, the culprit requirements installed over a hard-linked copy of
     it on the target (`remove`: distributions the target lacks). `among`: every stack the
     session builds, whose shared packages go in the one layer."""
-    shared = layer(wheels, among)
+    shared = layer(among)
     recipe = {
-        "reference": str(_reference(name, engine, wheels, among)),
+        "reference": str(_reference(name, engine, among)),
         "own": _own(name, among),
         "culprit": list(culprit),
         "remove": list(remove),
         "layer": str(shared),
+        "installer": INSTALLER,
     }
     root = CACHE / name
     tgt_root = root / "tgt"

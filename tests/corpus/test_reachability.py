@@ -25,18 +25,12 @@ import pytest
 from envsync.cli import main
 from envsync.findings import Finding
 from tests.corpus.reach import Engine, Entry, build, loaded, snapshot, startup_of, verdicts
+from tests.corpus.venvs import VENVS
 from tests.figures import put
 from tests.helpers import REPO, fetch, pip_install
 
 pytestmark = pytest.mark.slow
 
-# The venvs are built once per machine and kept (several GB, hard links into uv's cache):
-# the real home's cache folder, resolved before the tests' hermetic HOME.
-VENVS = Path(
-    os.environ.get("TEST_REACH_VENVS") or Path.home() / ".cache" / "envsync-tests" / "reach"
-)
-UV_CACHE = Path(os.environ.get("UV_CACHE_DIR") or Path.home() / ".cache" / "uv")
-UV = Path(sys.executable).parent / "uv"
 
 VLLM_SERVE = Entry(
     kind="script", target="vllm.entrypoints.cli.main:main", args=("serve", "--help"), console="vllm"
@@ -100,7 +94,7 @@ def probe_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
 def test_what_startup_loads_is_never_benign_and_fatal_is_real(
     engine: Engine, entry: Entry, venvs: Path, tmp_path: Path
 ) -> None:
-    python = build(venvs, engine, UV, UV_CACHE)
+    python = build(venvs, engine)
     # the real startup, with the machine's own home (no envsync cache, nothing of HOME)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENVSYNC_")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -140,7 +134,7 @@ def test_what_startup_loads_is_never_benign_and_fatal_is_real(
 def actionfind(venvs: Path, tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
     """Case C3: vLLM 0.10.2's venv (the reference) and a copy of it (hard links) with the
     openai that vLLM 0.10.0 pinned, 1.90.0, which lacks `ActionFind` (the target)."""
-    ref = build(venvs, ENGINES[0], UV, UV_CACHE).parent.parent
+    ref = build(venvs, ENGINES[0]).parent.parent
     tgt = tmp_path_factory.mktemp("actionfind") / "tgt"
     shutil.copytree(ref, tgt, copy_function=os.link, symlinks=True)
     for script in (tgt / "bin").iterdir():  # its console scripts run its own python
