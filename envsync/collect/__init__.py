@@ -9,6 +9,7 @@ from typing import Any
 
 from envsync.bundle import host_argv, host_input
 from envsync.codec import from_data
+from envsync.collect import wire
 from envsync.documents import NESTED, too_large
 from envsync.errors import CollectError, CommandNotFound, DecodeError
 from envsync.hostside import protocol
@@ -61,7 +62,9 @@ class ModelQuery:
     registries: tuple[tuple[str, str], ...] = ()  # ("sglang.srt.models.*", "entry-class")
 
 
-def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
+def probe_argv(host: HostSpec, options: ProbeOptions, *, known: str | None = None) -> list[str]:
+    """The probe's command; `known`: the digest of the startup graph's modules envsync
+    holds for this request (the host does not send them again when they are the same)."""
     payload: dict[str, object] = {
         "host": host.name,
         "watch": list(host.watch),
@@ -83,23 +86,44 @@ def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
             "env": dict(query.env),
             "registries": [{"root": r, "registry": k} for r, k in query.registries],
         }
+    if known:
+        payload["known"] = {"graph": known}
     options_json = json.dumps(payload, separators=(",", ":"))
     return host_argv(host.python, protocol.COLLECT, [options_json], cache_dir=options.cache_dir)
 
 
 def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None) -> Snapshot:
-    """Collect a snapshot of `host` with one probe run; raise CollectError on failure."""
+    """Collect a snapshot of `host` with one probe run; raise CollectError on failure.
+    What envsync holds of the host's last answer is not sent again; if it turns out not to
+    hold it after all (a damaged copy), the probe runs once more for everything."""
     options = options or ProbeOptions()
+    request = _request(host, options)
+    held = wire.known(request) if request else None
     try:
         result = runner.run(
-            probe_argv(host, options), input=probe_source(), timeout=options.timeout
+            probe_argv(host, options, known=held), input=probe_source(), timeout=options.timeout
         )
+        try:
+            return read_result(host, result, options)
+        except wire.Stale:
+            assert request is not None
+            wire.forget(request)
+            result = runner.run(
+                probe_argv(host, options), input=probe_source(), timeout=options.timeout
+            )
+            return read_result(host, result, options)
     except CommandNotFound as e:
         raise CollectError(
             f"{host.name}: python {host.python!r} not found",
             tip=f"set hosts.{host.name}.python to the service's interpreter",
         ) from e
-    return read_result(host, result, options)
+
+
+def _request(host: HostSpec, options: ProbeOptions) -> str | None:
+    """The request's key for what envsync keeps (None: caching is off, --no-cache)."""
+    if options.cache_dir == "" or not options.roots:
+        return None
+    return wire.request_key([host.name, *probe_argv(host, options)])
 
 
 def read_result(host: HostSpec, result: CommandResult, options: ProbeOptions) -> Snapshot:
@@ -113,15 +137,23 @@ def read_result(host: HostSpec, result: CommandResult, options: ProbeOptions) ->
         raise CollectError(
             f"{host.name}: probe failed with exit code {result.returncode}: {tail or 'no output'}"
         )
-    return parse_probe_output(host.name, result.stdout, lazy_graph=options.lazy_graph)
+    return parse_probe_output(
+        host.name, result.stdout, lazy_graph=options.lazy_graph, request=_request(host, options)
+    )
 
 
-def parse_probe_output(host: str, stdout: bytes, *, lazy_graph: bool = False) -> Snapshot:
+def parse_probe_output(
+    host: str, stdout: bytes, *, lazy_graph: bool = False, request: str | None = None
+) -> Snapshot:
+    """The snapshot of a probe's output: its document, and the startup graph's modules on
+    the next line or, when the host said they are unchanged, from what envsync kept
+    (wire.Stale when it has no good copy). `request`: keep what was sent under its key."""
     why = too_large(len(stdout), host, "the probe's output")
     if why:
         raise CollectError(why)
+    line, _, rest = stdout.partition(b"\n")
     try:
-        data = json.loads(stdout)
+        data = json.loads(line)
     except RecursionError as e:
         raise CollectError(f"{host}: probe output is {NESTED}") from e
     except ValueError as e:
@@ -130,28 +162,88 @@ def parse_probe_output(host: str, stdout: bytes, *, lazy_graph: bool = False) ->
             f"{host}: probe output is not JSON ({e.__class__.__name__}: {e}); it began {head!r}",
             tip="is the host's `python` a Python 3.8+ interpreter?",
         ) from e
-    graph = data.get("startup") if lazy_graph and isinstance(data, dict) else None
-    modules = graph.get("modules") if isinstance(graph, dict) else None
-    if isinstance(modules, dict):
-        data["startup"] = {**graph, "modules": {}}  # type: ignore[dict-item]
+    graph = data.get("startup") if isinstance(data, dict) else None
+    text = digest = raw = None
+    lazy = False
+    if isinstance(graph, dict) and isinstance(graph.get("modules_digest"), str):
+        digest = graph.pop("modules_digest")
+        sent = graph.pop("modules_sent", True) is not False
+        text = _modules_text(host, digest, sent, rest, request)
+        # kept modules were read when they were sent: decoded when looked at
+        lazy = lazy_graph or not sent
+        graph["modules"] = {} if lazy else _json(host, text)
+    elif isinstance(graph, dict) and lazy_graph and isinstance(graph.get("modules"), dict):
+        lazy, raw = True, graph["modules"]  # a graph in one document
+        data["startup"] = {**graph, "modules": {}}
     try:
         snap = from_data(Snapshot, data, host)
     except DecodeError as e:
         raise CollectError(f"{host}: probe output is not an envsync snapshot: {e}") from e
-    if isinstance(modules, dict) and snap.startup is not None:
-        lazy = LazyModules(modules, f"{host}.startup.modules")
-        snap = replace(snap, startup=replace(snap.startup, modules=lazy))
-    return snap
+    if snap.startup is None:
+        return snap
+    where = f"{host}.startup.modules"
+    if lazy:
+        modules: Mapping[str, ModuleFacts] = LazyModules(raw, where, text=text, digest=digest)
+    elif digest is not None:
+        modules = Digested(snap.startup.modules, digest)
+    else:
+        return snap
+    return replace(snap, startup=replace(snap.startup, modules=modules))
+
+
+def _modules_text(host: str, digest: str, sent: bool, rest: bytes, request: str | None) -> bytes:
+    """The JSON text of a graph's modules: sent on the output's second line (checked
+    against its digest, and kept), or kept from an earlier answer (wire.Stale: not held)."""
+    if not sent:
+        return wire.load(digest)
+    text = rest.rstrip(b"\n")
+    if wire.digest_of(text) != digest:
+        raise CollectError(
+            f"{host}: the probe's startup graph does not match its digest (output cut short?)"
+        )
+    if request is not None:
+        wire.keep(request, digest, text)
+    return text
+
+
+def _json(host: str, text: bytes) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError as e:
+        raise CollectError(f"{host}: probe output is {NESTED}") from e
+    except ValueError as e:
+        raise CollectError(f"{host}: the probe's startup graph is not JSON ({e})") from e
 
 
 class LazyModules(Mapping[str, ModuleFacts]):
-    """A graph's modules, each decoded when it is first looked at. One that does not
-    decode reads as an unreadable module (kind "error"): envsync cannot tell from it."""
+    """A graph's modules, each decoded when it is first looked at (their JSON text, if
+    given, when any is). One that does not decode reads as an unreadable module (kind
+    "error"): envsync cannot tell from it. `digest`: of the text, as the host sent it."""
 
-    def __init__(self, raw: dict[str, Any], where: str) -> None:
-        self._raw = raw
+    def __init__(
+        self,
+        raw: dict[str, Any] | None,
+        where: str,
+        *,
+        text: bytes | None = None,
+        digest: str | None = None,
+    ) -> None:
+        self._raw_data = raw
+        self._text = text
         self._where = where
         self._done: dict[str, ModuleFacts] = {}
+        self.digest = digest
+
+    @property
+    def _raw(self) -> dict[str, Any]:
+        if self._raw_data is None:
+            try:
+                loaded = json.loads(self._text or b"{}")
+            except (ValueError, RecursionError):
+                loaded = {}
+            self._raw_data = loaded if isinstance(loaded, dict) else {}
+            self._text = None
+        return self._raw_data
 
     def __getitem__(self, name: str) -> ModuleFacts:
         found = self._done.get(name)
@@ -172,3 +264,23 @@ class LazyModules(Mapping[str, ModuleFacts]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._raw
+
+
+class Digested(Mapping[str, ModuleFacts]):
+    """Decoded modules, with the digest of the text they were decoded from."""
+
+    def __init__(self, modules: Mapping[str, ModuleFacts], digest: str) -> None:
+        self._modules = modules
+        self.digest = digest
+
+    def __getitem__(self, name: str) -> ModuleFacts:
+        return self._modules[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._modules

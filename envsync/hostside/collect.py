@@ -3,7 +3,11 @@
 It installs nothing; its only writes are its caches (caches.py). Options come as one JSON
 object in its first argument: {"host", "watch": [...], "env": [...], "deep": false,
 "roots": [...], "internal": [...], "workdir", "isolated", "main", "loader_env": {...},
-"model": {...}} (model.py).
+"model": {...}} (model.py), "known": {"graph": DIGEST}}.
+
+The document is one line; a startup graph's modules follow it on a second line, unless
+envsync said it holds them ("known": their digest): then the first line says so and
+nothing more is sent (graphcache.py).
 """
 
 from __future__ import annotations
@@ -69,18 +73,29 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
     return facts
 
 
-def dumps_facts(facts: dict[str, Any]) -> str:
-    """The facts as JSON; a cached graph (RawJSON) goes in as it was stored."""
+def dumps_facts(facts: dict[str, Any], known: str | None = None) -> bytes:
+    """The facts as the probe sends them: one JSON line, then the startup graph's modules
+    (as the cache holds them) on a line of their own, unless they are the `known` ones."""
     raw = facts.get("startup")
     if not isinstance(raw, RawJSON):
-        return json.dumps(facts)
+        return json.dumps(facts).encode("utf-8") + b"\n"
     rest = dict(facts)
     del rest["startup"]
-    return json.dumps(rest)[:-1] + ', "startup": ' + raw.text + "}"
+    sent = raw.digest != known
+    head = raw.header[:-1] if raw.header.endswith("}") else "{"
+    comma = ", " if head != "{" else ""
+    # "modules": null in the header: they are on the next line, or already envsync's
+    startup = f'{head}{comma}"modules": null, "modules_digest": "{raw.digest}", "modules_sent": '
+    line = json.dumps(rest)[:-1] + ', "startup": ' + startup + ("true" if sent else "false") + "}}"
+    return line.encode("utf-8") + b"\n" + (raw.modules + b"\n" if sent else b"")
 
 
 def main(args: list[str], digest: str, cache: str | None) -> int:
     options = json.loads(args[0]) if args else {}
-    sys.stdout.write(dumps_facts(collect(options, cache, digest)))
-    sys.stdout.write("\n")
+    known = options.get("known")
+    graph = known.get("graph") if isinstance(known, dict) else None
+    out = dumps_facts(collect(options, cache, digest), graph if isinstance(graph, str) else None)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(out)
+    sys.stdout.buffer.flush()
     return 0
