@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_type_hints
 
 from envsync.bundle import host_argv, host_input
-from envsync.codec import from_data
+from envsync.codec import decode, from_data
 from envsync.collect import wire
 from envsync.documents import NESTED, too_large
 from envsync.errors import CollectError, CommandNotFound, DecodeError
@@ -62,9 +62,12 @@ class ModelQuery:
     registries: tuple[tuple[str, str], ...] = ()  # ("sglang.srt.models.*", "entry-class")
 
 
-def probe_argv(host: HostSpec, options: ProbeOptions, *, known: str | None = None) -> list[str]:
-    """The probe's command; `known`: the digest of the startup graph's modules envsync
-    holds for this request (the host does not send them again when they are the same)."""
+def probe_argv(
+    host: HostSpec, options: ProbeOptions, *, known: Mapping[str, str] | None = None
+) -> list[str]:
+    """The probe's command; `known`: the digests of the parts envsync holds for this
+    request ("graph": the startup graph's modules; "distributions", "native"): the host
+    does not send again those that are the same."""
     payload: dict[str, object] = {
         "host": host.name,
         "watch": list(host.watch),
@@ -87,7 +90,7 @@ def probe_argv(host: HostSpec, options: ProbeOptions, *, known: str | None = Non
             "registries": [{"root": r, "registry": k} for r, k in query.registries],
         }
     if known:
-        payload["known"] = {"graph": known}
+        payload["known"] = dict(known)
     options_json = json.dumps(payload, separators=(",", ":"))
     return host_argv(host.python, protocol.COLLECT, [options_json], cache_dir=options.cache_dir)
 
@@ -98,7 +101,7 @@ def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None)
     hold it after all (a damaged copy), the probe runs once more for everything."""
     options = options or ProbeOptions()
     request = _request(host, options)
-    held = wire.known(request) if request else None
+    held = wire.known(request) if request else {}
     try:
         result = runner.run(
             probe_argv(host, options, known=held), input=probe_source(), timeout=options.timeout
@@ -121,7 +124,7 @@ def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None)
 
 def _request(host: HostSpec, options: ProbeOptions) -> str | None:
     """The request's key for what envsync keeps (None: caching is off, --no-cache)."""
-    if options.cache_dir == "" or not options.roots:
+    if options.cache_dir == "":
         return None
     return wire.request_key([host.name, *probe_argv(host, options)])
 
@@ -145,9 +148,10 @@ def read_result(host: HostSpec, result: CommandResult, options: ProbeOptions) ->
 def parse_probe_output(
     host: str, stdout: bytes, *, lazy_graph: bool = False, request: str | None = None
 ) -> Snapshot:
-    """The snapshot of a probe's output: its document, and the startup graph's modules on
-    the next line or, when the host said they are unchanged, from what envsync kept
-    (wire.Stale when it has no good copy). `request`: keep what was sent under its key."""
+    """The snapshot of a probe's output: its document, then the startup graph's modules,
+    the distributions and the native facts on lines of their own or, those the host said
+    are unchanged, from what envsync kept (wire.Stale when it has no good copy).
+    `request`: keep what was sent under its key."""
     why = too_large(len(stdout), host, "the probe's output")
     if why:
         raise CollectError(why)
@@ -162,23 +166,32 @@ def parse_probe_output(
             f"{host}: probe output is not JSON ({e.__class__.__name__}: {e}); it began {head!r}",
             tip="is the host's `python` a Python 3.8+ interpreter?",
         ) from e
+    lines = rest.split(b"\n")
+    digests: dict[str, str] = {}
+    texts: dict[str, bytes] = {}
     graph = data.get("startup") if isinstance(data, dict) else None
     text = digest = raw = None
     lazy = False
     if isinstance(graph, dict) and isinstance(graph.get("modules_digest"), str):
         digest = graph.pop("modules_digest")
         sent = graph.pop("modules_sent", True) is not False
-        text = _modules_text(host, digest, sent, rest, request)
+        text = _part(host, "graph", digest, sent, lines, texts)
+        digests["graph"] = digest
         # kept modules were read when they were sent: decoded when looked at
         lazy = lazy_graph or not sent
         graph["modules"] = {} if lazy else _json(host, text)
     elif isinstance(graph, dict) and lazy_graph and isinstance(graph.get("modules"), dict):
         lazy, raw = True, graph["modules"]  # a graph in one document
         data["startup"] = {**graph, "modules": {}}
+    parts = _parts(host, data, lines, digests, texts) if isinstance(data, dict) else {}
     try:
         snap = from_data(Snapshot, data, host)
+        if parts:
+            snap = replace(snap, **parts)
     except DecodeError as e:
         raise CollectError(f"{host}: probe output is not an envsync snapshot: {e}") from e
+    if request is not None and texts:
+        wire.keep(request, digests, texts)
     if snap.startup is None:
         return snap
     where = f"{host}.startup.modules"
@@ -191,19 +204,62 @@ def parse_probe_output(
     return replace(snap, startup=replace(snap.startup, modules=modules))
 
 
-def _modules_text(host: str, digest: str, sent: bool, rest: bytes, request: str | None) -> bytes:
-    """The JSON text of a graph's modules: sent on the output's second line (checked
-    against its digest, and kept), or kept from an earlier answer (wire.Stale: not held)."""
+def _part(
+    host: str, name: str, digest: str, sent: bool, lines: list[bytes], texts: dict[str, bytes]
+) -> bytes:
+    """The JSON text of a part sent apart: the output's next line (checked against its
+    digest), or kept from an earlier answer (wire.Stale: not held)."""
     if not sent:
-        return wire.load(digest)
-    text = rest.rstrip(b"\n")
+        return wire.load(digest, name)
+    text = lines.pop(0) if lines else b""
     if wire.digest_of(text) != digest:
         raise CollectError(
-            f"{host}: the probe's startup graph does not match its digest (output cut short?)"
+            f"{host}: the probe's {_LABELS[name]} do not match their digest (output cut short?)"
         )
-    if request is not None:
-        wire.keep(request, digest, text)
+    texts[name] = text
     return text
+
+
+_FIELDS = get_type_hints(Snapshot)
+_LABELS = {
+    "graph": "startup graph's modules",
+    "distributions": "distributions",
+    "native": "native facts",
+}
+
+
+def _parts(
+    host: str,
+    data: dict[str, Any],
+    lines: list[bytes],
+    digests: dict[str, str],
+    texts: dict[str, bytes],
+) -> dict[str, Any]:
+    """The decoded parts the first line lists ({name: [digest, sent]}), each decoded once
+    per process; their places in `data` are left empty for the rest to decode."""
+    listed = data.pop("parts", None)
+    if not isinstance(listed, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for name, entry in listed.items():
+        if (
+            name not in ("distributions", "native")
+            or not isinstance(entry, list)
+            or len(entry) != 2
+        ):
+            raise CollectError(f"{host}: the probe's output lists an unknown part {name!r}")
+        digest, sent = entry
+        if not isinstance(digest, str):
+            raise CollectError(f"{host}: the probe's {name} have no digest")
+        text = _part(host, name, digest, sent is not False, lines, texts)
+        digests[name] = digest
+
+        def make(name: str = name, text: bytes = text) -> Any:
+            return decode(_FIELDS[name], _json(host, text), f"{host}.{name}")
+
+        out[name] = wire.decoded(name, digest, make)
+        data[name] = [] if name == "distributions" else None
+    return out
 
 
 def _json(host: str, text: bytes) -> Any:

@@ -1,9 +1,11 @@
 """What envsync keeps of what hosts sent, so that nothing unchanged is sent twice.
 
-A host sends a startup graph's modules (most of a snapshot: megabytes) with the digest of
-their text. envsync keeps that text in its own cache folder by digest, and notes which
-digest each request got; the next probe of the same request names it ("known"), and a
-host whose graph has that digest answers with the digest alone (hostside/collect.py).
+A host sends a startup graph's modules (most of a snapshot: megabytes), its distributions
+and its native facts each with the digest of their text. envsync keeps those texts in its
+own cache folder by digest, and notes which digests each request got; the next probe of
+the same request names them ("known"), and a host whose part has that digest answers with
+the digest alone (hostside/collect.py). A part is decoded once per process and shared by
+the snapshots that have it (a fleet's hosts mostly do).
 
 Nothing kept is trusted without its digest: a copy is read back and checked before a
 snapshot uses it, and one that is missing, damaged or replaced makes the probe run again,
@@ -13,7 +15,9 @@ copy. Best effort, like the host's caches: where nothing can be written, nothing
 
     $XDG_CACHE_HOME/envsync/received/   (default ~/.cache/envsync/received)
         modules-DIGEST.json             a graph's modules as a host sent them
-        known-REQUEST                   the digest the last answer to a request had
+        distributions-DIGEST.json       the distributions (and native-DIGEST.json: the
+                                        native facts) as a host sent them
+        known-REQUEST                   the digests the last answer to a request had
         verdict-KEY.json                a report (envsync/verdicts.py)
 """
 
@@ -25,13 +29,18 @@ import json
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from envsync.hostside.shared import temp_name
 
+T = TypeVar("T")
 KEEP = 64  # copies of modules kept (the newest); verdicts likewise
 _MEMO: OrderedDict[str, bytes] = OrderedDict()  # digest -> text, checked (a fleet's hosts
 _MEMO_SIZE = 4  # mostly share one graph: read and checked once per process)
+_DECODED: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (part, digest) -> value
+_DECODED_SIZE = 32
 _LOCK = threading.Lock()
 
 
@@ -55,50 +64,81 @@ def request_key(argv: list[str]) -> str:
     return hashlib.sha256(json.dumps(argv).encode()).hexdigest()[:24]
 
 
-def known(request: str) -> str | None:
-    """The digest of the modules the last answer to `request` had, while envsync holds
-    a copy of them."""
+def known(request: str) -> dict[str, str]:
+    """The digests of the parts the last answer to `request` had ("graph": its modules;
+    "distributions", "native"), those of which envsync holds a copy."""
     try:
-        digest = (folder() / f"known-{request}").read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if len(digest) != 32 or not (folder() / f"modules-{digest}.json").is_file():
-        return None
-    return digest
+        data = json.loads((folder() / f"known-{request}").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        name: digest
+        for name, digest in data.items()
+        if isinstance(name, str)
+        and isinstance(digest, str)
+        and len(digest) == 32
+        and (folder() / f"{_kind(name)}-{digest}.json").is_file()
+    }
 
 
-def keep(request: str, digest: str, text: bytes) -> None:
-    """Keep the modules a host sent (their digest already checked)."""
+def _kind(name: str) -> str:
+    return "modules" if name == "graph" else name
+
+
+def keep(request: str, digests: dict[str, str], texts: dict[str, bytes]) -> None:
+    """Keep the parts a host sent (`texts`: their digests already checked) and what the
+    answer named (`digests`: every part, sent or not)."""
     with _LOCK:
-        _remember(digest, text)
+        for name, text in texts.items():
+            _remember(digests[name], text)
     where = folder()
-    path = where / f"modules-{digest}.json"
     try:
-        if not path.is_file():
-            write(path, text)
-            prune(where, "modules-")
-        write(where / f"known-{request}", digest.encode())
+        for name, text in texts.items():
+            path = where / f"{_kind(name)}-{digests[name]}.json"
+            if not path.is_file():
+                write(path, text)
+                prune(where, f"{_kind(name)}-")
+        write(where / f"known-{request}", json.dumps(digests).encode())
     except OSError:
         return
 
 
-def load(digest: str) -> bytes:
-    """The kept modules of `digest`, checked; Stale when there is no good copy."""
+def load(digest: str, name: str = "graph") -> bytes:
+    """The kept text of part `name` with `digest`, checked; Stale when there is no good
+    copy."""
     with _LOCK:
         if digest in _MEMO:
             _MEMO.move_to_end(digest)
             return _MEMO[digest]
+    path = folder() / f"{_kind(name)}-{digest}.json"
     try:
-        text = (folder() / f"modules-{digest}.json").read_bytes()
+        text = path.read_bytes()
     except OSError as e:
-        raise Stale(f"no copy of the graph {digest}") from e
+        raise Stale(f"no copy of the {name} {digest}") from e
     if digest_of(text) != digest:
         with contextlib.suppress(OSError):  # sent again, and kept anew
-            (folder() / f"modules-{digest}.json").unlink()
-        raise Stale(f"the copy of the graph {digest} is damaged")
+            path.unlink()
+        raise Stale(f"the copy of the {name} {digest} is damaged")
     with _LOCK:
         _remember(digest, text)
     return text
+
+
+def decoded(name: str, digest: str, make: Callable[[], T]) -> T:
+    """A part decoded once per process (hosts of one fleet mostly share their parts)."""
+    with _LOCK:
+        found = _DECODED.get((name, digest))
+        if found is not None:
+            _DECODED.move_to_end((name, digest))
+            return found  # type: ignore[no-any-return]
+    value = make()
+    with _LOCK:
+        _DECODED[(name, digest)] = value
+        while len(_DECODED) > _DECODED_SIZE:
+            _DECODED.popitem(last=False)
+    return value
 
 
 def forget(request: str) -> None:

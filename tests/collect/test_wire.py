@@ -68,8 +68,13 @@ def _sent(output: bytes) -> bool:
     return bool(head["startup"]["modules_sent"])
 
 
-def _copies() -> list[Path]:
-    return sorted(wire.folder().glob("modules-*.json"))
+def _parts(output: bytes) -> dict[str, bool]:
+    head = json.loads(output.partition(b"\n")[0])
+    return {name: sent for name, (_, sent) in head["parts"].items()}
+
+
+def _copies(kind: str = "modules") -> list[Path]:
+    return sorted(wire.folder().glob(f"{kind}-*.json"))
 
 
 def test_unchanged_modules_cross_the_wire_once(venv: Path) -> None:
@@ -78,11 +83,44 @@ def test_unchanged_modules_cross_the_wire_once(venv: Path) -> None:
     second = _collect(venv, runner)
     third = _collect(venv, runner)
     assert [_sent(o) for o in runner.outputs] == [True, False, False]
-    assert [o.count(b"\n") for o in runner.outputs] == [2, 1, 1]  # the document alone
+    # the document, the modules, the distributions, the native facts; then the document
+    assert [o.count(b"\n") for o in runner.outputs] == [4, 1, 1]
+    assert [_parts(o) for o in runner.outputs] == [
+        {"distributions": True, "native": True},
+        {"distributions": False, "native": False},
+        {"distributions": False, "native": False},
+    ]
     assert b'"svc.util"' in runner.outputs[0] and b'"svc.util"' not in runner.outputs[1]
     assert dict(second.modules) == dict(first.modules) == dict(third.modules)
     assert second.modules.digest == first.modules.digest  # type: ignore[attr-defined]
     assert [p.name for p in _copies()] == [f"modules-{first.modules.digest}.json"]  # type: ignore[attr-defined]
+
+
+def test_a_part_that_changed_is_sent_alone(venv: Path) -> None:
+    """A distribution installed: the distributions are sent again, the graph is not (the
+    folder changed, so the host read the graph again, and it is the same)."""
+    runner = Recording()
+    spec = HostSpec(name="t", python=str(venv))
+    first = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    info = site_packages(venv) / "beta-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: beta\nVersion: 1.0\n")
+    (info / "RECORD").write_text("beta-1.0.dist-info/METADATA,,\n")
+    second = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    assert _parts(runner.outputs[1])["distributions"] is True
+    assert _sent(runner.outputs[1]) is False
+    assert {d.name for d in second.distributions} - {d.name for d in first.distributions} == {
+        "beta"
+    }
+
+
+def test_a_part_is_decoded_once_per_process(venv: Path) -> None:
+    """Hosts with one environment share their decoded parts (a fleet's do, mostly)."""
+    runner = Recording()
+    spec = HostSpec(name="t", python=str(venv))
+    snaps = [collect(spec, runner, OPTIONS) for _ in range(3)]  # type: ignore[arg-type]
+    assert snaps[1].distributions is snaps[2].distributions
+    assert snaps[1].distributions == snaps[0].distributions
 
 
 def test_a_changed_graph_is_sent_whole(venv: Path) -> None:
@@ -131,6 +169,20 @@ def test_a_damaged_or_lost_copy_is_never_used(venv: Path, damage: str) -> None:
     assert [p.name for p in _copies()] == [copy.name]
     assert dict(_collect(venv, runner).modules) == truth
     assert _sent(runner.outputs[-1]) is False  # kept anew, and named again
+
+
+@pytest.mark.parametrize("kind", ["distributions", "native"])
+def test_a_damaged_part_is_never_used(venv: Path, kind: str) -> None:
+    runner = Recording()
+    spec = HostSpec(name="t", python=str(venv))
+    truth = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    (copy,) = _copies(kind)
+    wire._MEMO.clear()  # another envsync process
+    wire._DECODED.clear()
+    copy.write_bytes(b"[1]" if kind == "distributions" else b"{}")  # JSON, not the digest's
+    again = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    assert getattr(again, kind) == getattr(truth, kind)
+    assert [_parts(o)[kind] for o in runner.outputs] == [True, False, True]
 
 
 def test_a_copy_removed_while_the_probe_runs_is_asked_for_again(venv: Path) -> None:
@@ -184,6 +236,6 @@ def test_modules_that_do_not_match_their_digest_are_refused() -> None:
             "modules_sent": True,
         },
     }
-    with pytest.raises(CollectError, match="does not match its digest"):
+    with pytest.raises(CollectError, match="startup graph's modules do not match their digest"):
         parse_probe_output("h", json.dumps(head).encode() + b"\n" + text + b"\n")
     assert not _copies()
