@@ -12,12 +12,15 @@ peak RSS of each process is read by GNU time (`time` on Debian), which runs it. 
   fleets      8 SSH hosts against 1 (8 sshd on loopback), next to OpenSSH's own `ssh host
               true` on the same hosts; the same through a proxy that delays every segment
               by 50 ms each way; 50 local hosts (peak RSS)
-  scheduling  the real Session.collect_many on 256 simulated hosts (a runner that only sleeps)
+  scheduling  the real Session.collect_each on 256 and 1,000 simulated hosts (a runner that
+              only sleeps, then answers as a warm host does: the graph named by digest),
+              each in a process of its own (peak RSS)
   crash       the smoke test's verdict after the process died, local
 
 The SSH parts need root and sshd; without them they are left out, and said so. What it
 prints it also writes, with the date, the machine and the commit, to
-docs/generated/performance.json (--json), which the docs' performance page shows.
+docs/generated/performance.json (--json), which the docs' performance page shows; the
+README's performance section is generated from that file (never edited by hand).
 
     .venv/bin/python -m benchmarks.all [--runs 7] [--json PATH]
 """
@@ -42,6 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from docsgen.figures import PERFORMANCE, readme_with_performance  # noqa: E402
 from envsync.collect import probe_argv, probe_source  # noqa: E402
 from envsync.inventory import HostSpec, Inventory  # noqa: E402
 from envsync.runner import CommandResult, Runner, Runners  # noqa: E402
@@ -54,6 +58,7 @@ HOSTS = REPO / "examples" / ".hosts"
 FLEET = 8
 DELAY = 0.05  # seconds, each way, per segment
 MANY = 50
+SIMULATED = (256, 1000)  # hosts of the simulated collections
 
 
 def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
@@ -178,27 +183,51 @@ class _SleepingRunners(Runners):
         return _Sleeper(spec.name, self.latency, self.stdout)
 
 
-def simulated_fleet(hosts: int, jobs: int, latency: float) -> float:
-    """Wall seconds of collect_many over `hosts` hosts that each take `latency`."""
+def simulated_fleet(
+    hosts: int, jobs: int, latency: float, env: dict[str, str]
+) -> tuple[float, int]:
+    """(wall seconds, peak RSS in KiB) of collect_many over `hosts` simulated hosts that
+    each take `latency`, in a process of its own (`--simulate`)."""
+    argv = [sys.executable, "-m", "benchmarks.all", "--simulate", str(hosts)]
+    argv += ["--jobs", str(jobs), "--latency", str(latency)]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True, cwd=REPO)
+    data = json.loads(out.stdout)
+    return data["wall"], data["rss_kib"]
+
+
+def _simulate(hosts: int, jobs: int, latency: float) -> int:
+    """The child of simulated_fleet: every host answers as a warm host does with the wire
+    protocol, the example ct129's document with its startup graph named by digest (its
+    modules kept here from one real answer); the wall time and this process's peak RSS."""
+    import resource
+
+    from envsync.collect import ProbeOptions, parse_probe_output, wire
+
     spec = HostSpec(name="one", python=str(HOSTS / "ct129" / "bin" / "python"))
-    stdout = LocalRunner("one").run(probe_argv(spec, _light()), input=probe_source(), timeout=60)
+    options = ProbeOptions(roots=("sglang.launch_server",), internal=("sglang",))
+    runner = LocalRunner("one")
+    full = runner.run(probe_argv(spec, options), input=probe_source(), timeout=600).stdout
+    parse_probe_output("one", full, lazy_graph=True, request="simulated")
+    known = wire.known("simulated")
+    warm = runner.run(probe_argv(spec, options, known=known), input=probe_source(), timeout=600)
+    assert warm.stdout.count(b"\n") == 1, "the warm answer names its parts"
     specs = {f"h{i}": HostSpec(name=f"h{i}", python="python3") for i in range(hosts)}
     session = Session(
         inventory=Inventory(path=None, hosts=specs),
-        runners=_SleepingRunners(latency, stdout.stdout),
+        runners=_SleepingRunners(latency, warm.stdout),
         jobs=jobs,
+        probe=options,
     )
     started = time.perf_counter()
-    results = session.collect_many([(name, None) for name in specs])
+    count = 0
+    for _, result in session.collect_each([(name, None) for name in specs]):
+        assert not isinstance(result, Exception), result
+        count += 1
     wall = time.perf_counter() - started
-    assert len(results) == hosts and all(not isinstance(r, Exception) for r in results)
-    return wall
-
-
-def _light():  # type: ignore[no-untyped-def]
-    from envsync.collect import ProbeOptions
-
-    return ProbeOptions(cache_dir="")
+    assert count == hosts
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"wall": wall, "rss_kib": peak}))
+    return 0
 
 
 # ---------------------------------------------------------------------------------------
@@ -289,7 +318,12 @@ def main() -> int:
         default=str(REPO / "docs" / "generated" / "performance.json"),
         help="also write the figures here, for the docs (default: %(default)s)",
     )
+    parser.add_argument("--simulate", type=int, metavar="HOSTS", help=argparse.SUPPRESS)
+    parser.add_argument("--jobs", type=int, default=8, help=argparse.SUPPRESS)
+    parser.add_argument("--latency", type=float, default=0.05, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.simulate:
+        return _simulate(args.simulate, args.jobs, args.latency)
     subprocess.run(
         [sys.executable, str(REPO / "examples" / "build_hosts.py")],
         check=True,
@@ -363,11 +397,11 @@ def main() -> int:
                 crash = {"local": crash_after_death(inv, "ct200", crash_runs)}
                 if servers:
                     crash["ssh"] = crash_after_death(inv, "s0", crash_runs)
+                jobs, latency = 8, 0.05
+                fleets = {n: simulated_fleet(n, jobs, latency, env) for n in SIMULATED}
         finally:
             for s in servers:
                 s.stop()
-    jobs, latency = 8, 0.05
-    fleet = simulated_fleet(256, jobs, latency)
 
     print(f"runs: {args.runs}, interleaved, fresh processes; medians (peak RSS: largest)")
     for name, value in medians.items():
@@ -388,8 +422,9 @@ def main() -> int:
         rows.append((f"+{DELAY * 1000:.0f} ms: {FLEET} hosts / 1 host", value, 1.5, ""))
         floor = m[f"delayed openssh true, {FLEET} hosts"] / m["delayed openssh true, 1 host"]
         rows.append((f"+{DELAY * 1000:.0f} ms: same, openssh `true`", floor, 1.5, "(floor)"))
-    ideal = math.ceil(256 / jobs) * latency
-    rows.append((f"256 sim. hosts / ceil(256/{jobs})x{latency:g}s", fleet / ideal, 1.1, ""))
+    for n, (wall, _) in fleets.items():
+        ideal = math.ceil(n / jobs) * latency
+        rows.append((f"{n} sim. hosts / ceil({n}/{jobs})x{latency:g}s", wall / ideal, 1.1, ""))
     for where, limit in (("local", 0.3), ("ssh", 1.0)):
         if where in crash:
             rows.append(("crash verdict after death, s", crash[where], limit, f"({where})"))
@@ -401,6 +436,10 @@ def main() -> int:
         f"peak RSS: diff {rss['diff (warm)'] / 1024:.1f} MiB; snapshot of {MANY} hosts "
         f"{rss[f'snapshot, {MANY} hosts'] / 1024:.1f} MiB (SGLang's files hashed on each), "
         f"{rss[f'snapshot, {MANY} hosts, no watch'] / 1024:.1f} MiB (nothing watched)"
+    )
+    print(
+        "peak RSS of the simulated collections: "
+        + ", ".join(f"{n} hosts {rss_kib / 1024:.1f} MiB" for n, (_, rss_kib) in fleets.items())
     )
     if why:
         print(f"(SSH fleets left out: {why})")
@@ -422,6 +461,10 @@ def main() -> int:
             }
             for label, value, limit, note in rows
         ],
+        "simulated": [
+            {"hosts": n, "s": round(wall, 3), "rss_mib": round(rss_kib / 1024, 1)}
+            for n, (wall, rss_kib) in fleets.items()
+        ],
         "left_out": f"the SSH fleets ({why})" if why else None,
     }
     path = Path(args.json)
@@ -429,6 +472,10 @@ def main() -> int:
     path.with_suffix(".tmp").write_text(json.dumps(record, indent=2) + "\n")
     path.with_suffix(".tmp").replace(path)
     print(f"(written to {path})")
+    if path.resolve() == (REPO / PERFORMANCE).resolve():  # the README's section, from it
+        readme = REPO / "README.md"
+        readme.write_text(readme_with_performance(readme.read_text(), REPO))
+        print(f"(the performance section of {readme} written from it)")
     return 0
 
 

@@ -51,6 +51,57 @@ def performance(root: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+README_BEGIN = (
+    "<!-- generated from docs/generated/performance.json by `python -m benchmarks.all`: "
+    "do not edit -->"
+)
+README_END = "<!-- end of the generated performance section -->"
+# the ratios the README shows (the performance page shows them all)
+README_RATIOS = ("diff warm", "diff cold", "snapshot warm", "256 sim.", "1000 sim.")
+
+
+def readme_performance(root: Path) -> str:
+    """The README's performance section: each ratio beside its target, from the last
+    benchmarks.all run (the docs' performance page has every figure)."""
+    path = root / PERFORMANCE
+    if not path.exists():
+        return "Not measured yet: `.venv/bin/python -m benchmarks.all --runs 5` measures it.\n"
+    data = json.loads(path.read_text())
+    m = data.get("machine", {})
+    commit = f" at `{data['commit']}`" if data.get("commit") else ""
+    out = [
+        f"`python -m benchmarks.all --runs {data['runs']}` on {data['date'][:10]}{commit}, "
+        f"{m.get('cores')} cores, every command a fresh process, interleaved:",
+        "",
+        "| ratio | measured | target | |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    for row in data["ratios"]:
+        if not row["label"].startswith(README_RATIOS):
+            continue
+        met = "met" if row["met"] else "**not met**"
+        note = f" {row['note']}" if row.get("note") else ""
+        out.append(
+            f"| {row['label']} | {row['value']:.2f} | <= {row['target']:.2f}{note} | {met} |"
+        )
+    sims = data.get("simulated") or []
+    if sims:
+        peaks = ", ".join(f"{s['hosts']} hosts {s['rss_mib']:.0f} MiB" for s in sims)
+        out += ["", f"Peak RSS of the simulated collections: {peaks}."]
+    return "\n".join(out) + "\n"
+
+
+def readme_with_performance(readme: str, root: Path) -> str:
+    """`readme` with its generated performance section replaced by the current one."""
+    head, found, rest = readme.partition(README_BEGIN + "\n")
+    if not found:
+        raise ValueError("README.md has no generated performance section")
+    _, found, tail = rest.partition(README_END)
+    if not found:
+        raise ValueError("README.md's performance section has no end marker")
+    return head + README_BEGIN + "\n" + readme_performance(root) + README_END + tail
+
+
 def reliability(root: Path) -> str:
     path = root / RELIABILITY
     if not path.exists():

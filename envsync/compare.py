@@ -13,11 +13,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
+from envsync import verdicts
 from envsync.classes import HostClass, environment_digest, fold_reports
-from envsync.classify import Startup, classify
-from envsync.classify.native import Providers
-from envsync.classify.native import questions as native_questions
+from envsync.classify.launched import Providers, Startup
+from envsync.classify.launched import questions as native_questions
 from envsync.classify.rules import (
     RulePack,
     all_modules,
@@ -173,6 +174,14 @@ def startup(target: Target, snap: Snapshot) -> Startup:
     )
 
 
+def classify(*args: Any) -> Report:
+    """The classifier, imported when a verdict is not kept (it is most of envsync's import
+    time)."""
+    from envsync.classify import classify as run
+
+    return run(*args)
+
+
 def compare(
     reference: Snapshot,
     target: Target,
@@ -217,8 +226,13 @@ def compare(
     asked = native_questions(reference, snap)
     if asked and reference_host is not None:
         providers = reference_providers(reference_host, runners(reference_host), reference, asked)
-    report = classify(
-        reference, snap, differences(reference, snap), run, outcomes, theirs, providers
+    # without an import check (a live run), the same inputs give the report they gave
+    kept = not outcomes and theirs is None and target.options.cache_dir != ""
+    report = verdicts.once(
+        (reference, snap, run, providers) if kept else None,
+        lambda: classify(
+            reference, snap, differences(reference, snap), run, outcomes, theirs, providers
+        ),
     )
     notes = list(report.notes)
     if reference.source == "state":  # the target's own past: what arrived since, and when

@@ -109,6 +109,20 @@ def test_the_readme_is_a_front_door() -> None:
     assert "bash examples/quickstart.sh\n" in ci and ".venv/bin/python -m pytest -q\n" in ci
 
 
+def test_the_readme_performance_section_is_generated_from_the_benchmark() -> None:
+    """The README's figures are benchmarks/all.py's last run (docs/generated/
+    performance.json), never edited by hand: a stale or edited section fails here."""
+    from docsgen.figures import README_BEGIN, readme_performance, readme_with_performance
+
+    assert readme_with_performance(README, REPO) == README, (
+        "the README's performance section is not the benchmark's: run "
+        "`.venv/bin/python -m benchmarks.all --runs 5`"
+    )
+    section = README.split(README_BEGIN + "\n", 1)[1]
+    assert section.startswith(readme_performance(REPO))
+    assert "diff warm / pip check" in section and "target" in section
+
+
 def _table(heading: str) -> list[list[str]]:
     section = README.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
     rows = [ln for ln in section.splitlines() if ln.startswith("| ") and "---" not in ln]

@@ -13,12 +13,13 @@ after the fact: `providers`), or provide a missing library.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from packaging.version import InvalidVersion, Version
 
 from envsync.classify.graph import path_to
+from envsync.classify.launched import Providers, native_of
 from envsync.classify.packages import dist_fixes
 from envsync.classify.startup import CONTEXT_WORDS, SEVERITY_OF_CONTEXT, Analysis
 from envsync.findings import Evidence, Finding, Fix
@@ -36,35 +37,11 @@ from envsync.model import (
 )
 from envsync.vocab import PACKAGE_KINDS, RUNS, Severity
 
-# (load key, symbol) -> the file of the reference's lookup scope that defines it
-Providers = Mapping[tuple[str, str], str]
-
 # Sonames whose number is the CUDA toolkit's major (libcufft and others number their own).
 CUDA_SONAME = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti)\.so\.(\d+)$")
 # nvidia-* distributions without a -cuNN suffix whose version is the CUDA toolkit's
 CUDA_VERSIONED = ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cuda-cupti", "nvidia-cublas")
 CUDA_SUFFIX = re.compile(r"^nvidia-.+-cu(\d+)$")
-
-
-def native_of(snap: Snapshot) -> NativeFacts | None:
-    return snap.native if isinstance(snap.native, NativeFacts) else None
-
-
-def questions(reference: Snapshot, target: Snapshot) -> list[tuple[str, str]]:
-    """(load key, symbol) of each symbol the target's loads miss that loads on the
-    reference: what to ask the reference host (which of its files defines it)."""
-    ours, theirs = native_of(target), native_of(reference)
-    if ours is None or theirs is None:
-        return []
-    out = []
-    for load in ours.loads:
-        there = theirs.load(load.key)
-        if there is None or there.verdict.kind != "ok":
-            continue
-        for reason in load.verdict.reasons:
-            if isinstance(reason, NativeUndefinedSymbol):
-                out.append((load.key, reason.symbol))
-    return out
 
 
 def native_findings(

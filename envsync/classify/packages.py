@@ -10,12 +10,12 @@ from packaging.version import InvalidVersion, Version
 
 from envsync.classify.doors import Door
 from envsync.classify.graph import Failure, path_to
+from envsync.classify.launched import Startup
 from envsync.classify.startup import (
     CONTEXT_WORDS,
     SEVERITY_OF_CONTEXT,
     Analysis,
     ReferenceSide,
-    Startup,
     failure_evidence,
     failure_reason,
     finding_about,

@@ -5,16 +5,16 @@ that evidence and reasons are made of.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from envsync.classify.doors import Behind, Door, open_doors
 from envsync.classify.graph import Failure, GraphIndex, ImportsOf, Reach, path_to
-from envsync.classify.rules import Root, RulePack, active_roots
+from envsync.classify.launched import Startup
+from envsync.classify.rules import Root
 from envsync.findings import Difference, Evidence, Finding
 from envsync.launch import parse_flags
-from envsync.model import ServedModel, Snapshot, StartupGraph, Unavailable
+from envsync.model import Snapshot, StartupGraph
 from envsync.vocab import Severity
 
 SEVERITY_OF_CONTEXT: dict[str, Severity] = {
@@ -33,40 +33,6 @@ CONTEXT_WORDS = {
     "fallback": "in an except body (a fallback that runs only when its try fails)",
     "function": "inside a function (lazily)",
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Startup:
-    """The service's startup as envsync understands it for one target."""
-
-    entrypoint: str | None  # the module startup runs (a script: __main__)
-    command: tuple[str, ...]
-    packs: tuple[RulePack, ...]
-    launcher: tuple[str, ...] = ()  # modules the launch command runs first (console scripts)
-    shown: str | None = None  # the entrypoint as a report names it ("script /srv/serve.py")
-    unreadable: str | None = None  # why envsync cannot tell what the command starts
-    unresolved: tuple[str, ...] = ()  # launch roots the target does not have ("console:x")
-    model: ServedModel | Unavailable | None = None  # the served model, as read on the target
-
-    def roots(self, flags: Mapping[str, str]) -> tuple[Root, ...]:
-        """The modules startup imports under these launch flags, the launcher's first
-        (none without an entrypoint): what the classifier reads from and the real-import
-        check imports, so that both judge the same startup."""
-        if not self.entrypoint:
-            return ()
-        return active_roots(
-            self.entrypoint, self.packs, flags, self.launcher, self.shown, self.model
-        )
-
-    def governed(self) -> frozenset[str]:
-        """Modules a rule pack's flag chooses: startup runs them as the pack says."""
-        return frozenset(
-            m
-            for pack in self.packs
-            for rule in pack.flags
-            for value in rule.values.values()
-            for m in value.modules
-        )
 
 
 SITE_REASON = (

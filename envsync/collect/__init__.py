@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_type_hints
 
 from envsync.bundle import host_argv, host_input
-from envsync.codec import from_data
+from envsync.codec import decode, from_data
+from envsync.collect import wire
 from envsync.documents import NESTED, too_large
 from envsync.errors import CollectError, CommandNotFound, DecodeError
 from envsync.hostside import protocol
@@ -61,7 +62,12 @@ class ModelQuery:
     registries: tuple[tuple[str, str], ...] = ()  # ("sglang.srt.models.*", "entry-class")
 
 
-def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
+def probe_argv(
+    host: HostSpec, options: ProbeOptions, *, known: Mapping[str, str] | None = None
+) -> list[str]:
+    """The probe's command; `known`: the digests of the parts envsync holds for this
+    request ("graph": the startup graph's modules; "distributions", "native"): the host
+    does not send again those that are the same."""
     payload: dict[str, object] = {
         "host": host.name,
         "watch": list(host.watch),
@@ -83,23 +89,44 @@ def probe_argv(host: HostSpec, options: ProbeOptions) -> list[str]:
             "env": dict(query.env),
             "registries": [{"root": r, "registry": k} for r, k in query.registries],
         }
+    if known:
+        payload["known"] = dict(known)
     options_json = json.dumps(payload, separators=(",", ":"))
     return host_argv(host.python, protocol.COLLECT, [options_json], cache_dir=options.cache_dir)
 
 
 def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None) -> Snapshot:
-    """Collect a snapshot of `host` with one probe run; raise CollectError on failure."""
+    """Collect a snapshot of `host` with one probe run; raise CollectError on failure.
+    What envsync holds of the host's last answer is not sent again; if it turns out not to
+    hold it after all (a damaged copy), the probe runs once more for everything."""
     options = options or ProbeOptions()
+    request = _request(host, options)
+    held = wire.known(request) if request else {}
     try:
         result = runner.run(
-            probe_argv(host, options), input=probe_source(), timeout=options.timeout
+            probe_argv(host, options, known=held), input=probe_source(), timeout=options.timeout
         )
+        try:
+            return read_result(host, result, options)
+        except wire.Stale:
+            assert request is not None
+            wire.forget(request)
+            result = runner.run(
+                probe_argv(host, options), input=probe_source(), timeout=options.timeout
+            )
+            return read_result(host, result, options)
     except CommandNotFound as e:
         raise CollectError(
             f"{host.name}: python {host.python!r} not found",
             tip=f"set hosts.{host.name}.python to the service's interpreter",
         ) from e
-    return read_result(host, result, options)
+
+
+def _request(host: HostSpec, options: ProbeOptions) -> str | None:
+    """The request's key for what envsync keeps (None: caching is off, --no-cache)."""
+    if options.cache_dir == "":
+        return None
+    return wire.request_key([host.name, *probe_argv(host, options)])
 
 
 def read_result(host: HostSpec, result: CommandResult, options: ProbeOptions) -> Snapshot:
@@ -113,15 +140,24 @@ def read_result(host: HostSpec, result: CommandResult, options: ProbeOptions) ->
         raise CollectError(
             f"{host.name}: probe failed with exit code {result.returncode}: {tail or 'no output'}"
         )
-    return parse_probe_output(host.name, result.stdout, lazy_graph=options.lazy_graph)
+    return parse_probe_output(
+        host.name, result.stdout, lazy_graph=options.lazy_graph, request=_request(host, options)
+    )
 
 
-def parse_probe_output(host: str, stdout: bytes, *, lazy_graph: bool = False) -> Snapshot:
+def parse_probe_output(
+    host: str, stdout: bytes, *, lazy_graph: bool = False, request: str | None = None
+) -> Snapshot:
+    """The snapshot of a probe's output: its document, then the startup graph's modules,
+    the distributions and the native facts on lines of their own or, those the host said
+    are unchanged, from what envsync kept (wire.Stale when it has no good copy).
+    `request`: keep what was sent under its key."""
     why = too_large(len(stdout), host, "the probe's output")
     if why:
         raise CollectError(why)
+    line, _, rest = stdout.partition(b"\n")
     try:
-        data = json.loads(stdout)
+        data = json.loads(line)
     except RecursionError as e:
         raise CollectError(f"{host}: probe output is {NESTED}") from e
     except ValueError as e:
@@ -130,28 +166,140 @@ def parse_probe_output(host: str, stdout: bytes, *, lazy_graph: bool = False) ->
             f"{host}: probe output is not JSON ({e.__class__.__name__}: {e}); it began {head!r}",
             tip="is the host's `python` a Python 3.8+ interpreter?",
         ) from e
-    graph = data.get("startup") if lazy_graph and isinstance(data, dict) else None
-    modules = graph.get("modules") if isinstance(graph, dict) else None
-    if isinstance(modules, dict):
-        data["startup"] = {**graph, "modules": {}}  # type: ignore[dict-item]
+    lines = rest.split(b"\n")
+    digests: dict[str, str] = {}
+    texts: dict[str, bytes] = {}
+    graph = data.get("startup") if isinstance(data, dict) else None
+    text = digest = raw = None
+    lazy = False
+    if isinstance(graph, dict) and isinstance(graph.get("modules_digest"), str):
+        digest = graph.pop("modules_digest")
+        sent = graph.pop("modules_sent", True) is not False
+        text = _part(host, "graph", digest, sent, lines, texts)
+        digests["graph"] = digest
+        # kept modules were read when they were sent: decoded when looked at
+        lazy = lazy_graph or not sent
+        graph["modules"] = {} if lazy else _json(host, text)
+    elif isinstance(graph, dict) and lazy_graph and isinstance(graph.get("modules"), dict):
+        lazy, raw = True, graph["modules"]  # a graph in one document
+        data["startup"] = {**graph, "modules": {}}
+    parts = _parts(host, data, lines, digests, texts) if isinstance(data, dict) else {}
     try:
         snap = from_data(Snapshot, data, host)
+        if parts:
+            snap = replace(snap, **parts)
     except DecodeError as e:
         raise CollectError(f"{host}: probe output is not an envsync snapshot: {e}") from e
-    if isinstance(modules, dict) and snap.startup is not None:
-        lazy = LazyModules(modules, f"{host}.startup.modules")
-        snap = replace(snap, startup=replace(snap.startup, modules=lazy))
-    return snap
+    if request is not None and texts:
+        wire.keep(request, digests, texts)
+    if snap.startup is None:
+        return snap
+    where = f"{host}.startup.modules"
+    if lazy:
+        modules: Mapping[str, ModuleFacts] = LazyModules(raw, where, text=text, digest=digest)
+    elif digest is not None:
+        modules = Digested(snap.startup.modules, digest)
+    else:
+        return snap
+    return replace(snap, startup=replace(snap.startup, modules=modules))
+
+
+def _part(
+    host: str, name: str, digest: str, sent: bool, lines: list[bytes], texts: dict[str, bytes]
+) -> bytes:
+    """The JSON text of a part sent apart: the output's next line (checked against its
+    digest), or kept from an earlier answer (wire.Stale: not held)."""
+    if not sent:
+        return wire.load(digest, name)
+    text = lines.pop(0) if lines else b""
+    if wire.digest_of(text) != digest:
+        raise CollectError(
+            f"{host}: the probe's {_LABELS[name]} do not match their digest (output cut short?)"
+        )
+    texts[name] = text
+    return text
+
+
+_FIELDS = get_type_hints(Snapshot)
+_LABELS = {
+    "graph": "startup graph's modules",
+    "distributions": "distributions",
+    "native": "native facts",
+}
+
+
+def _parts(
+    host: str,
+    data: dict[str, Any],
+    lines: list[bytes],
+    digests: dict[str, str],
+    texts: dict[str, bytes],
+) -> dict[str, Any]:
+    """The decoded parts the first line lists ({name: [digest, sent]}), each decoded once
+    per process; their places in `data` are left empty for the rest to decode."""
+    listed = data.pop("parts", None)
+    if not isinstance(listed, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for name, entry in listed.items():
+        if (
+            name not in ("distributions", "native")
+            or not isinstance(entry, list)
+            or len(entry) != 2
+        ):
+            raise CollectError(f"{host}: the probe's output lists an unknown part {name!r}")
+        digest, sent = entry
+        if not isinstance(digest, str):
+            raise CollectError(f"{host}: the probe's {name} have no digest")
+        text = _part(host, name, digest, sent is not False, lines, texts)
+        digests[name] = digest
+
+        def make(name: str = name, text: bytes = text) -> Any:
+            return decode(_FIELDS[name], _json(host, text), f"{host}.{name}")
+
+        out[name] = wire.decoded(name, digest, make)
+        data[name] = [] if name == "distributions" else None
+    return out
+
+
+def _json(host: str, text: bytes) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError as e:
+        raise CollectError(f"{host}: probe output is {NESTED}") from e
+    except ValueError as e:
+        raise CollectError(f"{host}: the probe's startup graph is not JSON ({e})") from e
 
 
 class LazyModules(Mapping[str, ModuleFacts]):
-    """A graph's modules, each decoded when it is first looked at. One that does not
-    decode reads as an unreadable module (kind "error"): envsync cannot tell from it."""
+    """A graph's modules, each decoded when it is first looked at (their JSON text, if
+    given, when any is). One that does not decode reads as an unreadable module (kind
+    "error"): envsync cannot tell from it. `digest`: of the text, as the host sent it."""
 
-    def __init__(self, raw: dict[str, Any], where: str) -> None:
-        self._raw = raw
+    def __init__(
+        self,
+        raw: dict[str, Any] | None,
+        where: str,
+        *,
+        text: bytes | None = None,
+        digest: str | None = None,
+    ) -> None:
+        self._raw_data = raw
+        self._text = text
         self._where = where
         self._done: dict[str, ModuleFacts] = {}
+        self.digest = digest
+
+    @property
+    def _raw(self) -> dict[str, Any]:
+        if self._raw_data is None:
+            try:
+                loaded = json.loads(self._text or b"{}")
+            except (ValueError, RecursionError):
+                loaded = {}
+            self._raw_data = loaded if isinstance(loaded, dict) else {}
+            self._text = None
+        return self._raw_data
 
     def __getitem__(self, name: str) -> ModuleFacts:
         found = self._done.get(name)
@@ -172,3 +320,23 @@ class LazyModules(Mapping[str, ModuleFacts]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._raw
+
+
+class Digested(Mapping[str, ModuleFacts]):
+    """Decoded modules, with the digest of the text they were decoded from."""
+
+    def __init__(self, modules: Mapping[str, ModuleFacts], digest: str) -> None:
+        self._modules = modules
+        self.digest = digest
+
+    def __getitem__(self, name: str) -> ModuleFacts:
+        return self._modules[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._modules

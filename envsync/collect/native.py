@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 from envsync.bundle import host_argv, host_input
-from envsync.classify.native import Providers
+from envsync.classify.launched import Providers
 from envsync.errors import CommandTimeout, EnvsyncError
 from envsync.hostside import protocol
 from envsync.inventory import HostSpec

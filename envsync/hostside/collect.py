@@ -3,7 +3,11 @@
 It installs nothing; its only writes are its caches (caches.py). Options come as one JSON
 object in its first argument: {"host", "watch": [...], "env": [...], "deep": false,
 "roots": [...], "internal": [...], "workdir", "isolated", "main", "loader_env": {...},
-"model": {...}} (model.py).
+"model": {...}} (model.py), "known": {"graph": DIGEST, "distributions": DIGEST, ...}}.
+
+The document is one line; a startup graph's modules follow it on a line of their own, and
+so do the distributions and the native facts, unless envsync said it holds them ("known":
+their digests): then the first line gives the digest alone (graphcache.py, dumps_facts).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from .caches import cache_path, load_cache, save_cache
 from .dists import scan_distributions
 from .editable import editable_mapping
 from .finder import ModuleFinder
-from .graphcache import RawJSON, cached_startup_graph
+from .graphcache import RawJSON, cached_startup_graph, modules_digest
 from .interpreter import interpreter_facts
 from .machine import env_facts, gpu_facts, installer_facts, system_facts, torch_facts
 from .model import served_model
@@ -69,18 +73,51 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
     return facts
 
 
-def dumps_facts(facts: dict[str, Any]) -> str:
-    """The facts as JSON; a cached graph (RawJSON) goes in as it was stored."""
-    raw = facts.get("startup")
-    if not isinstance(raw, RawJSON):
-        return json.dumps(facts)
+# The large parts of a snapshot besides the graph's modules: sent when they changed.
+PARTS = ("distributions", "native")
+
+
+def dumps_facts(facts: dict[str, Any], known: dict[str, Any] | None = None) -> bytes:
+    """The facts as the probe sends them: one JSON line, then the startup graph's modules
+    (as the cache holds them) on a line of their own, then each of PARTS whose text has
+    changed, a line each. What envsync names in `known` by its digest ("graph", and each
+    part's name) is not sent: the first line gives the digest alone. A part sent, or
+    not, is listed in the first line's "parts" ({name: [digest, sent]}), in line order."""
+    known = known or {}
     rest = dict(facts)
-    del rest["startup"]
-    return json.dumps(rest)[:-1] + ', "startup": ' + raw.text + "}"
+    lines: list[bytes] = []
+    parts: dict[str, list[Any]] = {}
+    for name in PARTS:
+        value = rest.pop(name, None)
+        if value is None:
+            rest[name] = None
+            continue
+        text = json.dumps(value, separators=(",", ":")).encode("utf-8")
+        digest = modules_digest(text)
+        sent = known.get(name) != digest
+        parts[name] = [digest, sent]
+        if sent:
+            lines.append(text + b"\n")
+    rest["parts"] = parts
+    raw = rest.pop("startup", None)
+    if not isinstance(raw, RawJSON):
+        rest["startup"] = raw
+        return b"".join([json.dumps(rest).encode("utf-8") + b"\n", *lines])
+    sent = raw.digest != known.get("graph")
+    head = raw.header[:-1] if raw.header.endswith("}") else "{"
+    comma = ", " if head != "{" else ""
+    # "modules": null in the header: they are on the next line, or already envsync's
+    startup = f'{head}{comma}"modules": null, "modules_digest": "{raw.digest}", "modules_sent": '
+    line = json.dumps(rest)[:-1] + ', "startup": ' + startup + ("true" if sent else "false") + "}}"
+    first = line.encode("utf-8") + b"\n" + (raw.modules + b"\n" if sent else b"")
+    return b"".join([first, *lines])
 
 
 def main(args: list[str], digest: str, cache: str | None) -> int:
     options = json.loads(args[0]) if args else {}
-    sys.stdout.write(dumps_facts(collect(options, cache, digest)))
-    sys.stdout.write("\n")
+    known = options.get("known")
+    out = dumps_facts(collect(options, cache, digest), known if isinstance(known, dict) else None)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(out)
+    sys.stdout.buffer.flush()
     return 0

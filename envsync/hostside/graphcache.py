@@ -5,6 +5,12 @@ graph is keyed by everything that shapes it (roots, sys.path, editable finders, 
 interpreter, this host side's digest), and valid while every source it read and every
 folder it searched has its size, mtime, ctime and inode unchanged. Nothing modified in
 the last seconds is cached (git's racy rule, as for file hashes).
+
+A graph is kept and sent in two parts: its header (every field but the modules) and its
+modules' JSON text, known by the digest of that text. envsync keeps the modules it was sent
+by their digest, and says which it holds ("known"): modules whose digest it names are not
+sent again (collect.py). A cache file holds three lines: the stamps, the header (with the
+digest), the modules.
 """
 
 from __future__ import annotations
@@ -30,14 +36,42 @@ if TYPE_CHECKING:
 
 
 class RawJSON:
-    """JSON text already encoded: spliced into the output as it is (a cached graph), and
-    the cache file it was read from (what later stages may key their own caches by)."""
+    """A graph as JSON text: its header (every field but the modules, with their digest),
+    its modules' text, and the cache file it was read from (what later stages may key their
+    own caches by; None: built on this run)."""
 
-    __slots__ = ("path", "text")
+    __slots__ = ("decoded", "digest", "header", "modules", "path")
 
-    def __init__(self, text: str, path: str | None = None) -> None:
-        self.text = text
+    def __init__(
+        self,
+        header: str,
+        modules: bytes,
+        path: str | None = None,
+        decoded: dict[str, Any] | None = None,
+    ) -> None:
+        self.header = header
+        self.modules = modules
+        self.digest = modules_digest(modules)
         self.path = path
+        self.decoded = decoded  # the graph it was encoded from, when built on this run
+
+    def whole(self) -> dict[str, Any]:
+        """The graph, decoded."""
+        if self.decoded is not None:
+            return self.decoded
+        graph: dict[str, Any] = json.loads(self.header)
+        graph["modules"] = json.loads(self.modules.decode("utf-8"))
+        return graph
+
+
+def modules_digest(text: bytes) -> str:
+    return hashlib.sha256(text).hexdigest()[:32]
+
+
+def encoded(graph: dict[str, Any], path: str | None = None) -> RawJSON:
+    header = {k: v for k, v in graph.items() if k != "modules"}
+    modules = json.dumps(graph.get("modules", {}), separators=(",", ":")).encode("utf-8")
+    return RawJSON(json.dumps(header, separators=(",", ":")), modules, path, graph)
 
 
 def file_stamp(path: str) -> Stamped:
@@ -77,20 +111,25 @@ def still_valid(path: str) -> RawJSON | None:
     try:
         with open(path, "rb") as f:
             stamps = json.loads(f.readline().decode("utf-8"))
-            if all(file_stamp(p) == known for p, known in stamps):
-                return RawJSON(f.read().decode("utf-8").strip(), path)
+            if not all(file_stamp(p) == known for p, known in stamps):
+                return None
+            header = f.readline().decode("utf-8").strip()
+            modules = f.readline().rstrip(b"\n")
     except (OSError, ValueError, TypeError):
         return None
-    return None
+    if not header or not modules:
+        return None
+    return RawJSON(header, modules, path)
 
 
 def cached_startup_graph(
     options: dict[str, Any], finder: ModuleFinder, base: str | None, digest: str
-) -> dict[str, Any] | RawJSON | None:
-    """startup_graph, or the cached graph as RawJSON while it is still valid."""
+) -> RawJSON | None:
+    """The startup graph (None: no roots), from the cache while it is still valid."""
     pattern = cache_path(base, "graph", digest)
     if not pattern or not options.get("roots"):
-        return startup_graph(options, finder, base, digest)
+        graph = startup_graph(options, finder, base, digest)
+        return None if graph is None else encoded(graph)
     path = pattern % graph_key(options, finder)
     valid = still_valid(path)
     if valid is not None:
@@ -104,8 +143,9 @@ def cached_startup_graph(
             extra.append(script_path(root, options))
     stamps = graph_stamps(graph, finder.searched, extra)
     now = time.time_ns()
+    fresh = encoded(graph)
     if all(s is None or not racy(s[1], now) for _, s in stamps):
-        cached = dict(graph, parsed=0, cached=graph["parsed"] + graph["cached"])
-        text = json.dumps(stamps, separators=(",", ":")) + "\n" + json.dumps(cached)
-        save_text(path, text)
-    return graph
+        kept = encoded(dict(graph, parsed=0, cached=graph["parsed"] + graph["cached"]))
+        text = json.dumps(stamps, separators=(",", ":")) + "\n" + kept.header + "\n"
+        save_text(path, text + kept.modules.decode("utf-8") + "\n")
+    return fresh

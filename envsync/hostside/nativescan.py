@@ -14,7 +14,6 @@ environment turns the layer off (for benchmarks).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -90,7 +89,6 @@ def planned_loads(
 ) -> Planned:
     """The loads of a startup, from the store while the graph and every file and folder
     they were read from are unchanged."""
-    text = getattr(graph, "text", None)
     source = getattr(graph, "path", None)
     # a cached graph is known by its cache file: rewritten whenever the graph changes
     key = f"{source}:{plain(stamp(source))}" if source else None
@@ -98,7 +96,7 @@ def planned_loads(
     record = kept.get(key) if key else None
     if record is not None and unchanged(record["observed"]):
         return list(record["loads"])
-    whole = json.loads(text) if text is not None else graph
+    whole = graph.whole() if hasattr(graph, "whole") else graph
     seen: dict[str, Any] = {}
     planner = Planner(whole.get("modules", {}), finder, torch, distributions, base, digest, seen)
     planner.run(list(whole.get("roots", [])))

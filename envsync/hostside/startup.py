@@ -20,6 +20,7 @@ from .caches import cache_path, load_cache, save_cache
 from .files import read_bytes
 from .finder import ModuleFinder
 from .mentions import Mentions
+from .parallel import Ahead, parse, workers
 from .roots import launch_roots, package_submodules, site_roots
 from .shared import RUNS
 
@@ -138,6 +139,8 @@ class GraphBuilder:
         self.parsed = 0
         self.cached = 0
         self.fresh = 0
+        self.ahead = Ahead(1)  # run() starts the workers
+        self.considered: set[str] = set()  # names parse_ahead looked at
 
     def pseudo(self, name: str, info: dict[str, Any]) -> None:
         """A module that is no module: a .pth file's import lines, read as one."""
@@ -188,10 +191,16 @@ class GraphBuilder:
             self.request(star, item, follow)
 
     def run(self) -> None:
-        while self.queue:
-            name = self.queue.pop(0)
-            if name not in self.modules:
-                self.read(name)
+        self.ahead = Ahead(workers())
+        try:
+            while self.queue:
+                if self.ahead.room():
+                    self.parse_ahead()
+                name = self.queue.pop(0)
+                if name not in self.modules:
+                    self.read(name)
+        finally:
+            self.ahead.close()
         # A module no finder of the files finds, under a package that installs an import
         # hook (sys.meta_path), may be served by that hook: never called missing.
         for name, info in self.modules.items():
@@ -199,6 +208,36 @@ class GraphBuilder:
                 name.startswith(package + ".") for package in self.hooked
             ):
                 self.modules[name] = {"kind": "provided"}
+
+    def parse_ahead(self) -> None:
+        """Hand the next files of the queue that are not in the cache to the workers."""
+        for name in self.queue:
+            if not self.ahead.room():
+                return
+            if name in self.modules or name in self.considered:
+                continue
+            self.considered.add(name)
+            found = self.finder.find(name)
+            if found is None or found[0] != "source" or found[1] is None:
+                continue
+            try:
+                data = read_bytes(found[1])
+            except OSError:
+                continue
+            key, as_main, runs = self.key(name, hashlib.sha256(data).hexdigest(), found[2])
+            if key not in self.cache:
+                self.ahead.submit(key, data, name, found[2] is not None, as_main, runs)
+
+    def key(self, name: str, digest: str, locations: object) -> tuple[str, bool, tuple[str, ...]]:
+        """The parsed-facts key of a module's file: relative imports resolve against the
+        module's own name, so it is part of the key, and so is how it runs (as __main__,
+        the functions startup calls in it)."""
+        as_main = name == self.main
+        runs = tuple(self.runs.get(name, ()))
+        key = f"{digest}:{name}:{int(locations is not None)}"
+        if as_main or runs:
+            key += f":{int(as_main)}:{','.join(runs)}"
+        return key, as_main, runs
 
     def read(self, name: str) -> None:
         """One module: found, its source's facts (parsed or cached), its edges followed."""
@@ -259,25 +298,18 @@ class GraphBuilder:
             return None
         digest = hashlib.sha256(data).hexdigest()
         info["sha256"] = digest
-        # Relative imports resolve against the module's own name: it is part of the key,
-        # and so is how it runs (as __main__, the functions startup calls in it).
-        as_main = name == self.main
-        runs = tuple(self.runs.get(name, ()))
-        key = f"{digest}:{name}:{int(is_package)}"
-        if as_main or runs:
-            key += f":{int(as_main)}:{','.join(runs)}"
+        key, as_main, runs = self.key(name, digest, True if is_package else None)
         facts: dict[str, Any] | None = self.cache.get(key)
         if facts is not None:
             self.cached += 1
             return facts
-        from .analyse import analyze_source  # ast: only when something is to be parsed
-
-        try:
-            facts = analyze_source(source_text(data), name, is_package, as_main, runs)
-        except (SyntaxError, ValueError, RecursionError) as e:
+        # ast: only when something is to be parsed (ahead, in a worker, or here)
+        status, value = self.ahead.take(key) or parse(data, name, is_package, as_main, runs)
+        if status != "ok":
             info["kind"] = "error"
-            info["error"] = f"cannot parse: {e}"
+            info["error"] = value
             return None
+        facts = value
         self.cache[key] = facts
         self.fresh += 1
         self.parsed += 1

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from envsync.classify.launched import Startup
 from envsync.classify.native import native_findings
-from envsync.classify.startup import Analysis, Startup
+from envsync.classify.startup import Analysis
 from envsync.codec import from_data
 from envsync.findings import Finding
 from envsync.model import (

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import sys
 
-from envsync.collect import ProbeOptions, parse_probe_output, probe_argv, probe_source
+import pytest
+
+from envsync.collect import ProbeOptions, parse_probe_output, probe_argv, probe_source, wire
 from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
 
@@ -29,10 +31,25 @@ def test_lazy_modules_decode_to_what_the_eager_decoder_gives() -> None:
     assert dict(lazy.modules) == dict(eager.modules)
 
 
-def test_a_module_that_does_not_decode_reads_as_unreadable() -> None:
-    data = json.loads(probe_output())
-    data["startup"]["modules"]["envsync.vocab"]["imports"] = "not a list"
-    lazy = parse_probe_output("here", json.dumps(data).encode(), lazy_graph=True).startup
+@pytest.mark.parametrize("form", ["two lines", "one document"])
+def test_a_module_that_does_not_decode_reads_as_unreadable(form: str) -> None:
+    head, text, *parts = probe_output().rstrip(b"\n").split(b"\n")
+    data, modules = json.loads(head), json.loads(text)
+    tail = b"".join(p + b"\n" for p in parts)  # the distributions, the native facts
+    modules["envsync.vocab"]["imports"] = "not a list"
+    if form == "two lines":  # as the probe sends it: the modules with their digest
+        text = json.dumps(modules).encode()
+        data["startup"]["modules_digest"] = wire.digest_of(text)
+        out = json.dumps(data).encode() + b"\n" + text + b"\n" + tail
+    else:
+        for extra in ("modules_digest", "modules_sent"):
+            del data["startup"][extra]
+        data["startup"]["modules"] = modules
+        listed = data.pop("parts")
+        for name, part in zip(listed, parts, strict=True):
+            data[name] = json.loads(part)
+        out = json.dumps(data).encode()
+    lazy = parse_probe_output("here", out, lazy_graph=True).startup
     assert lazy is not None
     broken = lazy.modules["envsync.vocab"]
     assert broken.kind == "error" and "envsync.vocab" in (broken.error or "")

@@ -1,0 +1,178 @@
+"""What envsync keeps of what hosts sent, so that nothing unchanged is sent twice.
+
+A host sends a startup graph's modules (most of a snapshot: megabytes), its distributions
+and its native facts each with the digest of their text. envsync keeps those texts in its
+own cache folder by digest, and notes which digests each request got; the next probe of
+the same request names them ("known"), and a host whose part has that digest answers with
+the digest alone (hostside/collect.py). A part is decoded once per process and shared by
+the snapshots that have it (a fleet's hosts mostly do).
+
+Nothing kept is trusted without its digest: a copy is read back and checked before a
+snapshot uses it, and one that is missing, damaged or replaced makes the probe run again,
+asking for everything (`Stale`). The digest is of the content, so a host that lost its
+cache and built the same graph again still matches, and hosts with one graph share one
+copy. Best effort, like the host's caches: where nothing can be written, nothing is kept.
+
+    $XDG_CACHE_HOME/envsync/received/   (default ~/.cache/envsync/received)
+        modules-DIGEST.json             a graph's modules as a host sent them
+        distributions-DIGEST.json       the distributions (and native-DIGEST.json: the
+                                        native facts) as a host sent them
+        known-REQUEST                   the digests the last answer to a request had
+        verdict-KEY.json                a report (envsync/verdicts.py)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from envsync.hostside.shared import temp_name
+
+T = TypeVar("T")
+KEEP = 64  # copies of modules kept (the newest); verdicts likewise
+_MEMO: OrderedDict[str, bytes] = OrderedDict()  # digest -> text, checked (a fleet's hosts
+_MEMO_SIZE = 4  # mostly share one graph: read and checked once per process)
+_DECODED: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (part, digest) -> value
+_DECODED_SIZE = 32
+_LOCK = threading.Lock()
+
+
+class Stale(Exception):
+    """A host said its graph is the one envsync holds, and envsync does not hold it."""
+
+
+def folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "envsync" / "received"
+
+
+def digest_of(text: bytes) -> str:
+    """As the host side computes it (hostside/graphcache.modules_digest)."""
+    return hashlib.sha256(text).hexdigest()[:32]
+
+
+def request_key(argv: list[str]) -> str:
+    """A request: the probe's command without what envsync holds (the host's interpreter,
+    the options, the host side's digest). Only a hint: an answer is taken by its digest."""
+    return hashlib.sha256(json.dumps(argv).encode()).hexdigest()[:24]
+
+
+def known(request: str) -> dict[str, str]:
+    """The digests of the parts the last answer to `request` had ("graph": its modules;
+    "distributions", "native"), those of which envsync holds a copy."""
+    try:
+        data = json.loads((folder() / f"known-{request}").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        name: digest
+        for name, digest in data.items()
+        if isinstance(name, str)
+        and isinstance(digest, str)
+        and len(digest) == 32
+        and (folder() / f"{_kind(name)}-{digest}.json").is_file()
+    }
+
+
+def _kind(name: str) -> str:
+    return "modules" if name == "graph" else name
+
+
+def keep(request: str, digests: dict[str, str], texts: dict[str, bytes]) -> None:
+    """Keep the parts a host sent (`texts`: their digests already checked) and what the
+    answer named (`digests`: every part, sent or not)."""
+    with _LOCK:
+        for name, text in texts.items():
+            _remember(digests[name], text)
+    where = folder()
+    try:
+        for name, text in texts.items():
+            path = where / f"{_kind(name)}-{digests[name]}.json"
+            if not path.is_file():
+                write(path, text)
+                prune(where, f"{_kind(name)}-")
+        write(where / f"known-{request}", json.dumps(digests).encode())
+    except OSError:
+        return
+
+
+def load(digest: str, name: str = "graph") -> bytes:
+    """The kept text of part `name` with `digest`, checked; Stale when there is no good
+    copy."""
+    with _LOCK:
+        if digest in _MEMO:
+            _MEMO.move_to_end(digest)
+            return _MEMO[digest]
+    path = folder() / f"{_kind(name)}-{digest}.json"
+    try:
+        text = path.read_bytes()
+    except OSError as e:
+        raise Stale(f"no copy of the {name} {digest}") from e
+    if digest_of(text) != digest:
+        with contextlib.suppress(OSError):  # sent again, and kept anew
+            path.unlink()
+        raise Stale(f"the copy of the {name} {digest} is damaged")
+    with _LOCK:
+        _remember(digest, text)
+    return text
+
+
+def decoded(name: str, digest: str, make: Callable[[], T]) -> T:
+    """A part decoded once per process (hosts of one fleet mostly share their parts)."""
+    with _LOCK:
+        found = _DECODED.get((name, digest))
+        if found is not None:
+            _DECODED.move_to_end((name, digest))
+            return found  # type: ignore[no-any-return]
+    value = make()
+    with _LOCK:
+        _DECODED[(name, digest)] = value
+        while len(_DECODED) > _DECODED_SIZE:
+            _DECODED.popitem(last=False)
+    return value
+
+
+def forget(request: str) -> None:
+    try:
+        (folder() / f"known-{request}").unlink()
+    except OSError:
+        return
+
+
+def _remember(digest: str, text: bytes) -> None:
+    _MEMO[digest] = text
+    _MEMO.move_to_end(digest)
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+
+
+def write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(temp_name(f"{path}.{threading.get_ident()}"))  # threads of one process too
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def prune(where: Path, prefix: str) -> None:
+    """Keep the newest KEEP files of a kind."""
+    found = []
+    for entry in os.scandir(where):
+        if entry.name.startswith(prefix):
+            try:
+                found.append((entry.stat().st_mtime_ns, entry.path))
+            except OSError:
+                continue
+    for _, path in sorted(found)[:-KEEP]:
+        try:
+            os.unlink(path)
+        except OSError:
+            continue

@@ -1,0 +1,99 @@
+"""A cold startup graph parsed on the host's cores.
+
+The graph is walked in one process, as before (startup.py); the files the walk will read
+next are parsed ahead by worker processes, forked from the probe (the host side is in
+memory: nothing is imported or sent again), and their facts are taken when the walk
+reaches them. The facts are what a serial parse gives: a pure function of the file's
+text, its module name and how it runs. Where a pool cannot start (no fork, no /dev/shm for
+its locks) or a worker dies, the walk parses on its own. ENVSYNC_PARSE_JOBS caps the
+workers (1: none); only a cold graph (files not in the parsed-facts cache) starts any.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+    from typing import Any, Tuple
+
+    Parsed = Tuple[str, Any]  # ("ok", facts) | ("error", why)
+
+AHEAD_PER_WORKER = 8  # files submitted ahead of the walk, per worker
+
+
+def workers() -> int:
+    """How many processes parse: the cores this process may run on (at most 32)."""
+    given = os.environ.get("ENVSYNC_PARSE_JOBS")
+    if given:
+        try:
+            return max(1, int(given))
+        except ValueError:
+            return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return min(cores, 32)
+
+
+def parse(data: bytes, name: str, is_package: bool, as_main: bool, runs: tuple[str, ...]) -> Parsed:
+    """One file's facts, as GraphBuilder.facts makes them (in a worker, or here)."""
+    from .analyse import analyze_source
+    from .startup import source_text
+
+    try:
+        return ("ok", analyze_source(source_text(data), name, is_package, as_main, runs))
+    except (SyntaxError, ValueError, RecursionError) as e:
+        return ("error", f"cannot parse: {e}")
+
+
+class Ahead:
+    """Files parsed ahead of the walk, by their parsed-facts key."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self.pool: ProcessPoolExecutor | None = None
+        self.pending: dict[str, Future[Parsed]] = {}
+        self.broken = jobs < 2
+        self.submitted = 0
+
+    def room(self) -> bool:
+        return not self.broken and len(self.pending) < self.jobs * AHEAD_PER_WORKER
+
+    def submit(
+        self, key: str, data: bytes, name: str, is_package: bool, as_main: bool, runs: Any
+    ) -> None:
+        if self.broken or key in self.pending:
+            return
+        try:
+            if self.pool is None:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                context = multiprocessing.get_context("fork")
+                self.pool = ProcessPoolExecutor(self.jobs, mp_context=context)
+            self.pending[key] = self.pool.submit(parse, data, name, is_package, as_main, runs)
+            self.submitted += 1
+        except Exception:  # no fork, no semaphores (/dev/shm), a pool that broke
+            self.broken = True
+
+    def take(self, key: str) -> Parsed | None:
+        """The facts parsed ahead for `key` (None: not submitted, or lost: parse here)."""
+        job = self.pending.pop(key, None)
+        if job is None:
+            return None
+        try:
+            return job.result()
+        except Exception:  # a worker died (BrokenProcessPool): the rest is parsed here
+            self.broken = True
+            return None
+
+    def close(self) -> None:
+        for job in self.pending.values():
+            job.cancel()
+        self.pending.clear()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None

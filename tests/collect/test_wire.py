@@ -1,0 +1,241 @@
+"""Nothing unchanged crosses the wire twice: a startup graph's modules are sent once, kept
+by envsync by their digest, and named on the next probe; the host then sends the digest
+alone. What envsync keeps is never trusted without it: a copy lost, damaged or replaced
+while the probe runs makes the probe run again for everything, never a stale answer.
+
+A real venv with a small service package; the probe runs for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from envsync.collect import ProbeOptions, collect, parse_probe_output, wire
+from envsync.errors import CollectError
+from envsync.inventory import HostSpec
+from envsync.model import StartupGraph
+from envsync.runner import CommandResult
+from envsync.runner.local import LocalRunner
+from tests.helpers import make_venv, site_packages
+
+OLD = 1_600_000_000_000_000_000
+OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
+
+
+class Recording:
+    """A real local runner that keeps each probe's output (and may act while it runs)."""
+
+    def __init__(self, during: Callable[[], None] | None = None) -> None:
+        self.runner = LocalRunner("t")
+        self.outputs: list[bytes] = []
+        self.during = during
+
+    def run(self, argv: list[str], *, input: bytes | None = None, timeout: float) -> CommandResult:
+        result = self.runner.run(argv, input=input, timeout=timeout)
+        if self.during is not None:
+            self.during()
+            self.during = None
+        self.outputs.append(result.stdout)
+        return result
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    python = make_venv(tmp_path / "venv")
+    pkg = site_packages(python) / "svc"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "main.py").write_text("import svc.util\nimport json\n")
+    (pkg / "util.py").write_text("import alpha\n")
+    for path in [pkg, *pkg.rglob("*"), pkg.parent]:
+        os.utime(path, ns=(OLD, OLD))
+    return python
+
+
+def _collect(python: Path, runner: Recording) -> StartupGraph:
+    graph = collect(HostSpec(name="t", python=str(python)), runner, OPTIONS).startup  # type: ignore[arg-type]
+    assert graph is not None
+    return graph
+
+
+def _sent(output: bytes) -> bool:
+    head = json.loads(output.partition(b"\n")[0])
+    return bool(head["startup"]["modules_sent"])
+
+
+def _parts(output: bytes) -> dict[str, bool]:
+    head = json.loads(output.partition(b"\n")[0])
+    return {name: sent for name, (_, sent) in head["parts"].items()}
+
+
+def _copies(kind: str = "modules") -> list[Path]:
+    return sorted(wire.folder().glob(f"{kind}-*.json"))
+
+
+def test_unchanged_modules_cross_the_wire_once(venv: Path) -> None:
+    runner = Recording()
+    first = _collect(venv, runner)
+    second = _collect(venv, runner)
+    third = _collect(venv, runner)
+    assert [_sent(o) for o in runner.outputs] == [True, False, False]
+    # the document, the modules, the distributions, the native facts; then the document
+    assert [o.count(b"\n") for o in runner.outputs] == [4, 1, 1]
+    assert [_parts(o) for o in runner.outputs] == [
+        {"distributions": True, "native": True},
+        {"distributions": False, "native": False},
+        {"distributions": False, "native": False},
+    ]
+    assert b'"svc.util"' in runner.outputs[0] and b'"svc.util"' not in runner.outputs[1]
+    assert dict(second.modules) == dict(first.modules) == dict(third.modules)
+    assert second.modules.digest == first.modules.digest  # type: ignore[attr-defined]
+    assert [p.name for p in _copies()] == [f"modules-{first.modules.digest}.json"]  # type: ignore[attr-defined]
+
+
+def test_a_part_that_changed_is_sent_alone(venv: Path) -> None:
+    """A distribution installed: the distributions are sent again, the graph is not (the
+    folder changed, so the host read the graph again, and it is the same)."""
+    runner = Recording()
+    spec = HostSpec(name="t", python=str(venv))
+    first = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    info = site_packages(venv) / "beta-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: beta\nVersion: 1.0\n")
+    (info / "RECORD").write_text("beta-1.0.dist-info/METADATA,,\n")
+    second = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    assert _parts(runner.outputs[1])["distributions"] is True
+    assert _sent(runner.outputs[1]) is False
+    assert {d.name for d in second.distributions} - {d.name for d in first.distributions} == {
+        "beta"
+    }
+
+
+def test_a_part_is_decoded_once_per_process(venv: Path) -> None:
+    """Hosts with one environment share their decoded parts (a fleet's do, mostly)."""
+    runner = Recording()
+    spec = HostSpec(name="t", python=str(venv))
+    snaps = [collect(spec, runner, OPTIONS) for _ in range(3)]  # type: ignore[arg-type]
+    assert snaps[1].distributions is snaps[2].distributions
+    assert snaps[1].distributions == snaps[0].distributions
+
+
+def test_a_changed_graph_is_sent_whole(venv: Path) -> None:
+    runner = Recording()
+    _collect(venv, runner)
+    util = site_packages(venv) / "svc" / "util.py"
+    util.write_text("import gamma\n")
+    os.utime(util, ns=(OLD, OLD))
+    graph = _collect(venv, runner)
+    assert [_sent(o) for o in runner.outputs] == [True, True]
+    assert [e.module for e in graph.modules["svc.util"].imports] == ["gamma"]
+    assert len(_copies()) == 2
+
+
+def test_a_host_that_lost_its_cache_builds_the_same_graph_and_is_not_resent(venv: Path) -> None:
+    runner = Recording()
+    first = _collect(venv, runner)
+    for cached in (Path.home() / ".cache" / "envsync").glob("graph-*.json"):
+        cached.unlink()
+    second = _collect(venv, runner)
+    assert second.parsed == 0 and second.cached == 3  # built again from the parsed facts
+    assert [_sent(o) for o in runner.outputs] == [True, False]  # the same digest
+    assert dict(second.modules) == dict(first.modules)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "other graph", "removed"])
+def test_a_damaged_or_lost_copy_is_never_used(venv: Path, damage: str) -> None:
+    runner = Recording()
+    truth = dict(_collect(venv, runner).modules)
+    (copy,) = _copies()
+    wire._MEMO.clear()  # another envsync process: nothing of this one's memory
+    if damage == "garbage":
+        copy.write_bytes(b"{}")
+    elif damage == "truncated":
+        copy.write_bytes(copy.read_bytes()[:-10])
+    elif damage == "other graph":
+        copy.write_bytes(json.dumps({"svc.main": {"kind": "missing"}}).encode())
+    else:
+        copy.unlink()
+    again = _collect(venv, runner)
+    assert dict(again.modules) == truth
+    # a copy gone is known before the probe (not named); a damaged one after it (run again)
+    assert [_sent(o) for o in runner.outputs] == (
+        [True, True] if damage == "removed" else [True, False, True]
+    )
+    assert [p.name for p in _copies()] == [copy.name]
+    assert dict(_collect(venv, runner).modules) == truth
+    assert _sent(runner.outputs[-1]) is False  # kept anew, and named again
+
+
+@pytest.mark.parametrize("kind", ["distributions", "native"])
+def test_a_damaged_part_is_never_used(venv: Path, kind: str) -> None:
+    runner = Recording()
+    spec = HostSpec(name="t", python=str(venv))
+    truth = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    (copy,) = _copies(kind)
+    wire._MEMO.clear()  # another envsync process
+    wire._DECODED.clear()
+    copy.write_bytes(b"[1]" if kind == "distributions" else b"{}")  # JSON, not the digest's
+    again = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    assert getattr(again, kind) == getattr(truth, kind)
+    assert [_parts(o)[kind] for o in runner.outputs] == [True, False, True]
+
+
+def test_a_copy_removed_while_the_probe_runs_is_asked_for_again(venv: Path) -> None:
+    truth = dict(_collect(venv, Recording()).modules)
+    wire._MEMO.clear()  # another envsync process: nothing of this one's memory
+    (copy,) = _copies()
+    runner = Recording(during=copy.unlink)
+    assert dict(_collect(venv, runner).modules) == truth
+    assert [_sent(o) for o in runner.outputs] == [False, True]
+
+
+def test_no_cache_names_nothing_and_keeps_nothing(venv: Path) -> None:
+    from dataclasses import replace
+
+    runner = Recording()
+    spec = HostSpec(name="t", python=str(venv))
+    for _ in range(2):
+        collect(spec, runner, replace(OPTIONS, cache_dir=""))  # type: ignore[arg-type]
+    assert [_sent(o) for o in runner.outputs] == [True, True]
+    assert not _copies()
+
+
+def test_a_host_claiming_a_graph_envsync_never_held_is_refused() -> None:
+    head = {
+        "host": "h",
+        "schema_version": 1,
+        "source": "probe",
+        "startup": {
+            "roots": ["svc.main"],
+            "internal": ["svc"],
+            "modules": None,
+            "modules_digest": "0" * 32,
+            "modules_sent": False,
+        },
+    }
+    with pytest.raises(wire.Stale):
+        parse_probe_output("h", json.dumps(head).encode() + b"\n")
+
+
+def test_modules_that_do_not_match_their_digest_are_refused() -> None:
+    text = json.dumps({"svc.main": {"kind": "missing"}}).encode()
+    head = {
+        "host": "h",
+        "schema_version": 1,
+        "source": "probe",
+        "startup": {
+            "roots": ["svc.main"],
+            "internal": ["svc"],
+            "modules": None,
+            "modules_digest": wire.digest_of(text + b" "),
+            "modules_sent": True,
+        },
+    }
+    with pytest.raises(CollectError, match="startup graph's modules do not match their digest"):
+        parse_probe_output("h", json.dumps(head).encode() + b"\n" + text + b"\n")
+    assert not _copies()

@@ -1,0 +1,94 @@
+"""A cold startup graph parsed on several cores is the graph one core parses.
+
+The real startup of envsync's own CLI, read from this checkout's venv (rich, packaging,
+deepdiff, fabric, paramiko and the rest: hundreds of third-party modules), with no cache,
+by one process and by worker processes; then with a worker that dies on one module, and
+with no way to fork: the walk parses those itself, and the graph is still the same.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import pytest
+
+from envsync.hostside import parallel
+from envsync.hostside.finder import ModuleFinder
+from envsync.hostside.startup import startup_graph
+
+OPTIONS = {"roots": ["envsync.cli"], "internal": ["envsync"]}
+
+
+def _graph(monkeypatch: pytest.MonkeyPatch, jobs: int) -> dict[str, Any]:
+    monkeypatch.setenv("ENVSYNC_PARSE_JOBS", str(jobs))
+    paths = [p for p in sys.path if p]
+    graph = startup_graph(OPTIONS, ModuleFinder(paths), None, "parallel-test")
+    assert graph is not None
+    return graph
+
+
+@pytest.fixture(scope="module")
+def serial() -> dict[str, Any]:
+    with pytest.MonkeyPatch.context() as m:
+        return _graph(m, 1)
+
+
+def test_the_workers_give_the_graph_one_process_gives(
+    serial: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    submitted: list[int] = []
+    real = parallel.Ahead.close
+
+    def close(self: parallel.Ahead) -> None:
+        submitted.append(self.submitted)
+        real(self)
+
+    monkeypatch.setattr(parallel.Ahead, "close", close)
+    graph = _graph(monkeypatch, 4)
+    assert len(serial["modules"]) > 300
+    assert graph["modules"] == serial["modules"]
+    assert graph["parsed"] == serial["parsed"] > 300
+    assert submitted and submitted[0] > graph["parsed"] // 2  # most were parsed ahead
+
+
+def test_a_worker_that_dies_leaves_the_rest_to_the_walk(
+    serial: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = parallel.parse
+
+    def dies_on_one(*args: Any) -> Any:
+        if args[1] == "rich.console" and os.getpid() != parent:
+            os._exit(9)  # a worker killed (out of memory, say)
+        return real(*args)
+
+    parent = os.getpid()
+    monkeypatch.setattr(parallel, "parse", dies_on_one)
+    broken: list[bool] = []
+    close = parallel.Ahead.close
+    monkeypatch.setattr(
+        parallel.Ahead, "close", lambda self: (broken.append(self.broken), close(self))[1]
+    )
+    assert _graph(monkeypatch, 2)["modules"] == serial["modules"]
+    assert broken == [True]
+
+
+def test_without_fork_the_walk_parses_alone(
+    serial: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import multiprocessing
+
+    def no_fork(method: str | None = None) -> Any:
+        raise ValueError(f"cannot find context for {method!r}")
+
+    monkeypatch.setattr(multiprocessing, "get_context", no_fork)
+    assert _graph(monkeypatch, 4)["modules"] == serial["modules"]
+
+
+@pytest.mark.parametrize("given, expected", [("1", 1), ("3", 3), ("x", 1), ("0", 1)])
+def test_the_number_of_workers_can_be_capped(
+    given: str, expected: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVSYNC_PARSE_JOBS", given)
+    assert parallel.workers() == expected

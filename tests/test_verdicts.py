@@ -1,0 +1,228 @@
+"""A verdict is computed once per input: the same (reference, target, startup, providers,
+envsync's code) give the kept report; any change of any of them computes it again; a kept
+report that does not read back is computed again; import checks are never kept.
+
+The unit tests key real recorded snapshots (tests/data/snapshots); the last test runs the
+built-in example twice through the CLI, with the classifier counted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from envsync import verdicts
+from envsync.classify import Startup, classify
+from envsync.classify.rules import load_packs
+from envsync.codec import from_data
+from envsync.collect import LazyModules, wire
+from envsync.diff import differences
+from envsync.findings import Report
+from envsync.model import Snapshot, StartupGraph
+from tests.helpers import REPO
+from tests.helpers import run_cli as run
+
+SNAPSHOTS = Path(__file__).resolve().parent / "data" / "snapshots"
+
+
+def _snap(name: str) -> Snapshot:
+    return from_data(Snapshot, json.loads((SNAPSHOTS / f"{name}.json").read_text()), name)
+
+
+def _graph(digest: str, *missing: str) -> StartupGraph:
+    raw = {m: {"kind": "missing"} for m in missing}
+    modules = LazyModules(raw, "t", digest=digest)
+    return StartupGraph(roots=("sglang.launch_server",), internal=("sglang",), modules=modules)
+
+
+REFERENCE = _snap("ct129")
+TARGET = replace(
+    REFERENCE,
+    host="ct200",
+    distributions=tuple(
+        replace(d, version="0.1.10") if d.name == "xgrammar" else d for d in REFERENCE.distributions
+    ),
+    startup=_graph("a" * 32),
+)
+STARTUP = Startup(
+    entrypoint="sglang.launch_server",
+    command=("python", "-m", "sglang.launch_server", "--model-path", "/m"),
+    packs=load_packs(()),
+)
+
+
+class Counted:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, *inputs: object) -> Report:
+        self.calls += 1
+        ref, tgt, run_ = inputs[0], inputs[1], inputs[2]
+        return classify(ref, tgt, differences(ref, tgt), run_)  # type: ignore[arg-type]
+
+
+def _once(counted: Counted, *inputs: object) -> Report:
+    return verdicts.once(inputs, lambda: counted(*inputs))
+
+
+def test_the_same_inputs_give_the_kept_report() -> None:
+    counted = Counted()
+    first = _once(counted, REFERENCE, TARGET, STARTUP, {})
+    second = _once(counted, REFERENCE, TARGET, STARTUP, {})
+    assert counted.calls == 1
+    assert second == first and second.findings
+    assert "xgrammar" in {f.subject for f in second.findings}
+    # what is kept is what was computed, read back
+    (kept,) = wire.folder().glob("verdict-*.json")
+    assert from_data(Report, json.loads(kept.read_text()), "kept") == first
+
+
+# Each input changed on its own: another key, computed again.
+CHANGES = {
+    "reference version": lambda r, t, s, p: (
+        replace(
+            r,
+            distributions=tuple(
+                replace(d, version="9.9") if d.name == "soundfile" else d for d in r.distributions
+            ),
+        ),
+        t,
+        s,
+        p,
+    ),
+    "target graph": lambda r, t, s, p: (r, replace(t, startup=_graph("b" * 32, "vllm")), s, p),
+    "target host": lambda r, t, s, p: (r, replace(t, host="ct201"), s, p),
+    "service flags": lambda r, t, s, p: (
+        r,
+        t,
+        replace(s, command=(*s.command, "--grammar-backend", "none")),
+        p,
+    ),
+    "entrypoint": lambda r, t, s, p: (r, t, replace(s, entrypoint="sglang.srt.server"), p),
+    "rule packs": lambda r, t, s, p: (r, t, replace(s, packs=s.packs[:-1]), p),
+    "providers": lambda r, t, s, p: (r, t, s, {"libfoo.so.1": "/lib/libfoo.so.1"}),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_any_input_changed_computes_it_again(change: str) -> None:
+    counted = Counted()
+    inputs = (REFERENCE, TARGET, STARTUP, {})
+    _once(counted, *inputs)
+    changed = CHANGES[change](*inputs)
+    assert changed != inputs
+    _once(counted, *changed)
+    assert counted.calls == 2
+    _once(counted, *inputs)  # the first is kept still
+    assert counted.calls == 2
+
+
+def test_when_it_was_collected_does_not_count() -> None:
+    counted = Counted()
+    _once(counted, REFERENCE, TARGET, STARTUP, {})
+    later = replace(TARGET, collected_at="2031-01-01T00:00:00Z", duration_s=9.5)
+    _once(counted, REFERENCE, later, STARTUP, {})
+    assert counted.calls == 1
+
+
+def test_another_envsync_code_computes_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    counted = Counted()
+    _once(counted, REFERENCE, TARGET, STARTUP, {})
+    monkeypatch.setattr(verdicts, "code_key", lambda: "another envsync")
+    _once(counted, REFERENCE, TARGET, STARTUP, {})
+    assert counted.calls == 2
+
+
+def test_the_code_key_follows_the_source_files(tmp_path: Path) -> None:
+    import os
+
+    code = tmp_path / "envsync"
+    (code / "classify").mkdir(parents=True)
+    (code / "classify" / "graph.py").write_text("X = 1\n")
+    (code / "rules.toml").write_text("")
+    keys = [verdicts.files_key(code)]
+    (code / "classify" / "graph.py").write_text("X = 2\n")  # same size, another time
+    os.utime(code / "classify" / "graph.py", ns=(1, 2))
+    keys.append(verdicts.files_key(code))
+    (code / "classify" / "new.py").write_text("")
+    keys.append(verdicts.files_key(code))
+    (code / "rules.toml").write_text("[x]\n")
+    keys.append(verdicts.files_key(code))
+    (code / "__pycache__").mkdir()
+    (code / "__pycache__" / "graph.cpython-311.pyc").write_bytes(b"\0")
+    keys.append(verdicts.files_key(code))
+    assert len(set(keys)) == 4 and keys[-1] == keys[-2]  # bytecode does not count
+    assert verdicts.code_key() == verdicts.files_key(Path(verdicts.__file__).parent)
+
+
+@pytest.mark.parametrize("damage", [b"", b"{", b'{"findings": 3}', b"[]"])
+def test_a_kept_report_that_does_not_read_back_is_computed_again(damage: bytes) -> None:
+    counted = Counted()
+    first = _once(counted, REFERENCE, TARGET, STARTUP, {})
+    (kept,) = wire.folder().glob("verdict-*.json")
+    kept.write_bytes(damage)
+    assert _once(counted, REFERENCE, TARGET, STARTUP, {}) == first
+    assert counted.calls == 2
+    assert from_data(Report, json.loads(kept.read_text()), "kept") == first
+
+
+def test_a_graph_without_a_digest_is_never_kept() -> None:
+    counted = Counted()
+    graph = _graph("c" * 32, "vllm")
+    bare = replace(TARGET, startup=replace(graph, modules=dict(graph.modules)))
+    assert verdicts.key(REFERENCE, bare, STARTUP, {}) is None
+    for _ in range(2):
+        _once(counted, REFERENCE, bare, STARTUP, {})
+    assert counted.calls == 2
+    assert not list(wire.folder().glob("verdict-*.json"))
+
+
+def test_the_example_diff_is_classified_once_and_the_same(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    example_hosts: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The built-in example, diffed three times: the classifier runs on the first only,
+    the reports are equal; --no-cache computes it again and agrees; a flag that changes
+    the startup (--grammar-backend none) is another verdict."""
+    import envsync.compare
+
+    calls: list[int] = []
+    real = envsync.compare.classify
+
+    def counted(*args: object, **kwargs: object) -> Report:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(envsync.compare, "classify", counted)
+    text = (REPO / "examples" / "envsync.toml").read_text()
+    inv = tmp_path / "envsync.toml"
+    inv.write_text(
+        text.replace('".hosts/', f'"{example_hosts}/').replace(
+            "{inventory_dir}", str(REPO / "examples")
+        )
+    )
+    reports = []
+    for extra in ((), (), ("--no-cache",)):
+        code, out, err = run(
+            capsys, "--inventory", str(inv), "-q", "diff", *extra, "--format", "json"
+        )
+        assert code == 1, err
+        reports.append(json.loads(out)["findings"])
+    assert len(calls) == 2  # the first run and --no-cache
+    assert reports[0] == reports[1] == reports[2]
+    assert {f["subject"]: f["severity"] for f in reports[0]}["xgrammar"] == "fatal"
+    flagged = text.replace('"DFLASH"]', '"DFLASH", "--grammar-backend", "none"]')
+    inv.write_text(
+        flagged.replace('".hosts/', f'"{example_hosts}/').replace(
+            "{inventory_dir}", str(REPO / "examples")
+        )
+    )
+    code, out, err = run(capsys, "--inventory", str(inv), "-q", "diff", "--format", "json")
+    assert len(calls) == 3
+    severities = {f["subject"]: f["severity"] for f in json.loads(out)["findings"]}
+    assert severities.get("xgrammar") != "fatal"
