@@ -167,6 +167,9 @@ def envsync_checks(facts: dict[str, Any]) -> dict[str, Any]:
         return {"unavailable": f"the envsync side cannot run here: {type(e).__name__}: {e}"}
     data = dict(facts)
     data.pop("scan_s", None)
+    graph = data.get("startup")
+    if hasattr(graph, "whole"):  # the probe's graph as it is sent (JSON text): decoded
+        data["startup"] = graph.whole()
     snap = from_data(Snapshot, data, "gpu")
     torch = snap.torch if isinstance(snap.torch, Torch) else None
     return {

@@ -113,7 +113,11 @@ def test_a_host_whose_home_is_read_only_still_works(venv: Path) -> None:
     from envsync.runner import make_runner
 
     snap = collect(host, make_runner(host), OPTIONS)
-    assert not (Path.home() / ".cache").exists()
+    # the host wrote nothing; envsync (here, the same home) kept only what it was sent
+    from envsync.collect import wire
+
+    written = [p for p in (Path.home() / ".cache").rglob("*") if p.is_file()]
+    assert written and all(p.parent == wire.folder() for p in written), written
     assert snap.startup is not None and snap.startup.parsed == 1  # no cache could be kept
     read_only = comparable(json.loads(dumps_snapshot(snap)))
     for key in ("parsed", "cached"):
@@ -156,7 +160,7 @@ def test_the_current_directory_does_not_shadow_the_stdlib(venv: Path, tmp_path: 
     (tmp_path / "zlib.py").write_text("raise SystemExit('the zlib.py of the current folder')\n")
     out = run_boot(venv, protocol.COLLECT, ["{}"], shipping.host_input(), tmp_path)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["source"] == "probe"
+    assert json.loads(out.stdout.partition(b"\n")[0])["source"] == "probe"  # the document line
 
 
 def test_a_damaged_bundle_is_one_line(venv: Path, tmp_path: Path) -> None:
