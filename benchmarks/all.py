@@ -324,8 +324,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.simulate:
         return _simulate(args.simulate, args.jobs, args.latency)
+    # the example as the quick start builds it: the hosts see the runtime (torch,
+    # transformers), so that SGLang's startup graph is the one users diff
+    runtime = HOSTS / "runtime"
     subprocess.run(
-        [sys.executable, str(REPO / "examples" / "build_hosts.py")],
+        [sys.executable, str(REPO / "examples" / "build_hosts.py"), "--runtime", str(runtime)],
         check=True,
         stdout=subprocess.DEVNULL,
     )
