@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import subprocess
 import sys
 import venv
@@ -95,6 +96,23 @@ def pip_install(python: Path, *wheels: Path) -> None:
         check=True,
         capture_output=True,
     )
+
+
+OLD_NS = 1_600_000_000_000_000_000  # a time the host's caches keep (not the last seconds)
+
+
+def service_venv(root: Path) -> Path:
+    """A real venv at `root` with a small service package (svc.main imports svc.util, which
+    imports alpha: missing), its files dated back so that the host's caches may hold them."""
+    python = make_venv(root)
+    pkg = site_packages(python) / "svc"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "main.py").write_text("import svc.util\nimport json\n")
+    (pkg / "util.py").write_text("import alpha\n")
+    for path in [pkg, *pkg.rglob("*"), pkg.parent]:
+        os.utime(path, ns=(OLD_NS, OLD_NS))
+    return python
 
 
 def site_packages(python: Path) -> Path:

@@ -13,6 +13,7 @@ from envsync.collect import wire
 from envsync.documents import NESTED, too_large
 from envsync.errors import CollectError, CommandNotFound, DecodeError
 from envsync.hostside import protocol
+from envsync.hostside.shared import text_digest
 from envsync.inventory import HostSpec
 from envsync.model import ModuleFacts, Snapshot
 from envsync.runner import CommandResult, Runner
@@ -212,7 +213,7 @@ def _part(
     if not sent:
         return wire.load(digest, name)
     text = lines.pop(0) if lines else b""
-    if wire.digest_of(text) != digest:
+    if text_digest(text) != digest:
         raise CollectError(
             f"{host}: the probe's {_LABELS[name]} do not match their digest (output cut short?)"
         )

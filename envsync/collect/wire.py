@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from envsync.hostside.shared import temp_name
+from envsync.hostside.shared import temp_name, text_digest
 
 T = TypeVar("T")
 KEEP = 64  # copies of modules kept (the newest); verdicts likewise
@@ -51,11 +51,6 @@ class Stale(Exception):
 def folder() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "envsync" / "received"
-
-
-def digest_of(text: bytes) -> str:
-    """As the host side computes it (hostside/graphcache.modules_digest)."""
-    return hashlib.sha256(text).hexdigest()[:32]
 
 
 def request_key(argv: list[str]) -> str:
@@ -117,7 +112,7 @@ def load(digest: str, name: str = "graph") -> bytes:
         text = path.read_bytes()
     except OSError as e:
         raise Stale(f"no copy of the {name} {digest}") from e
-    if digest_of(text) != digest:
+    if text_digest(text) != digest:
         with contextlib.suppress(OSError):  # sent again, and kept anew
             path.unlink()
         raise Stale(f"the copy of the {name} {digest} is damaged")

@@ -20,13 +20,13 @@ from .caches import cache_path, load_cache, save_cache
 from .dists import scan_distributions
 from .editable import editable_mapping
 from .finder import ModuleFinder
-from .graphcache import RawJSON, cached_startup_graph, modules_digest
+from .graphcache import RawJSON, cached_startup_graph
 from .interpreter import interpreter_facts
 from .machine import env_facts, gpu_facts, installer_facts, system_facts, torch_facts
 from .model import served_model
 from .nativescan import native_facts
 from .nccl import nccl_facts
-from .shared import normalize
+from .shared import normalize, text_digest
 from .state import service_state
 
 TYPE_CHECKING = False
@@ -93,7 +93,7 @@ def dumps_facts(facts: dict[str, Any], known: dict[str, Any] | None = None) -> b
             rest[name] = None
             continue
         text = json.dumps(value, separators=(",", ":")).encode("utf-8")
-        digest = modules_digest(text)
+        digest = text_digest(text)
         sent = known.get(name) != digest
         parts[name] = [digest, sent]
         if sent:

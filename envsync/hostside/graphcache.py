@@ -23,7 +23,7 @@ import time
 
 from .caches import cache_path, save_text
 from .roots import script_path
-from .shared import Stamp, racy, stamp
+from .shared import Stamp, racy, stamp, text_digest
 from .startup import startup_graph
 
 TYPE_CHECKING = False
@@ -51,7 +51,7 @@ class RawJSON:
     ) -> None:
         self.header = header
         self.modules = modules
-        self.digest = modules_digest(modules)
+        self.digest = text_digest(modules)
         self.path = path
         self.decoded = decoded  # the graph it was encoded from, when built on this run
 
@@ -62,10 +62,6 @@ class RawJSON:
         graph: dict[str, Any] = json.loads(self.header)
         graph["modules"] = json.loads(self.modules.decode("utf-8"))
         return graph
-
-
-def modules_digest(text: bytes) -> str:
-    return hashlib.sha256(text).hexdigest()[:32]
 
 
 def encoded(graph: dict[str, Any], path: str | None = None) -> RawJSON:

@@ -182,6 +182,12 @@ class StatePaths:
 TEMP_NAME = re.compile(r"\.envsync(?:-[0-9]+\.tmp|-tmp)$")
 
 
+def text_digest(text: bytes) -> str:
+    """The digest a part of the probe's answer is known by, on both sides (the text of a
+    graph's modules, of the distributions, of the native facts)."""
+    return hashlib.sha256(text).hexdigest()[:32]
+
+
 def temp_name(path: str) -> str:
     """The temporary file through which this process writes `path`."""
     return f"{path}.envsync-{os.getpid()}.tmp"

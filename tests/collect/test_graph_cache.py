@@ -15,28 +15,14 @@ from envsync.collect import ProbeOptions, collect
 from envsync.inventory import HostSpec
 from envsync.model import StartupGraph
 from envsync.runner.local import LocalRunner
-from tests.helpers import make_venv, site_packages
+from tests.helpers import OLD_NS, service_venv, site_packages
 
-OLD = 1_600_000_000_000_000_000
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
-
-
-def _age(root: Path) -> None:
-    for path in [root, *root.rglob("*")]:
-        os.utime(path, ns=(OLD, OLD))
 
 
 @pytest.fixture
 def venv(tmp_path: Path) -> Path:
-    python = make_venv(tmp_path / "venv")
-    pkg = site_packages(python) / "svc"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "main.py").write_text("import svc.util\nimport json\n")
-    (pkg / "util.py").write_text("import alpha\n")
-    _age(pkg)
-    os.utime(pkg.parent, ns=(OLD, OLD))
-    return python
+    return service_venv(tmp_path / "venv")
 
 
 def _graph(python: Path) -> StartupGraph:
@@ -64,7 +50,7 @@ def test_a_module_changed_behind_its_mtime_is_read_again(venv: Path) -> None:
     assert _imports(_graph(venv), "svc.util") == ["alpha"]
     # same size, mtime set back: only the ctime (and the content) differ
     util.write_text("import gamma\n")
-    os.utime(util, ns=(OLD, OLD))
+    os.utime(util, ns=(OLD_NS, OLD_NS))
     graph = _graph(venv)
     assert _imports(graph, "svc.util") == ["gamma"]
     assert graph.modules["gamma"].kind == "missing" and "alpha" not in graph.modules
@@ -74,7 +60,7 @@ def test_a_module_that_appears_is_found(venv: Path) -> None:
     sp = site_packages(venv)
     assert _graph(venv).modules["alpha"].kind == "missing"
     (sp / "alpha.py").write_text("X = 1\n")  # a new file changes its folder's mtime
-    os.utime(sp / "alpha.py", ns=(OLD, OLD))
+    os.utime(sp / "alpha.py", ns=(OLD_NS, OLD_NS))
     assert _graph(venv).modules["alpha"].kind == "source"
 
 

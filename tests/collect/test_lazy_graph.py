@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from envsync.collect import ProbeOptions, parse_probe_output, probe_argv, probe_source, wire
+from envsync.collect import ProbeOptions, parse_probe_output, probe_argv, probe_source
+from envsync.hostside.shared import text_digest
 from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
 
@@ -39,7 +40,7 @@ def test_a_module_that_does_not_decode_reads_as_unreadable(form: str) -> None:
     modules["envsync.vocab"]["imports"] = "not a list"
     if form == "two lines":  # as the probe sends it: the modules with their digest
         text = json.dumps(modules).encode()
-        data["startup"]["modules_digest"] = wire.digest_of(text)
+        data["startup"]["modules_digest"] = text_digest(text)
         out = json.dumps(data).encode() + b"\n" + text + b"\n" + tail
     else:
         for extra in ("modules_digest", "modules_sent"):

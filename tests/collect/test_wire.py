@@ -17,13 +17,13 @@ import pytest
 
 from envsync.collect import ProbeOptions, collect, parse_probe_output, wire
 from envsync.errors import CollectError
+from envsync.hostside.shared import text_digest
 from envsync.inventory import HostSpec
 from envsync.model import StartupGraph
 from envsync.runner import CommandResult
 from envsync.runner.local import LocalRunner
-from tests.helpers import make_venv, site_packages
+from tests.helpers import OLD_NS, service_venv, site_packages
 
-OLD = 1_600_000_000_000_000_000
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
 
 
@@ -46,15 +46,7 @@ class Recording:
 
 @pytest.fixture
 def venv(tmp_path: Path) -> Path:
-    python = make_venv(tmp_path / "venv")
-    pkg = site_packages(python) / "svc"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "main.py").write_text("import svc.util\nimport json\n")
-    (pkg / "util.py").write_text("import alpha\n")
-    for path in [pkg, *pkg.rglob("*"), pkg.parent]:
-        os.utime(path, ns=(OLD, OLD))
-    return python
+    return service_venv(tmp_path / "venv")
 
 
 def _collect(python: Path, runner: Recording) -> StartupGraph:
@@ -128,7 +120,7 @@ def test_a_changed_graph_is_sent_whole(venv: Path) -> None:
     _collect(venv, runner)
     util = site_packages(venv) / "svc" / "util.py"
     util.write_text("import gamma\n")
-    os.utime(util, ns=(OLD, OLD))
+    os.utime(util, ns=(OLD_NS, OLD_NS))
     graph = _collect(venv, runner)
     assert [_sent(o) for o in runner.outputs] == [True, True]
     assert [e.module for e in graph.modules["svc.util"].imports] == ["gamma"]
@@ -205,37 +197,21 @@ def test_no_cache_names_nothing_and_keeps_nothing(venv: Path) -> None:
     assert not _copies()
 
 
+def _document(digest: str, sent: bool) -> bytes:
+    """A probe's first line whose graph's modules have `digest` (on the next line: sent)."""
+    graph = {"roots": ["svc.main"], "internal": ["svc"], "modules": None}
+    graph |= {"modules_digest": digest, "modules_sent": sent}
+    head = {"host": "h", "schema_version": 1, "source": "probe", "startup": graph}
+    return json.dumps(head).encode() + b"\n"
+
+
 def test_a_host_claiming_a_graph_envsync_never_held_is_refused() -> None:
-    head = {
-        "host": "h",
-        "schema_version": 1,
-        "source": "probe",
-        "startup": {
-            "roots": ["svc.main"],
-            "internal": ["svc"],
-            "modules": None,
-            "modules_digest": "0" * 32,
-            "modules_sent": False,
-        },
-    }
     with pytest.raises(wire.Stale):
-        parse_probe_output("h", json.dumps(head).encode() + b"\n")
+        parse_probe_output("h", _document("0" * 32, sent=False))
 
 
 def test_modules_that_do_not_match_their_digest_are_refused() -> None:
     text = json.dumps({"svc.main": {"kind": "missing"}}).encode()
-    head = {
-        "host": "h",
-        "schema_version": 1,
-        "source": "probe",
-        "startup": {
-            "roots": ["svc.main"],
-            "internal": ["svc"],
-            "modules": None,
-            "modules_digest": wire.digest_of(text + b" "),
-            "modules_sent": True,
-        },
-    }
     with pytest.raises(CollectError, match="startup graph's modules do not match their digest"):
-        parse_probe_output("h", json.dumps(head).encode() + b"\n" + text + b"\n")
+        parse_probe_output("h", _document(text_digest(text + b" "), sent=True) + text + b"\n")
     assert not _copies()
