@@ -25,6 +25,7 @@ from .caches import cache_path, save_text
 from .roots import script_path
 from .shared import Stamp, racy, stamp, text_digest
 from .startup import startup_graph
+from .store import touch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -115,22 +116,27 @@ def still_valid(path: str) -> RawJSON | None:
         return None
     if not header or not modules:
         return None
+    touch(path)
     return RawJSON(header, modules, path)
 
 
 def cached_startup_graph(
-    options: dict[str, Any], finder: ModuleFinder, base: str | None, digest: str
+    options: dict[str, Any],
+    finder: ModuleFinder,
+    base: str | None,
+    digest: str,
+    hashes: dict[str, list[Any]] | None = None,
 ) -> RawJSON | None:
     """The startup graph (None: no roots), from the cache while it is still valid."""
     pattern = cache_path(base, "graph", digest)
     if not pattern or not options.get("roots"):
-        graph = startup_graph(options, finder, base, digest)
+        graph = startup_graph(options, finder, base, digest, hashes)
         return None if graph is None else encoded(graph)
     path = pattern % graph_key(options, finder)
     valid = still_valid(path)
     if valid is not None:
         return valid
-    graph = startup_graph(options, finder, base, digest)
+    graph = startup_graph(options, finder, base, digest, hashes)
     if graph is None:
         return None
     extra = list(finder.paths)
@@ -141,7 +147,10 @@ def cached_startup_graph(
     now = time.time_ns()
     fresh = encoded(graph)
     if all(s is None or not racy(s[1], now) for _, s in stamps):
-        kept = encoded(dict(graph, parsed=0, cached=graph["parsed"] + graph["cached"]))
-        text = json.dumps(stamps, separators=(",", ":")) + "\n" + kept.header + "\n"
-        save_text(path, text + kept.modules.decode("utf-8") + "\n")
+        # the modules' text as sent, under the header of a graph that was cached
+        header = json.loads(fresh.header)
+        header.update(parsed=0, cached=graph["parsed"] + graph["cached"])
+        text = json.dumps(stamps, separators=(",", ":")) + "\n"
+        text += json.dumps(header, separators=(",", ":")) + "\n"
+        save_text(path, text + fresh.modules.decode("utf-8") + "\n")
     return fresh
