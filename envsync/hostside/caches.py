@@ -33,6 +33,8 @@ def cache_path(base: str | None, kind: str, digest: str) -> str | None:
         return os.path.join(base, f"hashes-v1-{env_key(sys.prefix)}.json")
     if kind == "native":  # the native layer's verdicts, per environment and host side
         return os.path.join(base, f"native-{digest}-{env_key(sys.prefix)}.json")
+    if kind == "chunks":  # the graphs' modules text, in chunks by digest (chunks.py)
+        return os.path.join(base, f"chunks-{digest}")
     if kind == "graph":  # one file per graph key (%s), written whole, read line by line
         return os.path.join(base, f"graph-{digest}-%s.json")
     # parsed facts: a folder of entries by content (store.py)

@@ -7,10 +7,11 @@ folder it searched has its size, mtime, ctime and inode unchanged. Nothing modif
 the last seconds is cached (git's racy rule, as for file hashes).
 
 A graph is kept and sent in two parts: its header (every field but the modules) and its
-modules' JSON text, known by the digest of that text. envsync keeps the modules it was sent
+modules' JSON text, known by the digest of that text; the host keeps that text in chunks
+that its graphs' variants and versions share (chunks.py). envsync keeps the modules it was sent
 by their digest, and says which it holds ("known"): modules whose digest it names are not
 sent again (collect.py). A cache file holds three lines: the stamps, the header (with the
-digest), the modules.
+digest), the digests of the modules' chunks.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 import time
 
 from .caches import cache_path, save_text
+from .chunks import load_chunks, save_chunks
 from .roots import script_path
 from .shared import Stamp, racy, stamp, text_digest
 from .startup import startup_graph
@@ -103,18 +105,22 @@ def graph_key(options: dict[str, Any], finder: ModuleFinder) -> str:
     ).hexdigest()[:24]
 
 
-def still_valid(path: str) -> RawJSON | None:
-    """The graph cached at `path` while every stamp it lists holds (None: read it anew)."""
+def still_valid(path: str, chunks: str) -> RawJSON | None:
+    """The graph cached at `path` while every stamp it lists holds (None: read it anew);
+    its modules' text from the chunks it names in the folder `chunks`."""
     try:
         with open(path, "rb") as f:
             stamps = json.loads(f.readline().decode("utf-8"))
             if not all(file_stamp(p) == known for p, known in stamps):
                 return None
             header = f.readline().decode("utf-8").strip()
-            modules = f.readline().rstrip(b"\n")
+            index = json.loads(f.readline().decode("utf-8"))
     except (OSError, ValueError, TypeError):
         return None
-    if not header or not modules:
+    if not header or not isinstance(index, list) or not all(isinstance(d, str) for d in index):
+        return None
+    modules = load_chunks(chunks, index)
+    if not modules:
         return None
     touch(path)
     return RawJSON(header, modules, path)
@@ -133,7 +139,8 @@ def cached_startup_graph(
         graph = startup_graph(options, finder, base, digest, hashes)
         return None if graph is None else encoded(graph)
     path = pattern % graph_key(options, finder)
-    valid = still_valid(path)
+    chunks = cache_path(base, "chunks", digest) or ""
+    valid = still_valid(path, chunks)
     if valid is not None:
         return valid
     graph = startup_graph(options, finder, base, digest, hashes)
@@ -150,7 +157,9 @@ def cached_startup_graph(
         # the modules' text as sent, under the header of a graph that was cached
         header = json.loads(fresh.header)
         header.update(parsed=0, cached=graph["parsed"] + graph["cached"])
+        # the modules in chunks that the graph's other variants and versions share
+        index = save_chunks(chunks, fresh.modules)
         text = json.dumps(stamps, separators=(",", ":")) + "\n"
         text += json.dumps(header, separators=(",", ":")) + "\n"
-        save_text(path, text + fresh.modules.decode("utf-8") + "\n")
+        save_text(path, text + json.dumps(index) + "\n")
     return fresh
