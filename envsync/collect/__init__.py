@@ -302,6 +302,12 @@ class LazyModules(Mapping[str, ModuleFacts]):
             self._text = None
         return self._raw_data
 
+    def get(self, name: str, default: Any = None) -> Any:  # Mapping's, without its KeyError
+        found = self._done.get(name)
+        if found is not None:
+            return found
+        return self[name] if name in self._raw else default
+
     def __getitem__(self, name: str) -> ModuleFacts:
         found = self._done.get(name)
         if found is None:
@@ -332,6 +338,9 @@ class Digested(Mapping[str, ModuleFacts]):
 
     def __getitem__(self, name: str) -> ModuleFacts:
         return self._modules[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._modules.get(name, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._modules)
