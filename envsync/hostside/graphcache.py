@@ -80,14 +80,43 @@ def file_stamp(path: str) -> Stamped:
     return found.plain() if isinstance(found, Stamp) else None
 
 
+def listing(path: str) -> str | None:
+    """A folder's entries as the import system sees them: every name but __pycache__,
+    whose creation (a service's first start compiles its modules) changes the folder's
+    mtime and nothing that an import finds (None: not a folder)."""
+    try:
+        names = sorted(n for n in os.listdir(path) if n != "__pycache__")
+    except OSError:
+        return None
+    return text_digest("\0".join(names).encode("utf-8", "surrogateescape"))
+
+
 def graph_stamps(graph: dict[str, Any], searched: set[str], extra: list[str]) -> list[Any]:
-    """Stamps of every source read and every folder searched to build `graph`."""
+    """Stamps of every source read and every folder searched to build `graph` (a folder's
+    with its listing: a folder whose stamp changed and whose listing did not is the same)."""
     paths = set(searched)
     paths.update(extra)
+    files = set()
     for info in graph["modules"].values():
         if info.get("file"):
-            paths.add(info["file"])
-    return [[p, file_stamp(p)] for p in sorted(paths)]
+            files.add(info["file"])
+    paths.update(files)
+    out: list[Any] = []
+    for p in sorted(paths):
+        row: list[Any] = [p, file_stamp(p)]
+        if p not in files and row[1] is not None:
+            found = listing(p)
+            if found is not None:
+                row.append(found)
+        out.append(row)
+    return out
+
+
+def holds(row: list[Any]) -> bool:
+    """Whether a stamp row still holds: the same stat, or a folder with the same listing."""
+    if file_stamp(row[0]) == row[1]:
+        return True
+    return len(row) == 3 and row[1] is not None and listing(row[0]) == row[2]
 
 
 def graph_key(options: dict[str, Any], finder: ModuleFinder) -> str:
@@ -111,7 +140,7 @@ def still_valid(path: str, chunks: str) -> RawJSON | None:
     try:
         with open(path, "rb") as f:
             stamps = json.loads(f.readline().decode("utf-8"))
-            if not all(file_stamp(p) == known for p, known in stamps):
+            if not all(holds(row) for row in stamps):
                 return None
             header = f.readline().decode("utf-8").strip()
             index = json.loads(f.readline().decode("utf-8"))
@@ -153,7 +182,7 @@ def cached_startup_graph(
     stamps = graph_stamps(graph, finder.searched, extra)
     now = time.time_ns()
     fresh = encoded(graph)
-    if all(s is None or not racy(s[1], now) for _, s in stamps):
+    if all(row[1] is None or not racy(row[1][1], now) for row in stamps):
         # the modules' text as sent, under the header of a graph that was cached
         header = json.loads(fresh.header)
         header.update(parsed=0, cached=graph["parsed"] + graph["cached"])
