@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from envsync.classify.rules import Root
 from envsync.model import ImportEdge, ModuleFacts, StartupGraph
 from envsync.vocab import CONTEXT_RANK as RANK
-from envsync.vocab import RUNS, Context, weaker
+from envsync.vocab import CONTEXTS, RUNS, Context, weaker
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,31 +112,33 @@ def seeds(graph: StartupGraph, root: Root) -> list[str]:
     return out
 
 
-Steps = list[tuple[ImportEdge, list[Target]]]  # a module's imports and what each runs
+# a module's imports and what each runs, with how surely (its context's rank)
+Steps = list[tuple[ImportEdge, list[tuple[str, int]]]]
 
 
 def _reach_one(graph: StartupGraph, root: Root, steps: Callable[[str], Steps]) -> dict[str, Reach]:
     """Modules reached from one root, with the surest path to each (Dijkstra over the
     contexts' ranks: a path is as sure as its weakest edge)."""
     best: dict[str, Reach] = {}
-    start = Reach(context=root.context, root=root)
-    heap: list[tuple[int, int, str, Reach]] = [
-        (RANK[root.context], i, name, start) for i, name in enumerate(seeds(graph, root))
+    settled: dict[str, int] = {}  # name -> the rank of its surest path
+    # (rank, order, name, parent, edge): a Reach is made only for the path that wins
+    heap: list[tuple[int, int, str, str | None, ImportEdge | None]] = [
+        (RANK[root.context], i, name, None, None) for i, name in enumerate(seeds(graph, root))
     ]
     counter = len(heap)
+    pop, push = heapq.heappop, heapq.heappush
     while heap:
-        rank, _, name, how = heapq.heappop(heap)
-        if name in best and RANK[best[name].context] <= rank:
+        rank, _, name, parent, edge = pop(heap)
+        if settled.get(name, rank + 1) <= rank:
             continue
-        best[name] = how
-        for edge, targets in steps(name):
+        settled[name] = rank
+        best[name] = Reach(context=CONTEXTS[rank], root=root, parent=parent, edge=edge)
+        for step, targets in steps(name):
             for target, own in targets:
-                context = weaker(how.context, own)
-                known = best.get(target)
-                if known is None or RANK[context] < RANK[known.context]:
+                weakest = rank if rank >= own else own
+                if settled.get(target, weakest + 1) > weakest:
                     counter += 1
-                    step = Reach(context=context, root=root, parent=name, edge=edge)
-                    heapq.heappush(heap, (RANK[context], counter, target, step))
+                    push(heap, (weakest, counter, target, name, step))
     return best
 
 
@@ -177,7 +179,7 @@ class GraphIndex:
                 if edge.context == "typing":
                     continue
                 targets = [
-                    (t, c)
+                    (t, RANK[c])
                     for t, c in _targets(edge, modules, self.owners)
                     if t in modules
                     and modules[t].kind != "missing"

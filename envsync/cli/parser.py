@@ -7,7 +7,7 @@ import argparse
 from functools import partial
 
 from envsync import __version__
-from envsync.cli import commands, completion, options
+from envsync.cli import cache, commands, completion, options
 from envsync.collect import DEFAULT_TIMEOUT
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
 from envsync.inventory import DEFAULT_DEADLINE
@@ -434,5 +434,6 @@ def build_parser() -> argparse.ArgumentParser:
     _collect_options(p)
     _state_options(p, records=True)
     p.set_defaults(build=partial(options.watch, command=commands.cmd_watch))
+    cache.add_command(sub, common)
     completion.add_command(sub)
     return parser

@@ -302,6 +302,25 @@ class LazyModules(Mapping[str, ModuleFacts]):
             self._text = None
         return self._raw_data
 
+    def rows(self) -> dict[str, list[Any]]:
+        """Each module's kind, sha256 and error, read from the raw data (classes.py); a
+        module whose data does not decode answers as decoding it does."""
+        out: dict[str, list[Any]] = {}
+        for name, raw in self._raw.items():
+            plain = isinstance(raw, dict) and isinstance(raw.get("kind"), str)
+            if name in self._done or not plain or not _strings(raw, "sha256", "error"):
+                facts = self[name]
+                out[name] = [facts.kind, facts.sha256, facts.error]
+            else:
+                out[name] = [raw["kind"], raw.get("sha256"), raw.get("error")]
+        return out
+
+    def get(self, name: str, default: Any = None) -> Any:  # Mapping's, without its KeyError
+        found = self._done.get(name)
+        if found is not None:
+            return found
+        return self[name] if name in self._raw else default
+
     def __getitem__(self, name: str) -> ModuleFacts:
         found = self._done.get(name)
         if found is None:
@@ -323,6 +342,10 @@ class LazyModules(Mapping[str, ModuleFacts]):
         return name in self._raw
 
 
+def _strings(raw: dict[str, Any], *keys: str) -> bool:
+    return all(raw.get(k) is None or isinstance(raw.get(k), str) for k in keys)
+
+
 class Digested(Mapping[str, ModuleFacts]):
     """Decoded modules, with the digest of the text they were decoded from."""
 
@@ -332,6 +355,9 @@ class Digested(Mapping[str, ModuleFacts]):
 
     def __getitem__(self, name: str) -> ModuleFacts:
         return self._modules[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._modules.get(name, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._modules)

@@ -13,8 +13,16 @@ asking for everything (`Stale`). The digest is of the content, so a host that lo
 cache and built the same graph again still matches, and hosts with one graph share one
 copy. Best effort, like the host's caches: where nothing can be written, nothing is kept.
 
+A graph's modules are kept in chunks cut where the text itself says (content-defined, at
+module boundaries), each known by its digest: a graph that changed in one module stores
+that module's chunk and an index, and shares every other chunk with the graphs before it.
+The folder is bounded (ENVSYNC_CACHE_MB, default 1024 MB): past it, what was used longest
+ago goes first (`envsync cache info|prune|clear`).
+
     $XDG_CACHE_HOME/envsync/received/   (default ~/.cache/envsync/received)
-        modules-DIGEST.json             a graph's modules as a host sent them
+        modules-DIGEST.json             a graph's modules as a host sent them: the digests
+                                        of their chunks, in order
+        chunk-DIGEST.json               a run of a graph's modules, as the host's text had it
         distributions-DIGEST.json       the distributions (and native-DIGEST.json: the
                                         native facts) as a host sent them
         known-REQUEST                   the digests the last answer to a request had
@@ -33,10 +41,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from envsync.hostside.chunks import cut
 from envsync.hostside.shared import temp_name, text_digest
 
 T = TypeVar("T")
-KEEP = 64  # copies of modules kept (the newest); verdicts likewise
+KEEP = 64  # copies of distributions, native facts and verdicts kept (the newest), each
+DEFAULT_CAP_MB = 1024  # the whole folder's cap (ENVSYNC_CACHE_MB overrides)
 _MEMO: OrderedDict[str, bytes] = OrderedDict()  # digest -> text, checked (a fleet's hosts
 _MEMO_SIZE = 4  # mostly share one graph: read and checked once per process)
 _DECODED: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (part, digest) -> value
@@ -89,15 +99,34 @@ def keep(request: str, digests: dict[str, str], texts: dict[str, bytes]) -> None
         for name, text in texts.items():
             _remember(digests[name], text)
     where = folder()
+    kept: set[str] = set()  # this answer's own files: never pruned by it
     try:
         for name, text in texts.items():
             path = where / f"{_kind(name)}-{digests[name]}.json"
-            if not path.is_file():
+            kept.add(str(path))
+            if path.is_file():
+                continue
+            if name == "graph":
+                index = [_keep_chunk(where, chunk, kept) for chunk in cut(text)]
+                write(path, json.dumps(index).encode())
+            else:
                 write(path, text)
                 prune(where, f"{_kind(name)}-")
         write(where / f"known-{request}", json.dumps(digests).encode())
+        bound(where, keep=kept)
     except OSError:
         return
+
+
+def _keep_chunk(where: Path, chunk: bytes, kept: set[str]) -> str:
+    digest = text_digest(chunk)
+    path = where / f"chunk-{digest}.json"
+    kept.add(str(path))
+    if path.is_file():
+        _touch(path)
+    else:
+        write(path, chunk)
+    return digest
 
 
 def load(digest: str, name: str = "graph") -> bytes:
@@ -107,18 +136,50 @@ def load(digest: str, name: str = "graph") -> bytes:
         if digest in _MEMO:
             _MEMO.move_to_end(digest)
             return _MEMO[digest]
-    path = folder() / f"{_kind(name)}-{digest}.json"
+    where = folder()
+    path = where / f"{_kind(name)}-{digest}.json"
     try:
         text = path.read_bytes()
-    except OSError as e:
+        if name == "graph":
+            index = json.loads(text)
+            if not isinstance(index, list) or not all(isinstance(c, str) for c in index):
+                raise ValueError("not an index of chunks")
+            text = b"".join((where / f"chunk-{c}.json").read_bytes() for c in index)
+    except (OSError, ValueError) as e:
+        with contextlib.suppress(OSError):  # an index whose chunks went: sent and kept anew
+            path.unlink()
         raise Stale(f"no copy of the {name} {digest}") from e
     if text_digest(text) != digest:
         with contextlib.suppress(OSError):  # sent again, and kept anew
             path.unlink()
         raise Stale(f"the copy of the {name} {digest} is damaged")
+    _touch(path)
     with _LOCK:
         _remember(digest, text)
     return text
+
+
+def cap() -> int:
+    """The received folder's cap in bytes (ENVSYNC_CACHE_MB, else DEFAULT_CAP_MB)."""
+    given = os.environ.get("ENVSYNC_CACHE_MB")
+    try:
+        return int(float(given) * (1 << 20)) if given else DEFAULT_CAP_MB << 20
+    except ValueError:
+        return DEFAULT_CAP_MB << 20
+
+
+def bound(where: Path, limit: int | None = None, keep: set[str] | None = None) -> int:
+    """The folder under its cap: what was used longest ago goes first (hostside/store.py's
+    rule), never the paths in `keep`. Returns the bytes removed."""
+    from envsync.hostside.store import prune as prune_folder
+
+    return prune_folder(str(where), cap() if limit is None else limit, keep)
+
+
+def _touch(path: Path) -> None:
+    from envsync.hostside.store import touch
+
+    touch(str(path))
 
 
 def decoded(name: str, digest: str, make: Callable[[], T]) -> T:

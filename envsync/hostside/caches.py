@@ -12,7 +12,8 @@ import json
 import os
 import sys
 
-from .shared import env_key, temp_name
+from .shared import env_key
+from .store import write_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,9 +33,12 @@ def cache_path(base: str | None, kind: str, digest: str) -> str | None:
         return os.path.join(base, f"hashes-v1-{env_key(sys.prefix)}.json")
     if kind == "native":  # the native layer's verdicts, per environment and host side
         return os.path.join(base, f"native-{digest}-{env_key(sys.prefix)}.json")
+    if kind == "chunks":  # the graphs' modules text, in chunks by digest (chunks.py)
+        return os.path.join(base, f"chunks-{digest}")
     if kind == "graph":  # one file per graph key (%s), written whole, read line by line
         return os.path.join(base, f"graph-{digest}-%s.json")
-    return os.path.join(base, f"imports-{digest}-py{sys.version_info[0]}{sys.version_info[1]}.json")
+    # parsed facts: a folder of entries by content (store.py)
+    return os.path.join(base, f"facts-{digest}-py{sys.version_info[0]}{sys.version_info[1]}")
 
 
 def load_cache(path: str | None) -> dict[str, Any]:
@@ -54,11 +58,4 @@ def save_cache(path: str, data: dict[str, Any]) -> None:
 
 def save_text(path: str, text: str) -> None:
     """Write a cache file whole (through a temporary file), or not at all."""
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = temp_name(path)
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        return
+    write_file(path, text.encode("utf-8"))

@@ -28,6 +28,7 @@ from .nativescan import native_facts
 from .nccl import nccl_facts
 from .shared import normalize, text_digest
 from .state import service_state
+from .store import bound
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,8 +45,6 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
     finder = ModuleFinder(paths, editable_mapping(paths))
     distributions, broken = scan_distributions(paths, options.get("watch") or [], hashes, finder)
     nccl = nccl_facts(paths, hashes)
-    if hashes_path and hashes is not None and hashes != before:
-        save_cache(hashes_path, hashes)
     facts: dict[str, Any] = {
         "schema_version": 1,
         "host": options.get("host") or "local",
@@ -60,7 +59,7 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
         "gpu": gpu_facts(),
         "system": system_facts(),
         "env": env_facts(options.get("env") or []),
-        "startup": cached_startup_graph(options, finder, base, digest),
+        "startup": cached_startup_graph(options, finder, base, digest, hashes),
         "installers": installer_facts(finder),
         "model": served_model(options.get("model"), finder),
     }
@@ -68,7 +67,10 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
     facts["native"] = native_facts(
         options, finder, facts["startup"], torch, distributions, base, digest
     )
+    if hashes_path and hashes is not None and hashes != before:
+        save_cache(hashes_path, hashes)
     facts["service_flags"], facts["crash"] = service_state()
+    bound(base)  # the cache folder under its cap, when this run wrote into it
     facts["duration_s"] = round(time.time() - started, 4)
     return facts
 

@@ -7,10 +7,11 @@ folder it searched has its size, mtime, ctime and inode unchanged. Nothing modif
 the last seconds is cached (git's racy rule, as for file hashes).
 
 A graph is kept and sent in two parts: its header (every field but the modules) and its
-modules' JSON text, known by the digest of that text. envsync keeps the modules it was sent
+modules' JSON text, known by the digest of that text; the host keeps that text in chunks
+that its graphs' variants and versions share (chunks.py). envsync keeps the modules it was sent
 by their digest, and says which it holds ("known"): modules whose digest it names are not
 sent again (collect.py). A cache file holds three lines: the stamps, the header (with the
-digest), the modules.
+digest), the digests of the modules' chunks.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import sys
 import time
 
 from .caches import cache_path, save_text
+from .chunks import load_chunks, save_chunks
 from .roots import script_path
 from .shared import Stamp, racy, stamp, text_digest
 from .startup import startup_graph
+from .store import touch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -77,14 +80,43 @@ def file_stamp(path: str) -> Stamped:
     return found.plain() if isinstance(found, Stamp) else None
 
 
+def listing(path: str) -> str | None:
+    """A folder's entries as the import system sees them: every name but __pycache__,
+    whose creation (a service's first start compiles its modules) changes the folder's
+    mtime and nothing that an import finds (None: not a folder)."""
+    try:
+        names = sorted(n for n in os.listdir(path) if n != "__pycache__")
+    except OSError:
+        return None
+    return text_digest("\0".join(names).encode("utf-8", "surrogateescape"))
+
+
 def graph_stamps(graph: dict[str, Any], searched: set[str], extra: list[str]) -> list[Any]:
-    """Stamps of every source read and every folder searched to build `graph`."""
+    """Stamps of every source read and every folder searched to build `graph` (a folder's
+    with its listing: a folder whose stamp changed and whose listing did not is the same)."""
     paths = set(searched)
     paths.update(extra)
+    files = set()
     for info in graph["modules"].values():
         if info.get("file"):
-            paths.add(info["file"])
-    return [[p, file_stamp(p)] for p in sorted(paths)]
+            files.add(info["file"])
+    paths.update(files)
+    out: list[Any] = []
+    for p in sorted(paths):
+        row: list[Any] = [p, file_stamp(p)]
+        if p not in files and row[1] is not None:
+            found = listing(p)
+            if found is not None:
+                row.append(found)
+        out.append(row)
+    return out
+
+
+def holds(row: list[Any]) -> bool:
+    """Whether a stamp row still holds: the same stat, or a folder with the same listing."""
+    if file_stamp(row[0]) == row[1]:
+        return True
+    return len(row) == 3 and row[1] is not None and listing(row[0]) == row[2]
 
 
 def graph_key(options: dict[str, Any], finder: ModuleFinder) -> str:
@@ -102,35 +134,45 @@ def graph_key(options: dict[str, Any], finder: ModuleFinder) -> str:
     ).hexdigest()[:24]
 
 
-def still_valid(path: str) -> RawJSON | None:
-    """The graph cached at `path` while every stamp it lists holds (None: read it anew)."""
+def still_valid(path: str, chunks: str) -> RawJSON | None:
+    """The graph cached at `path` while every stamp it lists holds (None: read it anew);
+    its modules' text from the chunks it names in the folder `chunks`."""
     try:
         with open(path, "rb") as f:
             stamps = json.loads(f.readline().decode("utf-8"))
-            if not all(file_stamp(p) == known for p, known in stamps):
+            if not all(holds(row) for row in stamps):
                 return None
             header = f.readline().decode("utf-8").strip()
-            modules = f.readline().rstrip(b"\n")
+            index = json.loads(f.readline().decode("utf-8"))
     except (OSError, ValueError, TypeError):
         return None
-    if not header or not modules:
+    if not header or not isinstance(index, list) or not all(isinstance(d, str) for d in index):
         return None
+    modules = load_chunks(chunks, index)
+    if not modules:
+        return None
+    touch(path)
     return RawJSON(header, modules, path)
 
 
 def cached_startup_graph(
-    options: dict[str, Any], finder: ModuleFinder, base: str | None, digest: str
+    options: dict[str, Any],
+    finder: ModuleFinder,
+    base: str | None,
+    digest: str,
+    hashes: dict[str, list[Any]] | None = None,
 ) -> RawJSON | None:
     """The startup graph (None: no roots), from the cache while it is still valid."""
     pattern = cache_path(base, "graph", digest)
     if not pattern or not options.get("roots"):
-        graph = startup_graph(options, finder, base, digest)
+        graph = startup_graph(options, finder, base, digest, hashes)
         return None if graph is None else encoded(graph)
     path = pattern % graph_key(options, finder)
-    valid = still_valid(path)
+    chunks = cache_path(base, "chunks", digest) or ""
+    valid = still_valid(path, chunks)
     if valid is not None:
         return valid
-    graph = startup_graph(options, finder, base, digest)
+    graph = startup_graph(options, finder, base, digest, hashes)
     if graph is None:
         return None
     extra = list(finder.paths)
@@ -140,8 +182,13 @@ def cached_startup_graph(
     stamps = graph_stamps(graph, finder.searched, extra)
     now = time.time_ns()
     fresh = encoded(graph)
-    if all(s is None or not racy(s[1], now) for _, s in stamps):
-        kept = encoded(dict(graph, parsed=0, cached=graph["parsed"] + graph["cached"]))
-        text = json.dumps(stamps, separators=(",", ":")) + "\n" + kept.header + "\n"
-        save_text(path, text + kept.modules.decode("utf-8") + "\n")
+    if all(row[1] is None or not racy(row[1][1], now) for row in stamps):
+        # the modules' text as sent, under the header of a graph that was cached
+        header = json.loads(fresh.header)
+        header.update(parsed=0, cached=graph["parsed"] + graph["cached"])
+        # the modules in chunks that the graph's other variants and versions share
+        index = save_chunks(chunks, fresh.modules)
+        text = json.dumps(stamps, separators=(",", ":")) + "\n"
+        text += json.dumps(header, separators=(",", ":")) + "\n"
+        save_text(path, text + json.dumps(index) + "\n")
     return fresh

@@ -6,6 +6,8 @@ name are read with ast.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 
@@ -13,7 +15,10 @@ from .files import read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
     from .finder import Found, ModuleFinder
+    from .store import Store
 
 
 def binding_patterns(name: str) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
@@ -50,12 +55,54 @@ def python_files(found: Found) -> list[str] | None:
 
 
 class Mentions:
-    """How strongly a module's files name something, each file read once."""
+    """How strongly a module's files name something, each file read once. The answers
+    are facts about the files' content: kept in `store` by the module's files and their
+    digests (`content`: a file's sha256 as the walk knows it), so that a later walk
+    reads no file again for a name it asked before."""
 
-    def __init__(self, finder: ModuleFinder) -> None:
+    def __init__(
+        self,
+        finder: ModuleFinder,
+        store: Store | None = None,
+        content: Callable[[str], str] | None = None,
+    ) -> None:
         self.finder = finder
+        self.store = store
+        self.content = content
         self.subtree: dict[str, list[str] | None] = {}
         self.texts: dict[str, bytes] = {}
+        self.known: dict[str, tuple[str, dict[str, int]]] = {}  # module -> (key, answers)
+        self.changed: set[str] = set()
+
+    def answers(self, module: str, files: list[str]) -> dict[str, int]:
+        """What was answered before for `module`'s files as they are now."""
+        found = self.known.get(module)
+        if found is not None:
+            return found[1]
+        key = ""
+        kept: Any = None
+        if self.store is not None and self.content is not None:
+            try:
+                digests = [[path, self.content(path)] for path in sorted(files)]
+            except OSError:
+                digests = None
+            if digests is not None:
+                text = json.dumps([module, digests], separators=(",", ":")).encode("utf-8")
+                key = "mentions:" + hashlib.sha256(text).hexdigest()
+                kept = self.store.get(key)
+        answers = dict(kept) if isinstance(kept, dict) else {}
+        self.known[module] = (key, answers)
+        return answers
+
+    def close(self) -> None:
+        """Keep the answers learned on this walk."""
+        if self.store is None:
+            return
+        for module in sorted(self.changed):
+            key, answers = self.known[module]
+            if key:
+                self.store.put(key, answers)
+        self.changed.clear()
 
     def tier(self, module: str, item: str) -> int:
         """2: a file may define the name; 1: one may import it; 0: none names it."""
@@ -64,6 +111,19 @@ class Mentions:
         files = self.subtree[module]
         if files is None:
             return 2  # an extension module or unreadable: read it, never rule it out
+        answers = self.answers(module, files)
+        known = answers.get(item)
+        if isinstance(known, int):
+            return known
+        best = self.search(files, item)
+        if best is not None:
+            answers[item] = best
+            self.changed.add(module)
+            return best
+        return 2  # a file could not be read: read the module, never rule it out
+
+    def search(self, files: list[str], item: str) -> int | None:
+        """tier's answer from the files' text (None: one could not be read)."""
         needle = item.encode()
         defines, imports = binding_patterns(item)
         best = 0
@@ -73,7 +133,7 @@ class Mentions:
                 try:
                     data = self.texts[path] = read_bytes(path)
                 except OSError:
-                    return 2
+                    return None
             # Test only the lines that hold the name: a regex over whole files is slow.
             at = data.find(needle)
             while at >= 0:

@@ -19,6 +19,7 @@ import sys
 
 from .caches import cache_path, load_cache, save_cache
 from .shared import LOADER_ENV, RUNS, Stamp, plain, racy, stamp
+from .store import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -141,8 +142,7 @@ class Planner:
         self.paths: set[str] = set()
         self.visited: set[str] = set()
         self.reached_tops: list[str] = []
-        self._facts: dict[str, Any] | None = None
-        self._facts_path = cache_path(base, "imports", digest)
+        self._facts = Store(cache_path(base, "imports", digest))
 
     def run(self, roots: list[str]) -> None:
         for root in roots:
@@ -226,8 +226,6 @@ class Planner:
         file = info.get("file") or ""
         self.seen.setdefault(file, plain(stamp(file)))
         key = f"{info.get('sha256')}:{name}:{int(file.endswith('__init__.py'))}"
-        if self._facts is None:
-            self._facts = load_cache(self._facts_path) if self._facts_path else {}
         found = self._facts.get(key)
         if isinstance(found, dict):
             return found

@@ -15,32 +15,42 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+import time
 
-from .caches import cache_path, load_cache, save_cache
+from .caches import cache_path
 from .files import read_bytes
 from .finder import ModuleFinder
 from .mentions import Mentions
 from .parallel import Ahead, parse, workers
 from .roots import launch_roots, package_submodules, site_roots
-from .shared import RUNS
+from .shared import RUNS, racy, stamp_of
+from .store import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Dict, List
+
+    HashCache = Dict[str, List[Any]]
 
 
 def startup_graph(
-    options: dict[str, Any], finder: ModuleFinder, base: str | None, digest: str
+    options: dict[str, Any],
+    finder: ModuleFinder,
+    base: str | None,
+    digest: str,
+    hashes: HashCache | None = None,
 ) -> dict[str, Any] | None:
-    """The graph of the roots in `options` (None: no roots), with parsed facts cached."""
+    """The graph of the roots in `options` (None: no roots), with parsed facts kept by
+    content (store.py) and files' digests by their stat (`hashes`: the probe's cache of
+    file hashes, updated in place)."""
     roots = options.get("roots") or []
     if not roots:
         return None
     roots, resolved, main_file, runs = launch_roots(roots, options, finder.searched)
     internal = tuple(options.get("internal") or [r.partition(".")[0] for r in roots])
     internal += tuple(r.partition(".")[0] for r in roots if r.partition(".")[0] not in internal)
-    path = cache_path(base, "imports", digest)
-    cache = load_cache(path)
+    store = Store(cache_path(base, "imports", digest))
     if main_file:
         # A script: its folder first on sys.path, as Python puts it (not with -I or -P).
         paths = list(finder.paths)
@@ -56,7 +66,7 @@ def startup_graph(
             roots.append(main)
     else:
         main = "__main__" if main_file else None
-    graph = GraphBuilder(finder, internal, cache, main, runs)
+    graph = GraphBuilder(finder, internal, store, main, runs, hashes)
     site, site_modules = site_roots(finder)
     for name in site:
         if name in site_modules:
@@ -72,8 +82,6 @@ def startup_graph(
             root = package
         graph.want(root, True)
     graph.run()
-    if graph.fresh and path:
-        save_cache(path, cache)
     modules = graph.modules
     # The standard library does not drift apart from the interpreter: keep it out.
     stdlib = {n for n, m in modules.items() if m["kind"] in ("stdlib", "builtin")}
@@ -119,23 +127,27 @@ class GraphBuilder:
         self,
         finder: ModuleFinder,
         internal: tuple[str, ...],
-        cache: dict[str, Any],
+        store: Store,
         main: str | None = None,
         runs: dict[str, list[str]] | None = None,
+        hashes: HashCache | None = None,
     ):
         self.finder = finder
         self.internal = internal
-        self.cache = cache  # parsed facts by "sha256:module:is-package[:main][:functions]"
+        self.store = store  # parsed facts by "sha256:module:is-package[:main][:functions]"
+        self.hashes = hashes  # path -> [size, mtime, ctime, inode, sha256] (files.py)
         self.main = main  # the module that runs as __main__ (a script, `-m`)
         self.runs = runs or {}  # module -> its functions startup calls (a console script's)
         self.modules: dict[str, dict[str, Any]] = {}
         self.queue: list[str] = []
+        self.head = 0  # the next name of the queue to read
+        self.scan = 0  # the next name of the queue parse_ahead looks at
         self.hooked: set[str] = set()  # packages that install an import hook (run())
         # name -> follow its imports (True) or only read what it binds (False)
         self.mode: dict[str, bool] = {}
         # module -> names imported from it, each with whether the importer is followed
         self.requested: dict[str, dict[str, bool]] = {}
-        self.mentions = Mentions(finder)
+        self.mentions = Mentions(finder, store, lambda path: self.content(path)[0])
         self.parsed = 0
         self.cached = 0
         self.fresh = 0
@@ -193,14 +205,16 @@ class GraphBuilder:
     def run(self) -> None:
         self.ahead = Ahead(workers())
         try:
-            while self.queue:
+            while self.head < len(self.queue):
                 if self.ahead.room():
                     self.parse_ahead()
-                name = self.queue.pop(0)
+                name = self.queue[self.head]
+                self.head += 1
                 if name not in self.modules:
                     self.read(name)
         finally:
             self.ahead.close()
+            self.mentions.close()
         # A module no finder of the files finds, under a package that installs an import
         # hook (sys.meta_path), may be served by that hook: never called missing.
         for name, info in self.modules.items():
@@ -210,10 +224,14 @@ class GraphBuilder:
                 self.modules[name] = {"kind": "provided"}
 
     def parse_ahead(self) -> None:
-        """Hand the next files of the queue that are not in the cache to the workers."""
-        for name in self.queue:
+        """Hand the next files of the queue whose facts are not kept to the workers (each
+        name of the queue is looked at once: the walk goes on from where this stopped)."""
+        self.scan = max(self.scan, self.head)
+        while self.scan < len(self.queue):
             if not self.ahead.room():
                 return
+            name = self.queue[self.scan]
+            self.scan += 1
             if name in self.modules or name in self.considered:
                 continue
             self.considered.add(name)
@@ -221,12 +239,33 @@ class GraphBuilder:
             if found is None or found[0] != "source" or found[1] is None:
                 continue
             try:
-                data = read_bytes(found[1])
+                sha, data = self.content(found[1])
             except OSError:
                 continue
-            key, as_main, runs = self.key(name, hashlib.sha256(data).hexdigest(), found[2])
-            if key not in self.cache:
+            key, as_main, runs = self.key(name, sha, found[2])
+            if key not in self.store:
+                if data is None:
+                    data = read_bytes(found[1])
                 self.ahead.submit(key, data, name, found[2] is not None, as_main, runs)
+
+    def content(self, path: str) -> tuple[str, bytes | None]:
+        """A file's sha256, and its bytes when they had to be read: a file whose stat is
+        the one its hash was kept with is not read (one modified in the last seconds is,
+        always: git's racy rule)."""
+        st = os.lstat(path)
+        kept = self.hashes is not None and stat.S_ISREG(st.st_mode)  # a link: read through
+        known = self.hashes.get(path) if self.hashes is not None and kept else None
+        plain = list(stamp_of(st).plain())
+        if known is not None and len(known) == 5 and known[:4] == plain:
+            return str(known[4]), None
+        data = read_bytes(path)
+        sha = hashlib.sha256(data).hexdigest()
+        if self.hashes is not None and kept:
+            if racy(st.st_mtime_ns, time.time_ns()):
+                self.hashes.pop(path, None)
+            else:
+                self.hashes[path] = [*plain, sha]
+        return sha, data
 
     def key(self, name: str, digest: str, locations: object) -> tuple[str, bool, tuple[str, ...]]:
         """The parsed-facts key of a module's file: relative imports resolve against the
@@ -291,18 +330,20 @@ class GraphBuilder:
         """The module's parsed facts, from the cache when its content was parsed before
         (None: unreadable or not Python, said in `info`)."""
         try:
-            data = read_bytes(origin)
+            digest, data = self.content(origin)
+            info["sha256"] = digest
+            key, as_main, runs = self.key(name, digest, True if is_package else None)
+            facts: dict[str, Any] | None = self.store.get(key)
+            if facts is not None:
+                self.cached += 1
+                return facts
+            if data is None:
+                data = read_bytes(origin)
         except OSError as e:
             info["kind"] = "error"
             info["error"] = f"cannot read: {e.strerror}"
+            info.pop("sha256", None)
             return None
-        digest = hashlib.sha256(data).hexdigest()
-        info["sha256"] = digest
-        key, as_main, runs = self.key(name, digest, True if is_package else None)
-        facts: dict[str, Any] | None = self.cache.get(key)
-        if facts is not None:
-            self.cached += 1
-            return facts
         # ast: only when something is to be parsed (ahead, in a worker, or here)
         status, value = self.ahead.take(key) or parse(data, name, is_package, as_main, runs)
         if status != "ok":
@@ -310,7 +351,7 @@ class GraphBuilder:
             info["error"] = value
             return None
         facts = value
-        self.cache[key] = facts
+        self.store.put(key, facts)
         self.fresh += 1
         self.parsed += 1
         return facts

@@ -229,8 +229,8 @@ def test_second_run_reads_the_graph_from_the_host_cache(hosts: Path) -> None:
     assert first is not None and second is not None
     assert first.parsed >= 3 and second.parsed == 0 and second.cached == first.parsed + first.cached
     assert first.modules == second.modules
-    cache = list((Path.home() / ".cache" / "envsync").glob("imports-*.json"))
-    assert len(cache) == 1
+    cache = list((Path.home() / ".cache" / "envsync").glob("facts-*"))
+    assert len(cache) == 1 and cache[0].is_dir()
     uncached = collect(spec, LocalRunner("tgt"), replace(options, cache_dir="")).startup
     assert uncached is not None and uncached.parsed == first.parsed
 

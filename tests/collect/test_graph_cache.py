@@ -78,3 +78,23 @@ def test_no_cache_reads_everything(venv: Path) -> None:
     spec = HostSpec(name="t", python=str(venv))
     graph = collect(spec, LocalRunner("t"), replace(OPTIONS, cache_dir="")).startup
     assert graph is not None and graph.parsed == 3
+
+
+def test_a_pycache_folder_made_by_a_start_keeps_the_graph(venv: Path) -> None:
+    """A service's first start compiles its modules: __pycache__ appears in each package
+    folder, changing the folder's mtime and nothing an import finds."""
+    import subprocess
+
+    _graph(venv)
+    # svc.util imports alpha, which is missing: the import fails after compiling them
+    subprocess.run([str(venv), "-c", "import svc.main"], env={}, capture_output=True)
+    assert (site_packages(venv) / "svc" / "__pycache__").is_dir()
+    graph = _graph(venv)
+    assert graph.parsed == 0 and graph.cached == 3
+    # a new module in the same folder is another listing: the graph is read again
+    (site_packages(venv) / "svc" / "extra.py").write_text("X = 1\n")
+    (site_packages(venv) / "svc" / "main.py").write_text("import svc.util\nimport svc.extra\n")
+    for path in (site_packages(venv) / "svc").iterdir():
+        os.utime(path, ns=(OLD_NS, OLD_NS + 10**9))
+    again = _graph(venv)
+    assert again.modules["svc.extra"].kind == "source"

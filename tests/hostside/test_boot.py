@@ -90,8 +90,8 @@ def test_a_first_run_writes_the_host_side_once_later_runs_reuse_its_bytecode(
     again = compiled[0].stat()
     assert (again.st_ino, again.st_mtime_ns) == (stamp.st_ino, stamp.st_mtime_ns)
     # the probe's caches are keyed by the same digest, beside it
-    parsed = list(copy.parent.glob(f"imports-{shipping.bundle().digest}-py*.json"))
-    assert len(parsed) == 1
+    parsed = list(copy.parent.glob(f"facts-{shipping.bundle().digest}-py*"))
+    assert len(parsed) == 1 and parsed[0].is_dir() and list(parsed[0].rglob("*.json"))
     assert not list(copy.parent.glob("*.part"))
 
 
