@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +92,54 @@ def readme_performance(root: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+# A figure inside a sentence of the README: `<!-- figure:NAME -->TEXT<!-- /figure -->`, TEXT
+# written from the file a program wrote (never typed).
+FIGURE = re.compile(r"<!-- figure:(?P<name>[\w-]+) -->.*?<!-- /figure -->", re.S)
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:.1f} s" if ms < 10_000 else f"{ms / 1000:.0f} s"
+
+
+def diff_claim(root: Path) -> str:
+    """How fast `envsync diff` of the example answers, from the benchmarks' medians."""
+    path = root / PERFORMANCE
+    medians = (
+        {row["name"]: row["ms"] for row in json.loads(path.read_text())["medians"]}
+        if path.exists()
+        else {}
+    )
+    if "diff (warm)" not in medians or "diff (cold)" not in medians:
+        return "says it (not measured in this checkout yet: `python -m benchmarks.all`)"
+    return (
+        f"says it in {_seconds(medians['diff (warm)'])} on hosts it has read before, and in "
+        f"{_seconds(medians['diff (cold)'])} the first time, when it reads every file "
+        "(medians of `python -m benchmarks.all`)"
+    )
+
+
+def figure(name: str, root: Path) -> str:
+    from docsgen import quickstart
+
+    match name:
+        case "diff":
+            return diff_claim(root)
+        case "quickstart":
+            return quickstart.sentence(root)
+    raise ValueError(f"README.md: unknown figure {name!r}")
+
+
+def readme_figures(readme: str, root: Path) -> str:
+    """`readme` with each figure in its sentences written from the current files."""
+    return FIGURE.sub(
+        lambda m: f"<!-- figure:{m['name']} -->{figure(m['name'], root)}<!-- /figure -->", readme
+    )
+
+
 def readme_with_performance(readme: str, root: Path) -> str:
-    """`readme` with its generated performance section replaced by the current one."""
+    """`readme` with its generated performance section and its figures replaced by the
+    current ones."""
+    readme = readme_figures(readme, root)
     head, found, rest = readme.partition(README_BEGIN + "\n")
     if not found:
         raise ValueError("README.md has no generated performance section")

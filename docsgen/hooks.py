@@ -22,13 +22,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # mkdocs loads this file by path: envsync and docsgen from here
     sys.path.insert(0, str(ROOT))
 
-from docsgen import cli, figures, invocations, man, schema, tables  # noqa: E402
+from docsgen import cli, figures, invocations, man, quickstart, schema, tables  # noqa: E402
 from envsync.cli import completion  # noqa: E402
 from envsync.cli.parser import build_parser  # noqa: E402
 
 DIRECTIVE = re.compile(r"<!--\s*envsync:(?P<name>[\w-]+)(?P<args>[^>]*?)-->")
 # CI sets this: an output or figure file that is missing is then an error, not a note.
 REQUIRE = "ENVSYNC_DOCS_REQUIRE_OUTPUTS"
+# Samples an example script wrote under reports/ (ignored by git), put into the site under
+# samples/ when they are there: the pages link them (`<!-- envsync:sample PATH... -->`).
+SAMPLES = {"reports/fleet.html": "examples/fleet.sh", "reports/fleet.png": "examples/fleet.sh"}
 
 
 def _options(args: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -64,6 +67,28 @@ def output(path: str, named: dict[str, str]) -> str:
         if len(lines) > keep:
             text = "\n".join([*lines[:keep], f"# … {len(lines) - keep} more lines"])
     return _fence(text, named.get("lang", "text"))
+
+
+def sample(paths: list[str], page: str) -> str:
+    """Links to samples an example script wrote (an image shown): or, where they are not
+    there, a note naming the script. CI does not run those scripts: never required."""
+    unknown = [p for p in paths if p not in SAMPLES]
+    if unknown:
+        raise PluginError(f"{page}: not a sample the site carries: {', '.join(unknown)}")
+    missing = [p for p in paths if not (ROOT / p).exists()]
+    if missing:
+        scripts = " and ".join(sorted({f"`bash {SAMPLES[p]}`" for p in missing}))
+        return (
+            f'!!! note "Written by an example script"\n\n    `{"`, `".join(missing)}` '
+            f"are made by {scripts}; run it, then build the docs again.\n"
+        )
+    up = "../" * page.count("/")
+    out = []
+    for path in paths:
+        name = Path(path).name
+        target = f"{up}samples/{name}"
+        out.append(f"![{name}]({target})" if name.endswith(".png") else f"[{name}]({target})")
+    return "\n\n".join(out) + "\n"
 
 
 def run(args: list[str], named: dict[str, str]) -> str:
@@ -107,6 +132,10 @@ def expand(name: str, args: list[str], page: str) -> str:
             return run(plain, named)
         case "file":
             return _fence((ROOT / plain[0]).read_text(), named.get("lang", ""))
+        case "sample":
+            return sample(plain, page)
+        case "quickstart":
+            return quickstart.tutorial(ROOT)
         case "performance":
             return _required(figures.performance(ROOT), figures.PERFORMANCE)
         case "reliability":
@@ -145,6 +174,10 @@ def on_files(files: Files, config: Any) -> Files:
     }
     for uri, content in made.items():
         files.append(File.generated(config, uri, content=content))
+    for path in SAMPLES:
+        if (ROOT / path).exists():
+            uri = f"samples/{Path(path).name}"
+            files.append(File.generated(config, uri, abs_src_path=str(ROOT / path)))
     return files
 
 

@@ -98,7 +98,7 @@ def test_requirements_file_as_reference(capsys: pytest.CaptureFixture[str], tmp_
         (None, ["check", "--lock", "{d}/missing.lock", "local"], "missing.lock: no such lock file"),
         (
             None,
-            ["check", "--lock", str(REPO / "examples" / "lockfiles" / "ct129.lock")],
+            ["check", "--lock", str(REPO / "lockfiles" / "ct129.lock")],
             "check: name the HOSTs",
         ),
         ("c.lock", ["check", "--lock", "{d}/c.lock", "local"], "c.lock: corrupt lock file"),

@@ -140,7 +140,8 @@ def test_the_readme_exit_codes_are_exitcode() -> None:
 
 def test_every_envsync_line_in_the_readme_and_contributing_is_real() -> None:
     parser = build_parser()
-    for name in ("README.md", "CONTRIBUTING.md"):  # the CHANGELOG may name the past
+    folders = ("lockfiles/README.md", "reports/README.md", "examples/README.md")
+    for name in ("README.md", "CONTRIBUTING.md", *folders):  # the CHANGELOG may name the past
         assert invocations.problems((REPO / name).read_text(), parser) == [], name
 
 
@@ -200,3 +201,90 @@ def test_the_wheel_installs_as_a_uv_tool_and_completes(tmp_path: Path) -> None:
     assert version.stdout.startswith("envsync ")
     script = subprocess.run([tool, "completion", "bash"], capture_output=True, text=True)
     assert "complete " in script.stdout and script.returncode == 0
+
+
+def test_the_readme_opening_claim_is_a_measured_figure() -> None:
+    """The README's "says it in …" is the benchmarks' median, written from
+    docs/generated/performance.json (the test above keeps it current)."""
+    from docsgen.figures import diff_claim
+
+    assert "two seconds" not in README
+    assert (
+        f"`envsync diff ct129 ct200`\n<!-- figure:diff -->{diff_claim(REPO)}<!-- /figure -->"
+        in README
+    )
+
+
+TOP_LEVEL = ("pyproject.toml", "envsync/", "lockfiles/", "reports/", "tests/", "examples/")
+
+
+def test_the_top_level_is_the_designs_and_says_what_each_entry_is_for() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    layout = README.split("## Layout\n", 1)[1].split("\n## ", 1)[0]
+    for entry in TOP_LEVEL:
+        assert any(p == entry or p.startswith(entry) for p in tracked), f"{entry} is not in git"
+        assert f"| `{entry}` |" in layout, f"the README's layout does not say what {entry} is"
+    for folder in ("lockfiles", "reports"):
+        assert f"{folder}/README.md" in tracked
+    contributing = (REPO / "CONTRIBUTING.md").read_text()
+    for entry in TOP_LEVEL:
+        assert f"`{entry}`" in contributing, f"CONTRIBUTING's map lacks {entry}"
+
+
+@pytest.mark.parametrize(
+    ("path", "ignored"),
+    [
+        ("reports/README.md", False),
+        ("reports/check.md", True),
+        ("reports/quickstart/diff.txt", True),
+        ("reports/fleet.png", True),
+        ("lockfiles/ct129.lock", False),
+    ],
+)
+def test_reports_is_tracked_and_what_lands_there_is_ignored(path: str, ignored: bool) -> None:
+    proc = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO, check=False)
+    assert (proc.returncode == 0) is ignored
+
+
+def test_the_quick_start_figures_come_from_the_recorded_runs(tmp_path: Path) -> None:
+    import json
+
+    from docsgen import quickstart
+
+    assert quickstart.sentence(tmp_path).startswith("How long a run takes is not recorded")
+    assert quickstart.story_ratio({}) is None
+    run = {
+        "date": "2026-12-01T22:00:00+00:00",
+        "machine": {"cores": 2},
+        "fetched": {"runtime_bytes": 2_211_153_220, "wheel_bytes": 130_129_471},
+    }
+    recorded = {
+        "first": {**run, "first": True, "ms": {"story": 200_000, "total": 662_000}},
+        "later": {**run, "first": False, "ms": {"story": 50_000, "total": 61_000}},
+    }
+    (tmp_path / "docs" / "generated").mkdir(parents=True)
+    (tmp_path / quickstart.QUICKSTART).write_text(json.dumps(recorded))
+    assert quickstart.sentence(tmp_path) == (
+        "The first run downloads and installs the example's runtime (2.2 GB installed: torch "
+        "for CPUs, transformers, triton, …) and 130 MB of the hosts' wheels, and took 11 min "
+        "2 s (the envsync steps 3 min 20 s); a later run took 1 min 1 s (the envsync steps "
+        "50 s), on 2 cores on 2026-12-01 (`bash examples/quickstart.sh --record`)"
+    )
+    assert quickstart.story_ratio(recorded) == 0.25
+
+
+def test_a_sample_is_linked_when_its_script_made_it_else_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from docsgen import hooks
+
+    monkeypatch.setattr(hooks, "ROOT", tmp_path)
+    note = hooks.sample(["reports/fleet.html", "reports/fleet.png"], "how-to/fleet.md")
+    assert note.startswith("!!! note") and "`bash examples/fleet.sh`" in note
+    (tmp_path / "reports").mkdir()
+    for name in ("fleet.html", "fleet.png"):
+        (tmp_path / "reports" / name).write_text("x")
+    shown = hooks.sample(["reports/fleet.html", "reports/fleet.png"], "how-to/fleet.md")
+    assert shown == "[fleet.html](../samples/fleet.html)\n\n![fleet.png](../samples/fleet.png)\n"

@@ -12,7 +12,7 @@ from envsync.cli import main
 from envsync.codec import to_data
 from envsync.lock import read_lock
 from envsync.model import TRANSPORT_FIELDS
-from tests.helpers import REPO
+from tests.helpers import REPO, build_example
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +86,7 @@ def test_example_lock_is_byte_identical_and_round_trips(
 def test_committed_example_locks_carry_the_story(
     name: str, xgrammar: str, soundfile: bool, patched: tuple[str, ...]
 ) -> None:
-    path = REPO / "examples" / "lockfiles" / f"{name}.lock"
+    path = REPO / "lockfiles" / f"{name}.lock"
     snap = read_lock(path)
     assert snap.host == name
     # Made with --portable: no path of the machine that made them.
@@ -97,3 +97,42 @@ def test_committed_example_locks_carry_the_story(
     assert (snap.distribution("soundfile") is not None) is soundfile
     sglang = snap.distribution("sglang")
     assert sglang is not None and sglang.version == "0.5.11" and sglang.patched == patched
+
+
+# What a portable lock still takes from the machine that made it: the kernel's release, and
+# the hashes of the console scripts in bin/ (their first line names the venv's interpreter).
+MACHINE_BOUND = re.compile(r'^(kernel = |"\.\./\.\./\.\./bin/[^"]+" = )"[^"]*"$', re.M)
+
+
+def machine_free(text: str) -> str:
+    return MACHINE_BOUND.sub(lambda m: f'{m[1]}"(this machine)"', text)
+
+
+@pytest.fixture(scope="module")
+def runtime_inventory(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
+    """The example's hosts as the quick start builds them: with the shared runtime."""
+    runtime = REPO / "examples" / ".hosts" / "runtime"
+    if not (runtime / ".envsync-example.json").is_file():
+        pytest.skip("the example's runtime is built by `bash examples/quickstart.sh` first")
+    dest = tmp_path_factory.mktemp("runtime-hosts")
+    build_example(dest, wheel_cache, runtime=runtime)
+    path = dest / "envsync.toml"
+    path.write_text(
+        (REPO / "examples" / "envsync.toml").read_text().replace('".hosts/', f'"{dest}/')
+    )
+    return path
+
+
+@pytest.mark.parametrize("name", ["ct129", "ct200"])
+def test_committed_example_locks_are_current(
+    capsys: pytest.CaptureFixture[str], runtime_inventory: Path, name: str
+) -> None:
+    """lockfiles/NAME.lock is what `envsync lock --portable NAME` writes of the example now
+    (lockfiles/README.md says how to make them again)."""
+    assert main(["--inventory", str(runtime_inventory), "-q", "lock", "--portable", name]) == 0
+    fresh = capsys.readouterr().out
+    committed = (REPO / "lockfiles" / f"{name}.lock").read_text()
+    assert machine_free(fresh) == machine_free(committed), (
+        f"lockfiles/{name}.lock is not current: make it again (lockfiles/README.md)"
+    )
+    assert MACHINE_BOUND.search(committed)  # the rule still names lines that are there
