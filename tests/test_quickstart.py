@@ -10,7 +10,6 @@ analysis is as cold as a new user's.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,7 +20,9 @@ from docsgen import quickstart
 from tests.helpers import REPO
 from tests.sshd import free_port
 
-pytestmark = pytest.mark.slow
+# 20 minutes on a two-core machine (a .venv, two runs and the fleet view): run on its own,
+# `pytest -m quickstart`; the default run leaves it out (pyproject's addopts)
+pytestmark = [pytest.mark.slow, pytest.mark.quickstart]
 
 RUNTIME = REPO / "examples" / ".hosts" / "runtime"
 # A later run's envsync steps may take this much longer, as a share of the first run's,
@@ -92,8 +93,6 @@ def test_the_quick_start_twice_on_a_fresh_copy(tmp_path: Path, wheel_cache: Path
         pytest.skip("the example's runtime is built by `bash examples/quickstart.sh` first")
     recorded = quickstart.load(REPO)
     ratio = quickstart.story_ratio(recorded)
-    if ratio is None and os.environ.get("CI"):
-        pytest.fail(f"{quickstart.QUICKSTART}: no first and later run recorded (--record)")
     # the README says what was recorded
     readme = (REPO / "README.md").read_text()
     assert f"<!-- figure:quickstart -->{quickstart.sentence(REPO)}<!-- /figure -->" in readme
