@@ -115,7 +115,7 @@ def test_the_host_cache_stays_under_its_cap(
         graph = _graph(rich_venv)
         assert graph.modules["rich.table"].kind == "source"
         cache = Path.home() / ".cache" / "envsync"
-        kept = [  # the host's side (envsync's own received/ has its cap: test_cache.py)
+        kept = [  # the host's side (envsync's own received/ has its cap: test_received.py)
             p
             for p in cache.rglob("*")
             if p.is_file() and not {"received"} & set(p.parts) and "host-" not in str(p)
