@@ -12,11 +12,10 @@ redaction rules.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from envsync import redact
 from envsync.documents import check_writable, write_atomic, write_pieces
@@ -112,7 +111,7 @@ def render(
     unreachable: Sequence[str] = (),
     servers: Sequence[Report] = (),
 ) -> str:
-    """Reports in `fmt`, coloured and as wide as the terminal when they go to one;
+    """Reports in `fmt`, coloured when they go to a terminal, as wide as report_width says;
     `fleet`: several targets folded into classes (`classes`, as compared), in the formats
     that have a fleet view; `fail_on`: what fails a JUnit case. The Prometheus textfile
     also takes the hosts' digests (`classes`), the hosts not collected and the servers'
@@ -135,10 +134,26 @@ def render(
         and stream.isatty()
         and "NO_COLOR" not in os.environ
     )
-    width = shutil.get_terminal_size((120, 40)).columns if color else 120
+    width = report_width(stream, os.environ)
     if fleet and fmt in FLEET_FORMATS:
         return render_fleet(fmt, reports, classes=classes, color=color, width=width)
     return render_reports(fmt, reports, color=color, width=width, fail_on=fail_on)
+
+
+def report_width(stream: TextIO | None, environ: Mapping[str, str]) -> int:
+    """The width a table is laid out for: $COLUMNS when it is a number, else the width of
+    the terminal `stream` is, else the stable default (report.DEFAULT_WIDTH)."""
+    from envsync.report import DEFAULT_WIDTH
+
+    columns = environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if stream is not None and not stream.closed and stream.isatty():
+        try:
+            return os.get_terminal_size(stream.fileno()).columns or DEFAULT_WIDTH
+        except (OSError, ValueError):
+            return DEFAULT_WIDTH
+    return DEFAULT_WIDTH
 
 
 def note_classes(session: Session, fleet: FleetComparison) -> None:
