@@ -188,7 +188,7 @@ def test_lock_without_host_or_reference_is_a_usage_error(
             "probe output is not an envsync snapshot: .*missing key",
         ),
         # files standing for hosts
-        (lambda d: None, ["snapshot", "{d}/absent.lock"], 2, "absent.lock: no such file"),
+        (lambda d: None, ["snapshot", "{d}/absent.lock"], 2, "absent.lock: lock file not found"),
         (
             lambda d: (d / "c.lock").write_text("lock-version = [\n"),
             ["snapshot", "{d}/c.lock"],
