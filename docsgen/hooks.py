@@ -25,7 +25,10 @@ if str(ROOT) not in sys.path:  # mkdocs loads this file by path: envsync and doc
 from docsgen import cli, figures, invocations, man, schema, tables  # noqa: E402
 from envsync.cli import completion  # noqa: E402
 from envsync.cli.parser import build_parser  # noqa: E402
+from envsync.report import DEFAULT_WIDTH  # noqa: E402
 
+# The tip line under a usage error (cli/usage.py): the directive's command line is wrong.
+USAGE_ERROR = re.compile(r"^Tip: `envsync[^`]* --help` ", re.M)
 DIRECTIVE = re.compile(r"<!--\s*envsync:(?P<name>[\w-]+)(?P<args>[^>]*?)-->")
 # CI sets this: an output or figure file that is missing is then an error, not a note.
 REQUIRE = "ENVSYNC_DOCS_REQUIRE_OUTPUTS"
@@ -70,7 +73,12 @@ def run(args: list[str], named: dict[str, str]) -> str:
     """envsync run now, as a user would (its stdout and stderr, and its exit code), with
     only its own folder on PATH: what it prints cannot depend on this machine's tools."""
     inventory = ROOT / named["inventory"]
-    env = {"PATH": str(Path(sys.executable).parent), "HOME": os.environ.get("HOME", "/")}
+    env = {
+        "PATH": str(Path(sys.executable).parent),
+        "HOME": os.environ.get("HOME", "/"),
+        # The width the docs' code blocks show whole (the CSS gives them the room).
+        "COLUMNS": str(DEFAULT_WIDTH),
+    }
     proc = subprocess.run(
         [sys.executable, "-m", "envsync", "--inventory", str(inventory), *args],
         cwd=ROOT,
@@ -81,7 +89,7 @@ def run(args: list[str], named: dict[str, str]) -> str:
         timeout=60,
         check=False,
     )
-    if proc.stdout.startswith("usage:"):
+    if USAGE_ERROR.search(proc.stdout):
         raise PluginError(f"envsync {' '.join(args)}: not a valid command line: {proc.stdout}")
     shown = f"$ envsync {' '.join(args)}\n{_as_shown(proc.stdout)}(exit {proc.returncode})"
     return _fence(shown, "text")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
     from envsync.apply import BackupInfo
     from envsync.canary import Outcome, Rollout
     from envsync.classes import HostClass
-    from envsync.compare import FleetComparison
+    from envsync.compare import CheckResult, FleetComparison
     from envsync.findings import Report
-    from envsync.repair import Rollback
+    from envsync.repair import RepairOptions, Rollback
     from envsync.service.host import ServiceRun
     from envsync.session import Session
     from envsync.watch import WatchRun
@@ -124,7 +125,12 @@ def render(
 
         digests = {h: c.digest for c in classes or () for h in c.hosts}
         return textfile(
-            reports, digests=digests, fail_on=fail_on, unreachable=unreachable, servers=servers
+            reports,
+            digests=digests,
+            fail_on=fail_on,
+            unreachable=unreachable,
+            servers=servers,
+            now=time.time(),
         )
     stream = sys.stdout
     color = (
@@ -154,6 +160,45 @@ def report_width(stream: TextIO | None, environ: Mapping[str, str]) -> int:
         except (OSError, ValueError):
             return DEFAULT_WIDTH
     return DEFAULT_WIDTH
+
+
+def apply_line(options: RepairOptions, reference: str, target: str) -> str:
+    """The command that applies the plan `repair` just printed: the saved plan itself when
+    it was saved (refused if the target changed since), else the same command with --apply."""
+    import shlex
+
+    from envsync.vocab import ONLY_DEFAULT, PREFER
+
+    if options.save is not None:
+        words = ["envsync", "repair", "--plan", str(options.save), "--apply"]
+    else:
+        words = ["envsync", "repair", reference, target]
+        if options.prefer != PREFER[0]:
+            words += ["--prefer", options.prefer]
+        if options.only != ONLY_DEFAULT:
+            words += ["--only", options.only]
+        words.append("--apply")
+    return "to apply it: " + " ".join(shlex.quote(w) for w in words)
+
+
+def check_line(result: CheckResult, lock: str) -> str:
+    """What `check` compared, and its verdict, in one line."""
+    from envsync.nodeset import fold
+
+    hosts = fold([r.target for r in result.reports]) or "no host"
+    line = f"check: compared {hosts} with {lock}"
+    named = sorted({r.reference for r in result.reports} - {lock})
+    if named:
+        line += f" ({', '.join(named)})"
+    if result.unreachable:
+        line += f"; {fold(result.unreachable)} not collected"
+    count = len(result.blocking)
+    line += (
+        f"; {count} finding(s) at or above {result.fail_on}"
+        if count
+        else (f"; no finding at or above {result.fail_on}")
+    )
+    return line + (": failing" if count or result.failures else ": passing")
 
 
 def note_classes(session: Session, fleet: FleetComparison) -> None:
