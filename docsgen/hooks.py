@@ -40,8 +40,15 @@ def _options(args: list[str]) -> tuple[list[str], dict[str, str]]:
     return plain, named
 
 
-def _fence(text: str, lang: str = "") -> str:
+# The class of a block of a program's output: its type is set small enough that a table
+# of report.DEFAULT_WIDTH columns fits the content column (docs/stylesheets/extra.css).
+OUTPUT_CLASS = "envsync-output"
+
+
+def _fence(text: str, lang: str = "", *, output: bool = False) -> str:
     ticks = "````" if "```" in text else "```"
+    if output:
+        lang = "{ " + " ".join([*([f".{lang}"] if lang else []), f".{OUTPUT_CLASS}"]) + " }"
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}\n"
 
 
@@ -66,7 +73,7 @@ def output(path: str, named: dict[str, str]) -> str:
         keep = int(named["lines"])
         if len(lines) > keep:
             text = "\n".join([*lines[:keep], f"# … {len(lines) - keep} more lines"])
-    return _fence(text, named.get("lang", "text"))
+    return _fence(text, named.get("lang", "text"), output=True)
 
 
 def run(args: list[str], named: dict[str, str]) -> str:
@@ -92,7 +99,7 @@ def run(args: list[str], named: dict[str, str]) -> str:
     if USAGE_ERROR.search(proc.stdout):
         raise PluginError(f"envsync {' '.join(args)}: not a valid command line: {proc.stdout}")
     shown = f"$ envsync {' '.join(args)}\n{_as_shown(proc.stdout)}(exit {proc.returncode})"
-    return _fence(shown, "text")
+    return _fence(shown, "text", output=True)
 
 
 def expand(name: str, args: list[str], page: str) -> str:
