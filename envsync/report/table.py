@@ -2,9 +2,10 @@
 it is given (the CLI passes the terminal's width, or a stable default when piped).
 
 From `WIDE` columns up, a table whose subject and values columns give way first, so that
-the column of the reason and the fix keeps 46 columns or more; below it, one block per finding (its
-head on one line, the reason and each fix under it, indented). No line is wider than the
-width, and notes wrap with a hanging indent, so that a note reads as one.
+the column of the reason and the fix keeps 60 columns or more; below it (the piped default
+among them), one block per finding: its head on one line, the reason and each fix under
+it, indented. No line is wider than the width, and notes wrap with a hanging indent, so
+that a note reads as one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import textwrap
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -30,8 +30,9 @@ STYLE = {
     "benign": "dim",
 }
 
-# Below this width the findings are blocks, not table rows.
-WIDE = 100
+# Below this width the findings are blocks, not table rows (a table narrower than this
+# leaves the reason a column too narrow to read, and folds the subjects mid-name).
+WIDE = 120
 # The narrowest width this renderer lays out for (narrower is laid out as this).
 NARROWEST = 40
 # What the reason's column gives way to before the others do, and what they give way to.
@@ -110,29 +111,42 @@ def _table(report: Report, title: Text, width: int) -> Table:
     return table
 
 
-def _blocks(console: Console, report: Report, title: Text) -> None:
-    """One block per finding: `severity kind subject: ref → tgt`, then its reason and
-    fixes indented under it."""
-    console.print(title, overflow="fold")
+def _wrapped(text: str, width: int, first: str, rest: str) -> list[str]:
+    """`text` wrapped at `width` with a hanging indent, never cut mid-word unless a word is
+    wider than the line (a long path)."""
+    return textwrap.wrap(
+        text,
+        width=max(NARROWEST, width),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_on_hyphens=False,
+        break_long_words=True,
+    ) or [first.rstrip()]
+
+
+def _blocks(console: Console, report: Report, title: Text, color: bool) -> None:
+    """One block per finding, a blank line between them: `severity kind subject: ref →
+    tgt`, then its reason indented under it, then each fix (`→ kind: ...`), its own lines
+    indented under its arrow."""
+    width = console.width
+    for line in _wrapped(title.plain, width, "", "  "):
+        console.print(Text(line))
     for f in report.findings:
-        head = Text()
-        head.append(f.severity, style=STYLE[f.severity])
-        head.append(f" {f.kind} {f.subject}: {_values(f)}")
-        console.print(head, overflow="fold")
-        console.print(Padding(_why(f), (0, 0, 0, 2)), overflow="fold")
+        console.print()
+        head = _wrapped(f"{f.severity} {f.kind} {f.subject}: {_values(f)}", width, "", "    ")
+        first = Text(head[0])
+        first.stylize(STYLE[f.severity], 0, len(f.severity))
+        console.print(first)
+        for line in [*head[1:], *_wrapped(f.reason, width, "  ", "  ")]:
+            console.print(Text(line))
+        for fix in f.fixes:
+            for line in _wrapped(f"→ {fix.kind}: {fix.summary}", width, "  ", "    "):
+                console.print(Text(line, style="green" if color else ""))
 
 
 def _note(console: Console, label: str, note: str, color: bool) -> None:
     """A note wrapped at the width with a hanging indent (never cut mid-word)."""
-    width = max(NARROWEST, console.width)
-    lines = textwrap.wrap(
-        f"{label}: {note}",
-        width=width,
-        subsequent_indent=" " * 6,
-        break_on_hyphens=False,
-        break_long_words=True,
-    )
-    for line in lines:
+    for line in _wrapped(f"{label}: {note}", console.width, "", " " * 6):
         console.print(Text(line, style="dim" if color else ""), overflow="fold")
 
 
@@ -154,7 +168,9 @@ def render(reports: Sequence[Report], *, color: bool = False, width: int = DEFAU
         elif width >= WIDE:
             console.print(_table(report, Text(title), width))
         else:
-            _blocks(console, report, Text(title))
+            _blocks(console, report, Text(title), color)
+            if report.notes:
+                console.print()
         for note in report.notes:
             _note(console, "note", note, color)
     return _trimmed(buffer.getvalue())

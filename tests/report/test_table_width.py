@@ -14,6 +14,7 @@ import pytest
 from envsync.cli.output import report_width
 from envsync.findings import Finding, PinFix
 from envsync.report import DEFAULT_WIDTH, render
+from envsync.report.table import WIDE
 from tests.helpers import run_cli
 from tests.report.test_formats import REPORT
 
@@ -59,7 +60,7 @@ def assert_fits(text: str, width: int, fixes: list[str]) -> None:
         assert _squeezed(fix) in _squeezed(column), f"fix cut at {width}: {fix!r}"
 
 
-@pytest.mark.parametrize("width", [*WIDTHS, 120, 99, 60])
+@pytest.mark.parametrize("width", [*WIDTHS, 120, 119, 99, 60])
 def test_the_table_fits_every_width(width: int) -> None:
     text = render("table", [WIDE_REPORT], width=width)
     fixes = [f"→ {x.kind}: {x.summary}" for f in WIDE_REPORT.findings for x in f.fixes]
@@ -69,29 +70,35 @@ def test_the_table_fits_every_width(width: int) -> None:
 
 
 def test_the_reason_keeps_its_room_and_the_layout_changes_below_a_width() -> None:
-    wide = render("table", [WIDE_REPORT], width=100)
+    wide = render("table", [WIDE_REPORT], width=WIDE)
     header = next(line for line in wide.splitlines() if "why, and the fix" in line)
     # The last column is the widest: the subject and values gave way first.
     cells = header.split("┃")[1:-1]
-    assert len(cells[-1]) == max(len(c) for c in cells) and len(cells[-1]) >= 46
+    assert len(cells[-1]) == max(len(c) for c in cells) and len(cells[-1]) >= 60
+    for width in (80, WIDE - 1):
+        narrow = render("table", [WIDE_REPORT], width=width)
+        assert "┃" not in narrow  # one block per finding, a blank line before each
+        assert "\n\nfatal version xgrammar: 0.1.32 → 0.1.10\n" in narrow
+        assert "\n  → pin: pin xgrammar==0.1.32 (pip install --no-deps)\n" in narrow
+    # A fix's own lines hang under its arrow.
     narrow = render("table", [WIDE_REPORT], width=80)
-    assert "┃" not in narrow  # one block per finding
-    assert "\nfatal version xgrammar: 0.1.32 → 0.1.10\n" in narrow
-    assert "\n  → pin: pin xgrammar==0.1.32 (pip install --no-deps)\n" in narrow
+    fix = narrow[narrow.index("  → pin: pin flashinfer") :].splitlines()
+    assert fix[1].startswith("    ") and not fix[1][4].isspace()
 
 
 def test_a_note_wraps_with_a_hanging_indent_never_mid_word() -> None:
-    text = render("table", [REPORT], width=100)
+    text = render("table", [REPORT], width=WIDE)
     note = text[text.index("note: ") :].splitlines()
     assert len(note) == 2 and note[1].startswith("      ") and not note[1][6].isspace()
     words = REPORT.notes[0].split()
     assert " ".join(" ".join(note).split()) == "note: " + " ".join(words)
 
 
-def test_colour_adds_no_width() -> None:
-    text = render("table", [WIDE_REPORT], width=100, color=True)
+@pytest.mark.parametrize("width", [80, WIDE])
+def test_colour_adds_no_width(width: int) -> None:
+    text = render("table", [WIDE_REPORT], width=width, color=True)
     plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    assert "\x1b[" in text and max(len(line) for line in plain.splitlines()) <= 100
+    assert "\x1b[" in text and max(len(line) for line in plain.splitlines()) <= width
 
 
 @pytest.mark.parametrize(
@@ -160,9 +167,13 @@ def test_diff_renders_at_the_terminals_width(
 def test_piped_diff_has_the_stable_default_width(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    target = str(_drifted(tmp_path))
     monkeypatch.delenv("COLUMNS", raising=False)
-    _, out, _ = run_cli(capsys, "-q", "diff", str(SNAPSHOT), str(_drifted(tmp_path)))
-    assert max(len(line) for line in out.splitlines()) == DEFAULT_WIDTH
+    _, piped, _ = run_cli(capsys, "-q", "diff", str(SNAPSHOT), target)
+    for width, same in ((DEFAULT_WIDTH, True), (200, False), (80, False)):
+        monkeypatch.setenv("COLUMNS", str(width))
+        _, out, _ = run_cli(capsys, "-q", "diff", str(SNAPSHOT), target)
+        assert (out == piped) is same, width
 
 
 @pytest.mark.slow
