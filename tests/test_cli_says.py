@@ -132,6 +132,10 @@ def test_the_apply_line_is_the_command_that_applies_the_plan() -> None:
     assert apply_line(chosen, "ct129", "my host") == (
         "to apply it: envsync repair ct129 'my host' --prefer workaround --only benign --apply"
     )
+    fleet = RepairOptions(batch=("1,50%",), max_fail="10%")
+    assert apply_line(fleet, "ct129", "gpu[01-08]") == (
+        "to apply it: envsync repair ct129 'gpu[01-08]' --batch 1,50% --max-fail 10% --apply"
+    )
     saved = RepairOptions(save=Path("/tmp/the plan.json"))
     assert apply_line(saved, "ct129", "ct200") == (
         "to apply it: envsync repair --plan '/tmp/the plan.json' --apply"

@@ -162,13 +162,15 @@ def cmd_repair(options: RepairOptions, session: Session) -> ExitCode:
 
     hosts = fleet_targets(session, options)
     if hosts:
-        return print_rollout(repair_fleet(session, options, hosts))
+        reference = options.reference or session.inventory.reference or ""
+        hint = apply_line(options, reference, options.target or "")
+        return print_rollout(repair_fleet(session, options, hosts), apply_hint=hint)
     done = repair(session, options)
     if not options.apply:
-        text = describe(done.plan, exec_prefix=done.exec_prefix)
-        if done.plan.steps:
-            text += "\n" + apply_line(options, done.plan.reference, done.plan.target)
-        emit(printable(text + "\n" if not text.endswith("\n") else text), None)
+        text = describe(done.plan, exec_prefix=done.exec_prefix).rstrip("\n") + "\n"
+        if done.plan.steps:  # and last, a line apart: what applies it
+            text += "\n" + apply_line(options, done.plan.reference, done.plan.target) + "\n"
+        emit(printable(text), None)
         return ExitCode.DRIFT if done.plan.steps else ExitCode.OK
     if done.applied is None:
         session.note(f"{done.plan.target}: nothing to do")

@@ -177,6 +177,10 @@ def apply_line(options: RepairOptions, reference: str, target: str) -> str:
             words += ["--prefer", options.prefer]
         if options.only != ONLY_DEFAULT:
             words += ["--only", options.only]
+        for sizes in options.batch:
+            words += ["--batch", sizes]
+        if options.max_fail != "0":
+            words += ["--max-fail", options.max_fail]
         words.append("--apply")
     return "to apply it: " + " ".join(shlex.quote(w) for w in words)
 
@@ -286,9 +290,10 @@ def print_service_run(run: ServiceRun, session: Session) -> ExitCode:
     return ExitCode.SMOKE
 
 
-def print_rollout(done: Rollout) -> ExitCode:
+def print_rollout(done: Rollout, apply_hint: str | None = None) -> ExitCode:
     """A fleet's repair: the plan of each class, then what each batch did and which hosts
-    changed; the command's exit code."""
+    changed (or, not applied, `apply_hint`: the command that applies it); the command's
+    exit code."""
     from envsync.nodeset import fold
     from envsync.plan import describe
 
@@ -303,6 +308,8 @@ def print_rollout(done: Rollout) -> ExitCode:
             print(indent(describe(planned.plan)))
     if not done.applied:
         pending = any(p.plan is not None and p.plan.steps for p in done.plans)
+        if pending and apply_hint:
+            print(f"\n{apply_hint}")
         return ExitCode.DRIFT if pending else ExitCode.OK
     for n, batch in enumerate(done.batches, 1):
         print(f"batch {n}/{done.planned} {fold(batch.hosts)}:")
