@@ -290,3 +290,29 @@ def test_help_stays_whole(command: str | None, capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert exited.value.code == 0
     assert out.startswith("usage: envsync") and "options:" in out and len(out.splitlines()) > 5
+
+
+@pytest.mark.parametrize(
+    ("message", "line"),
+    [
+        # argparse's wording in 3.11 and 3.12, and 3.13's bare choices
+        (
+            "argument --format: invalid choice: 'jsn' (choose from 'json', 'table')",
+            "--format 'jsn' is not one of json, table (did you mean json?)",
+        ),
+        (
+            "argument --format: invalid choice: 'jsn' (choose from json, table)",
+            "--format 'jsn' is not one of json, table (did you mean json?)",
+        ),
+        ("argument -j/--jobs: invalid int value: 'x'", "--jobs 'x' is not a whole number"),
+        ("the following arguments are required: --lock", "missing --lock FILE"),
+        ("argument --every: 5x is not a duration", "--every: 5x is not a duration"),
+        ("something argparse may say one day", "something argparse may say one day"),
+    ],
+)
+def test_argparses_words_said_in_ours(message: str, line: str) -> None:
+    from envsync.cli.usage import Parser, explain
+
+    check = COMMANDS["check"]
+    assert isinstance(PARSER, Parser)
+    assert explain(check, message, PARSER) == line
