@@ -294,6 +294,8 @@ def watch(
 
 
 def event_lines(run: WatchRun) -> list[str]:
+    from envsync.findings import short_hash  # a file's hashes as the table shows them
+
     out = []
     for event in run.events:
         match event:
@@ -310,7 +312,7 @@ def event_lines(run: WatchRun) -> list[str]:
             case FindingSeen(host=host, against=against, gone=True) as f:
                 out.append(f"{host}: gone against {against}: {f.severity} {f.kind} {f.subject}")
             case FindingSeen(host=host, against=against) as f:
-                values = f"{f.reference or '—'} → {f.target or '—'}"
+                values = f"{short_hash(f.reference) or '—'} → {short_hash(f.target) or '—'}"
                 out.append(
                     f"{host}: new against {against}: {f.severity} {f.kind} {f.subject} "
                     f"({values}): {f.reason}"

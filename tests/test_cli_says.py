@@ -155,3 +155,21 @@ def test_repair_without_apply_ends_with_the_command_that_applies_it(
     code, out, _ = run(capsys, "--inventory", str(inv), "-q", "repair", "--prefer", "fix")
     assert code == 1
     assert out.splitlines()[-1] == "to apply it: envsync repair ref tgt --prefer fix --apply"
+
+
+def test_watch_says_a_files_hashes_as_the_table_does() -> None:
+    from envsync.watch import FindingSeen, WatchRun, event_lines
+
+    seen = FindingSeen(
+        host="h",
+        against="h@good",
+        gone=False,
+        severity="risky",
+        kind="file",
+        subject="app/x.py",
+        reference="a" * 64,
+        target="b" * 64,
+        reason="r",
+    )
+    (line,) = event_lines(WatchRun(at="2026-12-01T10:00:00Z", events=(seen,), statuses=()))
+    assert "(aaaaaaaaaa… → bbbbbbbbbb…)" in line and "a" * 11 not in line
