@@ -25,7 +25,10 @@ if str(ROOT) not in sys.path:  # mkdocs loads this file by path: envsync and doc
 from docsgen import cli, figures, invocations, man, quickstart, schema, tables  # noqa: E402
 from envsync.cli import completion  # noqa: E402
 from envsync.cli.parser import build_parser  # noqa: E402
+from envsync.report import DEFAULT_WIDTH  # noqa: E402
 
+# The tip line under a usage error (cli/usage.py): the directive's command line is wrong.
+USAGE_ERROR = re.compile(r"^Tip: `envsync[^`]* --help` ", re.M)
 DIRECTIVE = re.compile(r"<!--\s*envsync:(?P<name>[\w-]+)(?P<args>[^>]*?)-->")
 # CI sets this: an output or figure file that is missing is then an error, not a note.
 REQUIRE = "ENVSYNC_DOCS_REQUIRE_OUTPUTS"
@@ -40,8 +43,15 @@ def _options(args: list[str]) -> tuple[list[str], dict[str, str]]:
     return plain, named
 
 
-def _fence(text: str, lang: str = "") -> str:
+# The class of a block of a program's output: its type is set small enough that a table
+# of report.DEFAULT_WIDTH columns fits the content column (docs/stylesheets/extra.css).
+OUTPUT_CLASS = "envsync-output"
+
+
+def _fence(text: str, lang: str = "", *, output: bool = False) -> str:
     ticks = "````" if "```" in text else "```"
+    if output:
+        lang = "{ " + " ".join([*([f".{lang}"] if lang else []), f".{OUTPUT_CLASS}"]) + " }"
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}\n"
 
 
@@ -66,7 +76,7 @@ def output(path: str, named: dict[str, str]) -> str:
         keep = int(named["lines"])
         if len(lines) > keep:
             text = "\n".join([*lines[:keep], f"# … {len(lines) - keep} more lines"])
-    return _fence(text, named.get("lang", "text"))
+    return _fence(text, named.get("lang", "text"), output=True)
 
 
 def sample(paths: list[str], page: str) -> str:
@@ -95,7 +105,12 @@ def run(args: list[str], named: dict[str, str]) -> str:
     """envsync run now, as a user would (its stdout and stderr, and its exit code), with
     only its own folder on PATH: what it prints cannot depend on this machine's tools."""
     inventory = ROOT / named["inventory"]
-    env = {"PATH": str(Path(sys.executable).parent), "HOME": os.environ.get("HOME", "/")}
+    env = {
+        "PATH": str(Path(sys.executable).parent),
+        "HOME": os.environ.get("HOME", "/"),
+        # The width the docs' code blocks show whole (the CSS gives them the room).
+        "COLUMNS": str(DEFAULT_WIDTH),
+    }
     proc = subprocess.run(
         [sys.executable, "-m", "envsync", "--inventory", str(inventory), *args],
         cwd=ROOT,
@@ -106,10 +121,10 @@ def run(args: list[str], named: dict[str, str]) -> str:
         timeout=60,
         check=False,
     )
-    if proc.stdout.startswith("usage:"):
+    if USAGE_ERROR.search(proc.stdout):
         raise PluginError(f"envsync {' '.join(args)}: not a valid command line: {proc.stdout}")
     shown = f"$ envsync {' '.join(args)}\n{_as_shown(proc.stdout)}(exit {proc.returncode})"
-    return _fence(shown, "text")
+    return _fence(shown, "text", output=True)
 
 
 def expand(name: str, args: list[str], page: str) -> str:

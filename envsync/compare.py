@@ -512,8 +512,11 @@ def check(
     if _names_state(session, str(lock)):
         reference = session.collect_one(str(lock))  # a recorded state: HOST@good
     elif not Path(lock).is_file():
+        from envsync.documents import not_found
+
         raise InputError(
-            f"{lock}: no such lock file", tip="create one with `envsync lock HOST > env.lock`"
+            not_found(Path(lock), "lock file"),
+            tip="create one with `envsync lock HOST > env.lock`",
         )
     else:
         reference = read_lock(Path(lock))

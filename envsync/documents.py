@@ -41,6 +41,20 @@ def too_large(size: int, origin: str, what: str) -> str | None:
 NESTED = "nested too deeply to be an envsync document"
 
 
+def not_found(path: Path, what: str, origin: str | None = None) -> str:
+    """The line for a file that is not there: its absolute path and, for a relative one,
+    the folder it was relative to (`origin`: where the name came from, e.g.
+    ENVSYNC_INVENTORY)."""
+    if path.is_absolute():
+        return f"{path}: {what} not found"
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working folder is gone: the name is all there is
+        return f"{path}: {what} not found (relative to a folder that no longer exists)"
+    named = f"{origin}={path}" if origin else str(path)
+    return f"{os.path.join(cwd, path)}: {what} not found ({named}, relative to {cwd})"
+
+
 def read_text(path: Path, error: type[InputError], what: str) -> str:
     try:
         with path.open("rb") as f:
@@ -57,6 +71,8 @@ def read_text(path: Path, error: type[InputError], what: str) -> str:
             if why:
                 raise error(why)
             return data.decode("utf-8")
+    except FileNotFoundError as e:
+        raise error(not_found(path, what)) from e
     except (OSError, UnicodeDecodeError) as e:
         raise error(f"{path}: cannot read {what}: {e}") from e
 

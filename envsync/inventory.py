@@ -217,11 +217,15 @@ def inventory_path(explicit: str | None, environ: Mapping[str, str]) -> tuple[Pa
 def load_inventory(
     explicit: str | None = None, environ: Mapping[str, str] | None = None
 ) -> Inventory:
-    path, required = inventory_path(explicit, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    path, required = inventory_path(explicit, environ)
     if not path.exists():
         if required:
+            from envsync.documents import not_found
+
+            origin = "--inventory" if explicit else INVENTORY_ENV
             raise InventoryError(
-                f"{path}: inventory file not found",
+                not_found(path, "inventory file", origin),
                 tip="check --inventory / ENVSYNC_INVENTORY, or create envsync.toml",
             )
         return Inventory(path=None)

@@ -27,7 +27,7 @@ from envsync.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix,
 from envsync.launch import with_flags
 from envsync.markers import applies
 from envsync.model import Distribution, Snapshot, Unavailable, why_files_cannot_serve, why_no_files
-from envsync.vocab import ONLY, ONLY_DEFAULT, PREFER, Installer, Only, Prefer
+from envsync.vocab import ONLY, ONLY_DEFAULT, PREFER, SEVERITIES, Installer, Only, Prefer
 
 # 3: a pin names no installer program (2: its `uv` path; 1: every step had every field).
 PLAN_SCHEMA_VERSION = 3
@@ -333,8 +333,11 @@ def make_plan(
         remove = tuple(sorted(p for p, f in items if f.reference is None))
         what = [f"copy {len(copy)} file(s)"] if copy else []
         what += [f"remove {len(remove)} file(s)"] if remove else []
+        # Files below --only that come too: said with their severity and the reason.
+        kinds = "/".join(s for s in SEVERITIES if any(f.severity == s for _, f in along))
         whole = (
-            f"; the whole patch set moves: {len(along)} of them below --only {only} come along"
+            f"; includes {len(along)} {kinds} file(s) that --only {only} would leave: "
+            f"{dist}'s patched files move together"
             if along
             else ""
         )

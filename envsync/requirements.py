@@ -51,6 +51,10 @@ def _check_includes(path: Path, folder: Path, seen: set[Path]) -> None:
     RequirementsError naming the line otherwise, before any of its content is read."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError as e:
+        from envsync.documents import not_found
+
+        raise RequirementsError(not_found(path, "requirements file")) from e
     except OSError as e:
         raise RequirementsError(f"{path}: cannot read requirements file: {e.strerror}") from e
     for number, raw in enumerate(text.replace("\\\n", "").splitlines(), 1):

@@ -99,7 +99,9 @@ def resolve(name: str, inventory: Inventory) -> Source:
     )
     if kind is not None or os.sep in name:
         if not path.is_file():
-            raise SnapshotError(f"{name}: no such file")
+            from envsync.documents import not_found
+
+            raise SnapshotError(not_found(path, f"{kind or 'HOST'} file"))
         if kind is None:
             raise SnapshotError(
                 f"{name}: cannot tell what this file is",

@@ -108,6 +108,7 @@ class HostStatus:
     changes: int = 0  # changes seen since the last run
     last_good: float | None = None  # when its last good state was recorded (epoch seconds)
     code: ExitCode = ExitCode.OK  # what this host makes a `--once` exit with
+    digest: str | None = None  # its environment's digest (classes.environment_digest)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,6 +177,7 @@ def _watch_host(
     session: Session, store: StateStore, host: str, options: WatchOptions, events: list[Event]
 ) -> HostStatus:
     from envsync import compare  # the classifier: only when a run starts
+    from envsync.classes import environment_digest
 
     memory = _memory(store, host)
     quiet = replace(session, notes=lambda message: None)
@@ -235,7 +237,9 @@ def _watch_host(
     return HostStatus(
         host=host,
         up=True,
-        against=against,
+        digest=environment_digest(snap),
+        # As the report names its reference (a lock's host, `h@good`): as `check` says it.
+        against=report.reference if report is not None else None,
         counts=counts,
         blocking=blocking,
         changes=len(seen),
@@ -290,6 +294,8 @@ def watch(
 
 
 def event_lines(run: WatchRun) -> list[str]:
+    from envsync.findings import short_hash  # a file's hashes as the table shows them
+
     out = []
     for event in run.events:
         match event:
@@ -306,7 +312,7 @@ def event_lines(run: WatchRun) -> list[str]:
             case FindingSeen(host=host, against=against, gone=True) as f:
                 out.append(f"{host}: gone against {against}: {f.severity} {f.kind} {f.subject}")
             case FindingSeen(host=host, against=against) as f:
-                values = f"{f.reference or '—'} → {f.target or '—'}"
+                values = f"{short_hash(f.reference) or '—'} → {short_hash(f.target) or '—'}"
                 out.append(
                     f"{host}: new against {against}: {f.severity} {f.kind} {f.subject} "
                     f"({values}): {f.reason}"
@@ -316,6 +322,22 @@ def event_lines(run: WatchRun) -> list[str]:
             case Reach(host=host):
                 out.append(f"{host}: watched again")
     return [f"{run.at} {line}" if not line.startswith("  ") else line for line in out]
+
+
+def unchanged_line(run: WatchRun, fail_on: Severity = FAIL_ON_DEFAULT) -> str:
+    """A run that saw no change, in one line: the hosts and where they stand."""
+    from envsync.nodeset import fold
+
+    hosts = [s.host for s in run.statuses]
+    blocking = [s.host for s in run.statuses if s.up and s.blocking]
+    down = [s.host for s in run.statuses if not s.up]
+    where = []
+    if blocking:
+        where.append(f"{fold(blocking)} with findings at or above {fail_on}")
+    if down:
+        where.append(f"{fold(down)} still not watched")
+    standing = "; ".join(where) or "none at or above " + fail_on
+    return f"{run.at} no change on {fold(hosts)} since the last run ({standing})"
 
 
 def log_lines(run: WatchRun) -> list[str]:
@@ -349,56 +371,28 @@ def append_lines(path: str, lines: Sequence[str]) -> None:
         os.close(fd)
 
 
-def textfile(run: WatchRun) -> str:
-    """The hosts' status in node_exporter's textfile format (one write per run, atomic),
-    written as `check --format prometheus` writes its own (report/prometheus.py)."""
-    from envsync.report.prometheus import family, sample
+def textfile(run: WatchRun, *, fail_on: Severity = FAIL_ON_DEFAULT) -> str:
+    """The hosts' status in node_exporter's textfile format (one write per run, atomic), in
+    the vocabulary `check --format prometheus` writes (report/prometheus.py)."""
+    from envsync.report.prometheus import HostMetrics, hosts_textfile
 
-    lines: list[str] = []
-
-    def metric(name: str, help_text: str, samples: list[tuple[Mapping[str, str], float]]) -> None:
-        lines.extend(family(name, help_text, (sample(name, k, v) for k, v in samples)))
-
-    def host(status: HostStatus, **extra: str) -> dict[str, str]:
-        return {"host": status.host, **extra}
-
-    up = [s for s in run.statuses if s.up]
-    metric(
-        "envsync_up",
-        "1 when envsync watched the host on its last run, 0 when it could not.",
-        [(host(s), 1.0 if s.up else 0.0) for s in run.statuses],
-    )
-    metric(
-        "envsync_findings",
-        "Findings of the host against its reference on the last run, by severity.",
-        [
-            (host(s, reference=s.against or "", severity=sev), float(s.counts.get(sev, 0)))
-            for s in up
-            if s.against is not None
-            for sev in SEVERITIES
-        ],
-    )
-    metric(
-        "envsync_blocking_findings",
-        "Findings at or above --fail-on on the last run (what fails `check`).",
-        [(host(s), float(s.blocking)) for s in up if s.against is not None],
-    )
-    metric(
-        "envsync_changes",
-        "Changes to the host's environment seen on the last run.",
-        [(host(s), float(s.changes)) for s in up],
-    )
-    metric(
-        "envsync_last_good_timestamp_seconds",
-        "When the host's last good state (ready or locked) was recorded.",
-        [(host(s), s.last_good) for s in run.statuses if s.last_good is not None],
-    )
-    ended = time.time()
-    metric("envsync_watch_last_run_timestamp_seconds", "When the last run ended.", [({}, ended)])
-    return "\n".join(lines) + "\n"
+    hosts = [
+        HostMetrics(
+            host=s.host,
+            up=s.up,
+            reference=s.against,
+            counts=s.counts,
+            blocking=s.blocking,
+            digest=s.digest,
+            changes=s.changes,
+            last_good=s.last_good,
+        )
+        for s in run.statuses
+    ]
+    return hosts_textfile(hosts, fail_on=fail_on, now=time.time())
 
 
-def write_textfile(path: str, run: WatchRun) -> None:
+def write_textfile(path: str, run: WatchRun, *, fail_on: Severity = FAIL_ON_DEFAULT) -> None:
     from pathlib import Path
 
-    write_atomic(Path(path), textfile(run))
+    write_atomic(Path(path), textfile(run, fail_on=fail_on))

@@ -88,14 +88,18 @@ def test_requirements_file_as_reference(capsys: pytest.CaptureFixture[str], tmp_
         (
             "rules-missing",
             ["--inventory", "{d}/inv.toml", "diff"],
-            "nope.toml: cannot read rule pack",
+            "nope.toml: rule pack not found",
         ),
         (
             "rules-bad",
             ["--inventory", "{d}/inv.toml", "diff"],
             "bad.toml: .*flags\\[0\\].default 'x' is not one of its values",
         ),
-        (None, ["check", "--lock", "{d}/missing.lock", "local"], "missing.lock: no such lock file"),
+        (
+            None,
+            ["check", "--lock", "{d}/missing.lock", "local"],
+            "missing.lock: lock file not found",
+        ),
         (
             None,
             ["check", "--lock", str(REPO / "lockfiles" / "ct129.lock")],
@@ -286,7 +290,7 @@ def test_diff_of_several_targets_is_one_matrix(
     assert page.read_text().startswith("<!DOCTYPE html>")
     # Every name is checked before anything is collected.
     code, _, err = run(capsys, "diff", str(SNAPSHOT), str(ct200), str(tmp_path / "nope.json"))
-    assert code == 2 and "nope.json: no such file" in err
+    assert code == 2 and "nope.json: snapshot file not found" in err
 
 
 def test_a_host_that_fails_does_not_hide_the_others(

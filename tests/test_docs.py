@@ -51,7 +51,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def page_options(site: Path, command: str) -> set[str]:
     """The option strings in the first column of a command's table on the built page."""
-    page = (site / "reference" / "cli" / "index.html").read_text()
+    page = (site / "reference" / "cli.html").read_text()
     start = page.index(f'id="envsync-{command}"')
     end = page.find("<h2", start)
     section = page[start : end if end != -1 else len(page)]

@@ -150,7 +150,7 @@ def test_the_gate_in_prometheus_metrics(
     families = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
     gate = {s.labels["severity"]: s.value for s in families["envsync_server_findings"].samples}
     assert gate["fatal"] == 2
-    digests = {s.labels["host"]: s.labels["digest"] for s in families["envsync_check_ok"].samples}
+    digests = {s.labels["host"]: s.labels["digest"] for s in families["envsync_host_info"].samples}
     assert len(set(digests.values())) == 3 and all(len(d) == 16 for d in digests.values())
 
 

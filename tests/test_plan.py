@@ -227,7 +227,11 @@ def test_a_patch_set_moves_whole_and_only_narrows_what_starts_a_step() -> None:
     assert step.dist == "app"
     assert step.files == ("app/server.py", "app/worker.py")
     assert step.remove == ("app/gone.py",)
-    assert "the whole patch set moves: 2 of them below --only risky come along" in step.summary
+    assert step.summary == (
+        "copy 2 file(s) and remove 1 file(s) of app from the reference (backed up first; "
+        "includes 2 benign file(s) that --only risky would leave: app's patched files move "
+        "together)"
+    )
     # The other package's patch set has nothing at or above --only: it stays.
     assert plan.skipped == ("other/x.py: benign (--only risky)",)
 

@@ -236,7 +236,7 @@ def _one_state(tmp_path: Path) -> tuple[StateStore, Path]:
             "a damaged state of ct129: state.snapshot",
         ),
         (lambda p: _edit(p, snapshot=None), "no snapshot this envsync reads"),
-        (lambda p: p.unlink(), "cannot read state: [Errno 2] No such file"),
+        (lambda p: p.unlink(), "state not found"),
     ],
 )
 def test_a_state_that_cannot_be_read_is_one_line(
@@ -350,7 +350,7 @@ def test_check_and_watch_take_states_where_they_may(
     assert code == 2 and "envsync: ct129@good: no state of ct129 is recorded in" in err
     missing = str(tmp_path / "env@2.lock")
     code, _, err = run_cli(capsys, "--inventory", str(inv), "check", "--lock", missing, "ct129")
-    assert code == 2 and f"{missing}: no such lock file" in err
+    assert code == 2 and f"{missing}: lock file not found" in err
     code, _, err = run_cli(
         capsys, "--inventory", str(inv), "watch", "--once", "ct129@good", *states
     )

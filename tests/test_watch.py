@@ -62,8 +62,8 @@ def test_the_textfile_is_the_exposition_format() -> None:
     assert text.endswith("\n")
     for line in text.splitlines():
         assert SAMPLE.match(line) or COMMENT.match(line), line
-    assert 'envsync_up{host="we\\"ird\\\\host\\nname"} 1' in text
-    assert 'envsync_up{host="down"} 0' in text
+    assert 'envsync_host_up{host="we\\"ird\\\\host\\nname"} 1' in text
+    assert 'envsync_host_up{host="down"} 0' in text
     assert (
         'envsync_findings{host="we\\"ird\\\\host\\nname",reference="ct129@good",severity="fatal"} 2'
         in text
@@ -132,8 +132,8 @@ def test_watch_once_says_only_what_changed(
     code, out, err = _watch(capsys, watched, *outputs)
     assert (code, out, err) == (0, "", "")
     assert not log.exists()
-    assert 'envsync_up{host="h"} 1' in prom.read_text()
-    assert 'envsync_blocking_findings{host="h"} 0' in prom.read_text()
+    assert 'envsync_host_up{host="h"} 1' in prom.read_text()
+    assert 'envsync_blocking_findings{host="h",reference="h@good"} 0' in prom.read_text()
     # real pip changes the venv: the change, with its install time, and the new finding
     pip_install(watched["python"], watched["wheels"] / "demo-2.0-py3-none-any.whl")
     record = next(
@@ -188,7 +188,7 @@ def test_a_host_that_cannot_be_watched_is_said_once(
     assert code == 3
     assert " h: first watched; its state is recorded" in out
     assert re.search(r" gone: cannot be watched: gone: .*nowhere/python", out)
-    assert 'envsync_up{host="gone"} 0' in prom.read_text()
+    assert 'envsync_host_up{host="gone"} 0' in prom.read_text()
     code, out, _ = _watch(capsys, watched, "h", "gone")
     assert (code, out) == (3, "")
     inv.write_text(inv.read_text().replace(f"{tmp_path}/nowhere/python", str(watched["python"])))

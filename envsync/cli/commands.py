@@ -18,7 +18,9 @@ from envsync.cli.options import (
     WatchCommandOptions,
 )
 from envsync.cli.output import (
+    apply_line,
     backups_text,
+    check_line,
     emit,
     err,
     note_classes,
@@ -146,12 +148,10 @@ def cmd_check(options: CheckOptions, session: Session) -> ExitCode:
     note_classes(session, result)
     for report in result.servers:
         session.note(report.summary_line())
+    session.note(check_line(result, options.lock))
     if result.failures:
         return ExitCode.COLLECT
     if result.blocking:
-        session.note(
-            f"check: {len(result.blocking)} finding(s) at or above {result.fail_on}: failing"
-        )
         return ExitCode.DRIFT
     return ExitCode.OK
 
@@ -162,10 +162,15 @@ def cmd_repair(options: RepairOptions, session: Session) -> ExitCode:
 
     hosts = fleet_targets(session, options)
     if hosts:
-        return print_rollout(repair_fleet(session, options, hosts))
+        reference = options.reference or session.inventory.reference or ""
+        hint = apply_line(options, reference, options.target or "")
+        return print_rollout(repair_fleet(session, options, hosts), apply_hint=hint)
     done = repair(session, options)
     if not options.apply:
-        emit(printable(describe(done.plan, exec_prefix=done.exec_prefix)), None)
+        text = describe(done.plan, exec_prefix=done.exec_prefix).rstrip("\n") + "\n"
+        if done.plan.steps:  # and last, a line apart: what applies it
+            text += "\n" + apply_line(options, done.plan.reference, done.plan.target) + "\n"
+        emit(printable(text), None)
         return ExitCode.DRIFT if done.plan.steps else ExitCode.OK
     if done.applied is None:
         session.note(f"{done.plan.target}: nothing to do")
@@ -232,10 +237,13 @@ def cmd_watch(options: WatchCommandOptions, session: Session) -> ExitCode:
 
     def report(run: watch.WatchRun) -> None:
         print_watch_run(run)
+        if not run.events and options.watch.every is None:
+            # --once with nothing to say still says so (on stderr: -q silences it).
+            session.note(watch.unchanged_line(run, options.watch.fail_on))
         if options.log:
             watch.append_lines(options.log, watch.log_lines(run))
         if options.prometheus:
-            watch.write_textfile(options.prometheus, run)
+            watch.write_textfile(options.prometheus, run, fail_on=options.watch.fail_on)
 
     last = watch.watch(session, options.watch, report, signal_wait)
     # Told to stop between runs: a clean end. Once: the run's verdict, as `check` gives it.

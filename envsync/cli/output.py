@@ -12,11 +12,11 @@ redaction rules.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from envsync import redact
 from envsync.documents import check_writable, write_atomic, write_pieces
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from envsync.apply import BackupInfo
     from envsync.canary import Outcome, Rollout
     from envsync.classes import HostClass
-    from envsync.compare import FleetComparison
+    from envsync.compare import CheckResult, FleetComparison
     from envsync.findings import Report
-    from envsync.repair import Rollback
+    from envsync.repair import RepairOptions, Rollback
     from envsync.service.host import ServiceRun
     from envsync.session import Session
     from envsync.watch import WatchRun
@@ -112,7 +112,7 @@ def render(
     unreachable: Sequence[str] = (),
     servers: Sequence[Report] = (),
 ) -> str:
-    """Reports in `fmt`, coloured and as wide as the terminal when they go to one;
+    """Reports in `fmt`, coloured when they go to a terminal, as wide as report_width says;
     `fleet`: several targets folded into classes (`classes`, as compared), in the formats
     that have a fleet view; `fail_on`: what fails a JUnit case. The Prometheus textfile
     also takes the hosts' digests (`classes`), the hosts not collected and the servers'
@@ -125,7 +125,12 @@ def render(
 
         digests = {h: c.digest for c in classes or () for h in c.hosts}
         return textfile(
-            reports, digests=digests, fail_on=fail_on, unreachable=unreachable, servers=servers
+            reports,
+            digests=digests,
+            fail_on=fail_on,
+            unreachable=unreachable,
+            servers=servers,
+            now=time.time(),
         )
     stream = sys.stdout
     color = (
@@ -135,10 +140,69 @@ def render(
         and stream.isatty()
         and "NO_COLOR" not in os.environ
     )
-    width = shutil.get_terminal_size((120, 40)).columns if color else 120
+    width = report_width(stream, os.environ)
     if fleet and fmt in FLEET_FORMATS:
         return render_fleet(fmt, reports, classes=classes, color=color, width=width)
     return render_reports(fmt, reports, color=color, width=width, fail_on=fail_on)
+
+
+def report_width(stream: TextIO | None, environ: Mapping[str, str]) -> int:
+    """The width a table is laid out for: $COLUMNS when it is a number, else the width of
+    the terminal `stream` is, else the stable default (report.DEFAULT_WIDTH)."""
+    from envsync.report import DEFAULT_WIDTH
+
+    columns = environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if stream is not None and not stream.closed and stream.isatty():
+        try:
+            return os.get_terminal_size(stream.fileno()).columns or DEFAULT_WIDTH
+        except (OSError, ValueError):
+            return DEFAULT_WIDTH
+    return DEFAULT_WIDTH
+
+
+def apply_line(options: RepairOptions, reference: str, target: str) -> str:
+    """The command that applies the plan `repair` just printed: the saved plan itself when
+    it was saved (refused if the target changed since), else the same command with --apply."""
+    import shlex
+
+    from envsync.vocab import ONLY_DEFAULT, PREFER
+
+    if options.save is not None:
+        words = ["envsync", "repair", "--plan", str(options.save), "--apply"]
+    else:
+        words = ["envsync", "repair", reference, target]
+        if options.prefer != PREFER[0]:
+            words += ["--prefer", options.prefer]
+        if options.only != ONLY_DEFAULT:
+            words += ["--only", options.only]
+        for sizes in options.batch:
+            words += ["--batch", sizes]
+        if options.max_fail != "0":
+            words += ["--max-fail", options.max_fail]
+        words.append("--apply")
+    return "to apply it: " + " ".join(shlex.quote(w) for w in words)
+
+
+def check_line(result: CheckResult, lock: str) -> str:
+    """What `check` compared, and its verdict, in one line."""
+    from envsync.nodeset import fold
+
+    hosts = fold([r.target for r in result.reports]) or "no host"
+    line = f"check: compared {hosts} with {lock}"
+    named = sorted({r.reference for r in result.reports} - {lock})
+    if named:
+        line += f" ({', '.join(named)})"
+    if result.unreachable:
+        line += f"; {fold(result.unreachable)} not collected"
+    count = len(result.blocking)
+    line += (
+        f"; {count} finding(s) at or above {result.fail_on}"
+        if count
+        else (f"; no finding at or above {result.fail_on}")
+    )
+    return line + (": failing" if count or result.failures else ": passing")
 
 
 def note_classes(session: Session, fleet: FleetComparison) -> None:
@@ -226,9 +290,10 @@ def print_service_run(run: ServiceRun, session: Session) -> ExitCode:
     return ExitCode.SMOKE
 
 
-def print_rollout(done: Rollout) -> ExitCode:
+def print_rollout(done: Rollout, apply_hint: str | None = None) -> ExitCode:
     """A fleet's repair: the plan of each class, then what each batch did and which hosts
-    changed; the command's exit code."""
+    changed (or, not applied, `apply_hint`: the command that applies it); the command's
+    exit code."""
     from envsync.nodeset import fold
     from envsync.plan import describe
 
@@ -243,6 +308,8 @@ def print_rollout(done: Rollout) -> ExitCode:
             print(indent(describe(planned.plan)))
     if not done.applied:
         pending = any(p.plan is not None and p.plan.steps for p in done.plans)
+        if pending and apply_hint:
+            print(f"\n{apply_hint}")
         return ExitCode.DRIFT if pending else ExitCode.OK
     for n, batch in enumerate(done.batches, 1):
         print(f"batch {n}/{done.planned} {fold(batch.hosts)}:")

@@ -8,6 +8,7 @@ from functools import partial
 
 from envsync import __version__
 from envsync.cli import cache, commands, completion, options
+from envsync.cli.usage import Parser, link
 from envsync.collect import DEFAULT_TIMEOUT
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
 from envsync.inventory import DEFAULT_DEADLINE
@@ -184,7 +185,7 @@ def _global_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="envsync",
         description="Find, explain and repair environment drift between GPU inference hosts.",
         epilog="HOST is an inventory host name, `local`, a recorded state of a host "
@@ -197,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(parser)
     # The global options are SUPPRESSed (see _global_options): these are their defaults.
     parser.set_defaults(inventory=None, quiet=False)
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     _global_options(common)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -436,4 +437,4 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(build=partial(options.watch, command=commands.cmd_watch))
     cache.add_command(sub, common)
     completion.add_command(sub)
-    return parser
+    return link(parser)

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 FORMATS = ("html", "json", "junit", "markdown", "prometheus", "table")
 # With several targets, these show the fleet's classes (report/fleet.py) instead.
 FLEET_FORMATS = ("html", "json", "markdown", "table")
+# The table's width when no terminal says one (a pipe, a file, a library caller): stable,
+# and one that a docs page, a review tool and an 80-column-plus-margin terminal show whole.
+DEFAULT_WIDTH = 100
 
 
 def render(
@@ -25,7 +28,7 @@ def render(
     reports: Sequence[Report],
     *,
     color: bool = False,
-    width: int = 120,
+    width: int = DEFAULT_WIDTH,
     fail_on: Severity = FAIL_ON_DEFAULT,
 ) -> str:
     """`fail_on`: the JUnit format fails the cases at or above this severity (check
@@ -48,7 +51,7 @@ def render_fleet(
     *,
     classes: Sequence[HostClass] | None = None,
     color: bool = False,
-    width: int = 120,
+    width: int = DEFAULT_WIDTH,
 ) -> str:
     """Several targets against one reference, folded into classes (`classes`: as the
     comparison folded them; else by their reports), in `fmt` (FLEET_FORMATS)."""

@@ -29,8 +29,10 @@ def test_a_gauge_per_host_and_severity_with_the_digest() -> None:
     fatal = {lab["host"]: v for lab, v in found["envsync_findings"] if lab["severity"] == "fatal"}
     assert fatal == {"ct200": 1.0, "gpu002": 0.0}
     assert len(found["envsync_findings"]) == 10  # 2 hosts x 5 severities
-    ok = {lab["host"]: (v, lab["digest"]) for lab, v in found["envsync_check_ok"]}
-    assert ok == {"ct200": (0.0, "0123456789abcdef"), "gpu002": (1.0, "")}
+    ok = {lab["host"]: v for lab, v in found["envsync_check_ok"]}
+    assert ok == {"ct200": 0.0, "gpu002": 1.0}
+    # The digest is a label of its own metric (a series per host, whatever it is).
+    assert found["envsync_host_info"] == [({"host": "ct200", "digest": "0123456789abcdef"}, 1.0)]
     assert {lab["host"]: v for lab, v in found["envsync_host_up"]} == {
         "ct200": 1.0,
         "gpu002": 1.0,
@@ -56,6 +58,12 @@ def test_fail_on_decides_check_ok() -> None:
     assert families(textfile([benign_only], fail_on="benign"))["envsync_check_ok"][0][1] == 0.0
 
 
+def test_a_check_textfile_says_when_it_was_written_only_when_told() -> None:
+    assert "envsync_last_run_timestamp_seconds" not in textfile([REPORT])
+    found = families(textfile([REPORT], now=1796126003.25))
+    assert found["envsync_last_run_timestamp_seconds"] == [({}, 1796126003.25)]
+
+
 def test_watchs_textfile_is_written_by_the_same_format() -> None:
     from envsync.watch import HostStatus, WatchRun
     from envsync.watch import textfile as watch_textfile
@@ -69,9 +77,9 @@ def test_watchs_textfile_is_written_by_the_same_format() -> None:
         ),
     )
     found = families(watch_textfile(run))
-    assert {lab["host"]: v for lab, v in found["envsync_up"]} == {'h"1\\\n': 1.0, "down": 0.0}
+    assert {lab["host"]: v for lab, v in found["envsync_host_up"]} == {'h"1\\\n': 1.0, "down": 0.0}
     fatal = [v for lab, v in found["envsync_findings"] if lab["severity"] == "fatal"]
     assert fatal == [2.0]
     assert found["envsync_last_good_timestamp_seconds"] == [({"host": "down"}, 1796126003.5)]
-    ((labels, ended),) = found["envsync_watch_last_run_timestamp_seconds"]
+    ((labels, ended),) = found["envsync_last_run_timestamp_seconds"]
     assert labels == {} and ended > 1796126003.5 - 10**9
