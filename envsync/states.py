@@ -156,26 +156,39 @@ def parse_selector(text: str, name: str) -> Selector:
         return Back(steps=int(text[1:]))
     match = _TIME.match(text)
     if match is not None:
-        year, month, day, hour, minute, second, zone = match.groups()
         try:
-            when = datetime(
-                int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0)
-            )
-        except ValueError as e:
+            return AtTime(until=_moment(*match.groups()))
+        except (ValueError, OverflowError) as e:
             raise StateError(f"{name}: {text} is not a time: {e}", tip=SELECTOR_TIP) from e
-        if zone is None:
-            return AtTime(until=when.astimezone())  # local time, as the user's clock says
-        if zone == "Z":
-            return AtTime(until=when.replace(tzinfo=timezone.utc))
+    raise StateError(f"{name}: @{text} does not name a recorded state", tip=SELECTOR_TIP)
+
+
+def _moment(
+    year: str, month: str, day: str, hour: str, minute: str, second: str, zone: str | None
+) -> datetime:
+    """The moment a HOST@TIME names, in UTC; ValueError or OverflowError for one that no
+    clock has (a zone past 24 hours, a year before 1 or after 9999 once in UTC)."""
+    when = datetime(
+        int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0)
+    )
+    if zone is None:
+        aware = when.astimezone()  # local time, as the user's clock says
+    elif zone == "Z":
+        aware = when.replace(tzinfo=timezone.utc)
+    else:
         sign = 1 if zone[0] == "+" else -1
         digits = zone[1:].replace(":", "")
         offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-        return AtTime(until=when.replace(tzinfo=timezone(sign * offset)))
-    raise StateError(f"{name}: @{text} does not name a recorded state", tip=SELECTOR_TIP)
+        aware = when.replace(tzinfo=timezone(sign * offset))
+    aware.astimezone(timezone.utc)  # overflows here, not later in a message
+    return aware
 
 
 # ---------------------------------------------------------------------------------------
 # Reading
+
+# The latest time a state may be named for: one after it must still have a time.
+_LAST = datetime(9999, 1, 1, tzinfo=timezone.utc)
 
 
 def states_of(store: StateStore, host: str) -> list[State]:
@@ -193,7 +206,16 @@ def states_of(store: StateStore, host: str) -> list[State]:
         if match is None:
             continue  # a temporary file of a write in progress, the watch's memory
         stamp, why, short = match.groups()
-        at = datetime.strptime(stamp, _STAMP).replace(tzinfo=timezone.utc)
+        try:
+            at = datetime.strptime(stamp, _STAMP).replace(tzinfo=timezone.utc)
+        except ValueError:
+            at = _LAST
+        if at >= _LAST:
+            raise StateError(
+                f"{folder / entry}: not a state envsync recorded (named for no time it can "
+                f"use: {stamp})",
+                tip=f"remove it; `envsync history {host}` lists the others",
+            )
         found.append(State(host=host, at=at, why=cast(Why, why), digest=short, path=folder / entry))
     return sorted(found, key=lambda s: s.at)
 

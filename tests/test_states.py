@@ -29,6 +29,7 @@ from envsync.states import (
     record,
     states_of,
 )
+from tests.figures import held
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
 T0 = datetime(2026, 12, 1, 10, 2, 3, tzinfo=timezone.utc)
@@ -356,3 +357,51 @@ def test_check_and_watch_take_states_where_they_may(
     )
     assert code == 2 and "ct129@good is a recorded state of ct129, not a host" in err
     assert not (tmp_path / "states").exists()  # nothing was recorded for a name that is no host
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-30T14:00+99:00",  # a zone past 24 hours
+        "2026-11-30T14:00-24:00",
+        "9999-12-31T23:59-01:00",  # past the year 9999 once in UTC
+        "0001-01-01T00:00+01:00",  # before the year 1 once in UTC
+        "0000-01-01",
+    ],
+)
+def test_a_time_out_of_range_is_one_line(text: str) -> None:
+    with pytest.raises(StateError) as e:
+        parse_selector(text, f"ct129@{text}")
+    line = str(e.value)
+    assert line.startswith(f"ct129@{text}: {text} is not a time") and "\n" not in line
+    assert e.value.exit_code == ExitCode.USAGE
+    held("16 selectors and state names")
+
+
+@pytest.mark.parametrize(
+    "stamp", ["99991231T235959.999999Z", "99990101T000000.000000Z", "20261341T000000.000000Z"]
+)
+def test_a_state_named_for_no_usable_time_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stamp: str
+) -> None:
+    """A state named for the year 9999 (or a month 13): history, diff HOST@latest and
+    recording (lock) say so in one line, exit 2, never a traceback with exit 1."""
+    from tests.helpers import run_cli
+
+    s = store(tmp_path)
+    record(s, base(), "ready", now=T0)
+    (s.folder("ct129") / f"{stamp}-watch-{'0' * 16}.json").write_text("{}")
+    with pytest.raises(StateError, match=r"not a state envsync recorded") as e:
+        states_of(s, "ct129")
+    assert e.value.exit_code == ExitCode.USAGE
+    with pytest.raises(StateError, match=r"not a state envsync recorded"):
+        record(s, with_version(base(), "xgrammar", "0.1.10"), "lock")
+    inv = tmp_path / "envsync.toml"
+    inv.write_text('[hosts.ct129]\npython = "/nonexistent/python"\n')
+    states = ("--state-dir", str(tmp_path / "states"))
+    for args in (["history", "ct129"], ["diff", "ct129@latest", "ct129@good"]):
+        code, _, err = run_cli(capsys, "--inventory", str(inv), *args, *states)
+        assert code == 2, err
+        assert "not a state envsync recorded" in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) <= 2  # the line and its Tip
+    held("16 selectors and state names", 2)
