@@ -76,6 +76,10 @@ class CommandTimeout(RunnerError):
         self.stderr = stderr
 
 
+class CommandStopped(RunnerError):
+    """envsync is ending (SIGTERM): the command was ended, or not started."""
+
+
 class CommandNotFound(RunnerError):
     """The program to run does not exist on the host."""
 

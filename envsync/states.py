@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from envsync.codec import from_data, to_data
-from envsync.documents import read_json_object, write_atomic
+from envsync.documents import open_plain, read_json_object, write_atomic
 from envsync.errors import DecodeError, StateError
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
 
@@ -271,7 +271,7 @@ def load(state: State) -> Snapshot:
     damaged = f"{state.path}: a damaged state of {state.host}"
     tip = f"remove it; `envsync history {state.host}` lists the others"
     try:
-        data = read_json_object(state.path, StateError, "state")
+        data = read_json_object(state.path, StateError, "state", plain=True)
     except StateError as e:  # unreadable, not JSON, not an object: the line says which
         raise StateError(e.message, tip=tip) from e
     if data.get("schema_version") != STATE_SCHEMA_VERSION:
@@ -311,7 +311,15 @@ def _locked(folder: Path) -> Iterator[None]:
     """One recorder at a time per host folder (a deploy and a watch may end together)."""
     import fcntl
 
-    with open(folder / ".lock", "a") as f:
+    path = folder / ".lock"
+    try:
+        fd = open_plain(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    except OSError as e:
+        raise StateError(
+            f"{path}: cannot lock the state folder: {e.strerror}",
+            tip=f"remove {path}: envsync makes it again",
+        ) from e
+    with os.fdopen(fd, "a") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         yield
 

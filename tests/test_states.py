@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -30,6 +35,7 @@ from envsync.states import (
     states_of,
 )
 from tests.figures import held
+from tests.helpers import REPO
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
 T0 = datetime(2026, 12, 1, 10, 2, 3, tzinfo=timezone.utc)
@@ -405,3 +411,101 @@ def test_a_state_named_for_no_usable_time_is_one_line(
         assert "not a state envsync recorded" in err and "Traceback" not in err
         assert len(err.strip().splitlines()) <= 2  # the line and its Tip
     held("16 selectors and state names", 2)
+
+
+def _envsync(tmp_path: Path, *argv: str) -> subprocess.Popen[str]:
+    """envsync in a process of its own: a test that would hang ends at its timeout."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENVSYNC_STATE_DIR": str(tmp_path / "states")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "envsync", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _ended(proc: subprocess.Popen[str], timeout: float) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"envsync did not end within {timeout:g}s")
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_fifo_or_a_link_named_like_a_state_is_one_line(tmp_path: Path, kind: str) -> None:
+    """history and diff HOST@latest end at once with one line: a FIFO is not waited on, a
+    link (to a file anywhere) is not followed."""
+    s = store(tmp_path)
+    record(s, base(), "ready", now=T0)
+    name = (
+        s.folder("ct129")
+        / f"{(T0 + timedelta(hours=1)).strftime('%Y%m%dT%H%M%S.%fZ')}-watch-{'0' * 16}.json"
+    )
+    if kind == "fifo":
+        os.mkfifo(name)
+    else:
+        elsewhere = tmp_path / "elsewhere.json"
+        elsewhere.write_text(json.dumps({"schema_version": 1, "host": "ct129"}))
+        name.symlink_to(elsewhere)
+    inv = tmp_path / "envsync.toml"
+    inv.write_text('[hosts.ct129]\npython = "/nonexistent/python"\n')
+    for argv in (["history", "ct129"], ["diff", "ct129@latest", "ct129@good"]):
+        code, err = _ended(_envsync(tmp_path, "--inventory", str(inv), *argv), 30)
+        assert code == 2, err
+        last = err.strip().splitlines()[-1]  # after the note on ct129@good, for diff
+        assert "Traceback" not in err and last.startswith(f"envsync: {name}: "), err
+        assert "not a file" in last and err.count("envsync: ") <= 2, err
+        held("14 state and cache files: no link followed, no FIFO waited on")
+
+
+def test_a_fifo_for_the_state_folders_lock_or_the_watch_memory(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    folder = s.folder("ct129")
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / ".lock")
+    with pytest.raises(StateError, match=r"\.lock: cannot lock the state folder: a FIFO") as e:
+        record(s, base(), "ready", now=T0)
+    assert e.value.exit_code == ExitCode.USAGE
+    held("14 state and cache files: no link followed, no FIFO waited on")
+    (folder / ".lock").unlink()
+    from envsync.watch import MEMORY, _memory
+
+    os.mkfifo(folder / MEMORY)
+    assert _memory(s, "ct129") == {}  # as unreadable: rewritten at the end of the run
+    held("14 state and cache files: no link followed, no FIFO waited on")
+
+
+def test_sigterm_ends_a_running_diff_within_a_second(tmp_path: Path) -> None:
+    """A diff waiting on a host (an interpreter that hangs) ends within a second of SIGTERM,
+    one line, exit 143."""
+    slow = tmp_path / "slow" / "python"
+    slow.parent.mkdir()
+    slow.write_text("#!/bin/sh\nsleep 60\n")
+    slow.chmod(0o755)
+    inv = tmp_path / "envsync.toml"
+    inv.write_text(f'[hosts.a]\npython = "{slow}"\n[hosts.b]\npython = "{slow}"\n')
+    proc = _envsync(tmp_path, "--inventory", str(inv), "diff", "a", "b")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not _children(proc.pid):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code, err = _ended(proc, 10)
+    took = time.monotonic() - sent
+    assert code == 143 and "envsync: terminated" in err, err
+    assert took < 1.0, f"{took:.2f}s"
+    held("14 SIGTERM ends a command within a second")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat_file.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat_file.parent.name))
+    return found

@@ -18,7 +18,7 @@ from envsync.cli.parser import build_parser
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import load_inventory
-from envsync.runner import Runners
+from envsync.runner import Runners, stop_all
 from envsync.session import Session
 
 
@@ -65,6 +65,7 @@ class _Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum: int, frame: object) -> None:
+    stop_all()  # the collections of other threads end too (an apply's commands run on)
     raise _Terminated
 
 

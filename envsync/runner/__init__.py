@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -14,6 +15,40 @@ CONNECT_TIMEOUT = 10.0  # seconds to connect and finish the SSH handshake
 # Once a command has exited: how long what is left of its output may take to arrive (a
 # grandchild that keeps its pipes open must not hold the command's result back).
 EXIT_GRACE = 0.5
+# Set when the process is ending (SIGTERM): every command run in a `stoppable()` block (a
+# collection: it changes nothing), in any thread, is ended at its runner's next poll (50 ms
+# here, 0.5 s over SSH), and none starts there, so that the threads collecting hosts end
+# too; a command outside one (an apply, its lock's holder) runs on to its own end.
+STOPPING = threading.Event()
+_STOPPABLE = threading.local()
+
+
+def stop_all() -> None:
+    """End every stoppable command now (their runners raise CommandStopped)."""
+    STOPPING.set()
+
+
+@contextlib.contextmanager
+def stoppable() -> Iterator[None]:
+    """Commands this thread runs in the block may be ended by stop_all()."""
+    before = getattr(_STOPPABLE, "on", False)
+    _STOPPABLE.on = True
+    try:
+        yield
+    finally:
+        _STOPPABLE.on = before
+
+
+def stopping() -> bool:
+    """Whether this thread's command is to end now."""
+    return STOPPING.is_set() and bool(getattr(_STOPPABLE, "on", False))
+
+
+def check_stopping(host: str) -> None:
+    if stopping():
+        from envsync.errors import CommandStopped
+
+        raise CommandStopped(f"{host}: stopped: envsync is ending")
 
 
 def tail(stderr: bytes, lines: int = 5) -> str:
@@ -100,9 +135,14 @@ class Runners:
 __all__ = [
     "CONNECT_TIMEOUT",
     "EXIT_GRACE",
+    "STOPPING",
     "CommandResult",
     "Runner",
     "Runners",
+    "check_stopping",
     "make_runner",
+    "stop_all",
+    "stoppable",
+    "stopping",
     "tail",
 ]

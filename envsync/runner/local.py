@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO
 
 from envsync.errors import CommandNotFound, CommandTimeout
-from envsync.runner import EXIT_GRACE, CommandResult
+from envsync.runner import EXIT_GRACE, CommandResult, check_stopping, stopping
 
 
 class LocalRunner:
@@ -30,6 +30,7 @@ class LocalRunner:
         self, argv: Sequence[str], *, input: bytes | None = None, timeout: float
     ) -> CommandResult:
         argv = tuple(argv)
+        check_stopping(self.host)
         started = time.perf_counter()
         try:
             proc = subprocess.Popen(
@@ -54,6 +55,7 @@ class LocalRunner:
             raise
         if not finished:
             _kill_group(proc)
+            check_stopping(self.host)
             raise CommandTimeout(
                 f"{self.host}: {argv[0]} did not finish within {timeout:g}s", stderr=stderr
             )
@@ -96,7 +98,7 @@ def _collect(
             if exited is None and proc.poll() is not None:
                 exited = now
             limit = deadline if exited is None else min(deadline, exited + EXIT_GRACE)
-            if now >= limit:
+            if now >= limit or stopping():
                 break
             for key, _ in selector.select(min(limit - now, POLL)):
                 if key.fd == stdin:
@@ -118,6 +120,8 @@ def _collect(
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             _close(pipe)
     if exited is None:
+        if stopping():
+            return bytes(out), bytes(err), False
         try:
             proc.wait(timeout=max(0.0, deadline - time.perf_counter()))
         except subprocess.TimeoutExpired:

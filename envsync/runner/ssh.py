@@ -30,7 +30,13 @@ from paramiko.hostkeys import HostKeyEntry
 
 from envsync.errors import CommandTimeout, HostKeyError, RunnerError, SSHError
 from envsync.inventory import HostSpec, jump_hops, parse_target
-from envsync.runner import CONNECT_TIMEOUT, EXIT_GRACE, CommandResult
+from envsync.runner import (
+    CONNECT_TIMEOUT,
+    EXIT_GRACE,
+    CommandResult,
+    check_stopping,
+    stopping,
+)
 
 # paramiko logs transport errors itself; envsync reports each one as its own line.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -285,6 +291,7 @@ class SSHRunner:
     ) -> CommandResult:
         """Run argv (quoted for the remote shell: data is never code) and collect it all."""
         argv = tuple(argv)
+        check_stopping(self.host)
         command = remote_command(argv)
         conn = self.connection()
         started = time.perf_counter()
@@ -319,6 +326,9 @@ class SSHRunner:
                 if exited is not None and time.perf_counter() - exited > EXIT_GRACE:
                     break
                 left = deadline - time.perf_counter()
+                if stopping():
+                    channel.close()
+                    check_stopping(self.host)
                 if left <= 0:
                     channel.close()
                     raise CommandTimeout(
