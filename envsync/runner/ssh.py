@@ -33,9 +33,12 @@ from envsync.inventory import HostSpec, jump_hops, parse_target
 from envsync.runner import (
     CONNECT_TIMEOUT,
     EXIT_GRACE,
+    MAX_STDOUT,
     CommandResult,
     check_stopping,
+    keep_tail,
     stopping,
+    too_much,
 )
 
 # paramiko logs transport errors itself; envsync reports each one as its own line.
@@ -104,6 +107,7 @@ class SSHRunner:
         *,
         accept_new: bool = False,
         connect_timeout: float = CONNECT_TIMEOUT,
+        max_stdout: int = MAX_STDOUT,
     ) -> None:
         if spec.ssh is None:
             raise RunnerError(f"{spec.name}: not an SSH host")
@@ -112,6 +116,7 @@ class SSHRunner:
         self.user, self.hostname, self.port = _target(spec.name, "ssh", spec.ssh)
         self.accept_new = accept_new or spec.host_key_policy == "accept-new"
         self.connect_timeout = connect_timeout
+        self.max_stdout = max_stdout
         self._conn: Connection | None = None
         self._hops: list[Connection] = []  # the jump hosts' connections, first hop first
         self._lock = threading.Lock()
@@ -310,8 +315,12 @@ class SSHRunner:
             while True:
                 while channel.recv_ready():
                     out += channel.recv(1 << 16)
+                    if len(out) > self.max_stdout:
+                        channel.close()
+                        raise too_much(self.host, argv[0], self.max_stdout)
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(1 << 16)
+                    keep_tail(err)
                 # Done at end of file, not at exit status: sshd may report the exit
                 # before the last output, which waits for window space, has arrived.
                 if (channel.eof_received or channel.closed) and not (
