@@ -24,15 +24,16 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Literal, cast
 
 from envsync.codec import from_data, to_data
-from envsync.documents import open_plain, read_json_object, write_atomic
+from envsync.documents import open_plain, read_json_object, read_plain, write_atomic
 from envsync.errors import DecodeError, StateError
+from envsync.inventory import HostSpec
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
 
 STATE_SCHEMA_VERSION = 1
@@ -73,18 +74,82 @@ def digest(snapshot: Snapshot) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def identity(spec: HostSpec, machine_id: str | None = None) -> str:
+    """What a host is, not what it is called: its address (or this machine) and exec
+    prefix, its interpreter, and its machine id where it can be read (12 hex digits)."""
+    data = [spec.ssh or "local", list(spec.exec), spec.python, machine_id]
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:12]
+
+
+def identity_text(spec: HostSpec) -> str:
+    """The identity in words: `root@10.0.0.7:22, /opt/venv/bin/python`."""
+    where = spec.ssh or "this machine"
+    if spec.exec:
+        where += " through " + " ".join(spec.exec)
+    return f"{where}, {spec.python}"
+
+
+def local_machine_id() -> str | None:
+    """This machine's id (/etc/machine-id), where it can be read."""
+    try:
+        text = read_plain(Path("/etc/machine-id"), 256).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return text or None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StateStore:
-    """The state folder, and how many states of a host it keeps."""
+    """The state folder, how many states of a host it keeps, and (bound to an inventory)
+    each host's identity: a host's past is that of what it is, not of its name."""
 
     root: Path
     keep: int = KEEP
+    identities: Mapping[str, str] = field(default_factory=dict)  # name -> identity()
+
+    def bound(self, hosts: Iterable[HostSpec]) -> StateStore:
+        """This store with the identity of each of `hosts` (the machine id read for this
+        machine's own)."""
+        here = None
+        found = {}
+        for spec in hosts:
+            if spec.ssh is None and not spec.exec:
+                here = here or local_machine_id()
+                found[spec.name] = identity(spec, here)
+            else:
+                found[spec.name] = identity(spec)
+        return replace(self, identities=found)
+
+    def _base(self, host: str) -> str:
+        if _SAFE_HOST.match(host):
+            return host
+        return "_" + hashlib.sha256(host.encode()).hexdigest()[:24]
 
     def folder(self, host: str) -> Path:
-        """The host's folder: its name, or for a name that is no safe file name, a digest."""
-        if _SAFE_HOST.match(host):
-            return self.root / host
-        return self.root / ("_" + hashlib.sha256(host.encode()).hexdigest()[:24])
+        """The host's folder: its name (a digest of a name that is no safe file name),
+        then `~` and its identity when it is known."""
+        known = self.identities.get(host)
+        base = self._base(host)
+        return self.root / (f"{base}~{known}" if known else base)
+
+    def elsewhere(self, host: str) -> list[Path]:
+        """The folders of states recorded under this name for another identity (or before
+        hosts were kept by identity), that hold a state."""
+        base = self._base(host)
+        own = self.folder(host)
+        try:
+            names = os.listdir(self.root)
+        except OSError:
+            return []
+        found = []
+        for name in sorted(names):
+            path = self.root / name
+            if path == own or not (name == base or name.startswith(base + "~")):
+                continue
+            with contextlib.suppress(OSError):
+                if any(_NAME.match(n) for n in os.listdir(path)):
+                    found.append(path)
+        return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

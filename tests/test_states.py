@@ -54,6 +54,12 @@ def store(tmp_path: Path, keep: int = 20) -> StateStore:
     return StateStore(root=tmp_path / "states", keep=keep)
 
 
+def cli_store(tmp_path: Path) -> StateStore:
+    """The store as the CLI sees it for `[hosts.ct129] python = "/nonexistent/python"`:
+    bound to that host's identity."""
+    return store(tmp_path).bound([HostSpec(name="ct129", python="/nonexistent/python")])
+
+
 def test_the_digest_is_of_what_diff_compares_not_of_when() -> None:
     snap = base()
     later = replace(snap, collected_at="2027-01-01T00:00:00Z", duration_s=9.0, source="lock")
@@ -394,7 +400,7 @@ def test_a_state_named_for_no_usable_time_is_one_line(
     recording (lock) say so in one line, exit 2, never a traceback with exit 1."""
     from tests.helpers import run_cli
 
-    s = store(tmp_path)
+    s = cli_store(tmp_path)
     record(s, base(), "ready", now=T0)
     (s.folder("ct129") / f"{stamp}-watch-{'0' * 16}.json").write_text("{}")
     with pytest.raises(StateError, match=r"not a state envsync recorded") as e:
@@ -439,7 +445,7 @@ def _ended(proc: subprocess.Popen[str], timeout: float) -> tuple[int, str]:
 def test_a_fifo_or_a_link_named_like_a_state_is_one_line(tmp_path: Path, kind: str) -> None:
     """history and diff HOST@latest end at once with one line: a FIFO is not waited on, a
     link (to a file anywhere) is not followed."""
-    s = store(tmp_path)
+    s = cli_store(tmp_path)
     record(s, base(), "ready", now=T0)
     name = (
         s.folder("ct129")
@@ -509,3 +515,62 @@ def _children(pid: int) -> list[int]:
             if int(stat_file.read_text().rsplit(")", 1)[1].split()[1]) == pid:
                 found.append(int(stat_file.parent.name))
     return found
+
+
+def test_a_hosts_past_is_keyed_by_its_identity_not_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two inventories that both call a host ct200 (staging and production): each machine
+    has a history of its own, and `history ct200` says when the name's identity changed."""
+    from envsync.states import identity
+    from tests.helpers import run_cli
+
+    root = tmp_path / "states"
+    staging = HostSpec(name="ct200", python="/opt/staging/bin/python", ssh="root@10.0.0.7")
+    production = HostSpec(name="ct200", python="/opt/prod/bin/python", ssh="root@10.0.0.8")
+    assert identity(staging) != identity(production)
+    assert identity(staging) == identity(
+        HostSpec(name="other", python=staging.python, ssh=staging.ssh)
+    )
+    s_store = StateStore(root=root).bound([staging])
+    p_store = StateStore(root=root).bound([production])
+    assert s_store.folder("ct200") != p_store.folder("ct200")
+    record(s_store, replace(base(), host="ct200"), "ready", now=T0)
+    assert states_of(p_store, "ct200") == []  # production has no past of staging's
+    with pytest.raises(StateError, match="no state of ct200 is recorded"):
+        pick(p_store, "ct200", LastGood(), "ct200@good")
+    assert [p.name for p in p_store.elsewhere("ct200")] == [s_store.folder("ct200").name]
+    held("18 a host's past keyed by its identity")
+    # through the CLI: the same name, another interpreter: history says so
+    for name, spec in (("staging", staging), ("production", production)):
+        (tmp_path / f"{name}.toml").write_text(
+            f'[hosts.ct200]\npython = "{spec.python}"\nssh = "{spec.ssh}"\n'
+        )
+    states = ("--state-dir", str(root))
+    code, out, err = run_cli(
+        capsys, "--inventory", str(tmp_path / "staging.toml"), "history", "ct200", *states
+    )
+    assert code == 0 and "ct200@latest" in out and "identity changed" not in err, err
+    code, out, err = run_cli(
+        capsys, "--inventory", str(tmp_path / "production.toml"), "history", "ct200", *states
+    )
+    assert code == 2 and "ct200@latest" not in out
+    assert "ct200: its identity changed" in err and "/opt/prod/bin/python" in err, err
+    record(p_store, replace(base(), host="ct200"), "lock", now=T0)
+    code, out, err = run_cli(
+        capsys, "--inventory", str(tmp_path / "production.toml"), "history", "ct200", *states
+    )
+    assert code == 0 and out.count("ct200@latest") == 2 and "ct200@-1" not in out, out
+    assert "ct200: its identity changed" in err
+    held("18 a host's past keyed by its identity", 2)
+
+
+def test_this_machines_hosts_include_its_machine_id(tmp_path: Path) -> None:
+    from envsync.states import identity, local_machine_id
+
+    spec = HostSpec(name="h", python="/usr/bin/python3")
+    bound = StateStore(root=tmp_path).bound([spec])
+    assert bound.identities["h"] == identity(spec, local_machine_id())
+    if local_machine_id() is not None:
+        assert bound.identities["h"] != identity(spec)
+    held("18 a host's past keyed by its identity")

@@ -45,7 +45,8 @@ def _session(options: SessionOptions, runners: Runners) -> Session:
         jobs=options.jobs,
         notes=lambda message: note(options.quiet, message),
         progress=_bar if _tty(sys.stderr) and not options.quiet else None,
-        states=options.states,
+        # a host's past is that of what it is (its identity), not of its name
+        states=options.states.bound(inventory.hosts.values()) if options.states else None,
     )
 
 
