@@ -7,7 +7,10 @@ counts for `HOST@latest`, `HOST@-1` (the one before the latest) and `HOST@TIME` 
 at or before that time).
 
 Each host has a folder of its own under the state folder (`$ENVSYNC_STATE_DIR`, else
-`$XDG_STATE_HOME/envsync/states`, `~/.local/state` by default), one JSON file per state,
+`$XDG_STATE_HOME/envsync/states`, `~/.local/state` by default), named for the host and its
+identity (`ct200~3f2a9c1d0b7e`: its address or exec prefix, its interpreter, and this
+machine's id for its own hosts), so that two inventories that both call a host ct200 never
+share a past; one JSON file per state,
 named for when, why and what (`20261201T100203.123456Z-ready-3f2a9c1d0b7e4a55.json`), so
 that finding a state reads no file. A state is recorded only when the host's digest (of
 what `diff` compares: packages, watched files, torch, GPU, system, variables; never when it

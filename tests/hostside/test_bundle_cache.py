@@ -149,3 +149,27 @@ def test_what_killed_runs_left_is_swept(tmp_path: Path) -> None:
     assert answered(out), out.stderr
     assert not part.exists() and not damaged.exists() and not old_tmp.exists()
     held("17 temporary files removed and swept")
+
+
+def test_sweep_temps_removes_what_dead_or_old_writes_left(tmp_path: Path) -> None:
+    """hostside.shared.sweep_temps, for every cache folder: a temporary file of a process
+    that is gone, or older than an hour, is removed; a live write's and other files stay."""
+    from envsync.hostside.shared import sweep_temps
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    gone = tmp_path / f"graph-1.json.envsync-{dead}.tmp"
+    old = tmp_path / "files.json.envsync-tmp"  # an older envsync's name
+    live = tmp_path / f"facts.json.envsync-{os.getpid()}.tmp"
+    kept = tmp_path / "facts.json"
+    for path in (gone, old, live, kept):
+        path.write_text("{")
+    os.utime(old, (1, 1))
+    assert sweep_temps(str(tmp_path)) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, kept.name])
+    assert sweep_temps(str(tmp_path / "absent")) == 0
+    held("17 temporary files removed and swept")
