@@ -16,6 +16,7 @@ from envsync.runner.local import LocalRunner
 from tests.figures import held
 from tests.helpers import make_venv, site_packages
 from tests.helpers import run_cli as run
+from tests.sshd import SSHD
 
 ENDLESS = "import sys\nwhile True: sys.stdout.buffer.write(b'x' * 65536)\n"
 
@@ -59,4 +60,28 @@ def test_an_interpreter_that_prints_without_end_at_startup(
     assert code == ExitCode.COLLECT, err
     assert "h: " in err and "wrote more than 64 MB on stdout; it was ended" in err
     assert "Traceback" not in err and "MemoryError" not in err
+    held("12 probe output read with a cap")
+
+
+def test_endless_stdout_over_ssh_is_ended_at_the_cap(sshd_bed: SSHD, tmp_path: Path) -> None:
+    from envsync.inventory import HostSpec
+    from envsync.runner.ssh import SSHRunner
+
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd_bed.host_key_line())
+    spec = HostSpec(
+        name="far",
+        python=sys.executable,
+        ssh=sshd_bed.target,
+        identity=str(sshd_bed.client_key),
+        known_hosts=str(known),
+    )
+    runner = SSHRunner(spec, max_stdout=4 << 20)
+    try:
+        with pytest.raises(OutputTooLarge, match=r"far: .* wrote more than 4 MB on stdout"):
+            runner.run([sys.executable, "-c", ENDLESS], timeout=60)
+        # the connection serves the next command
+        assert runner.run(["true"], timeout=30).returncode == 0
+    finally:
+        runner.close()
     held("12 probe output read with a cap")
