@@ -443,3 +443,35 @@ def test_what_a_plan_keeps_in_service_json_is_printed() -> None:
     assert f"service.json on tgt keeps the flags: {FLAG.flag} {FLAG.value}, " in text
     assert "--tool-call-parser qwen" in text
     held("10 a saved plan's flags validated")
+
+
+def test_repair_checks_a_saved_plans_flags_against_the_entrypoint() -> None:
+    """The flags the entrypoint defines are the rule packs' (--grammar-backend ...) and
+    those of the service's command; any other is refused before anything is applied."""
+    from envsync.errors import InputError
+    from envsync.inventory import Inventory, ServiceSpec
+    from envsync.repair import _check_flags
+    from envsync.runner import Runners
+    from envsync.session import Session
+
+    data, tgt = _flag_plan()
+    service = ServiceSpec(command=("{python}", "-m", "sglang.launch_server", "--model-path", "/m"))
+    with Session(inventory=Inventory(path=None, service=service), runners=Runners()) as session:
+        ok = replace(from_data(Plan, data, "plan"), flags={"--model-path": "m2"})
+        ok = replace(ok, steps=(replace(ok.steps[0], flag="--model-path", value="m2"),))
+        _check_flags(session, ok, tgt, "plan.json")  # the command's own flag
+        grammar = replace(
+            ok, flags={"--grammar-backend": "none"},
+            steps=(replace(ok.steps[0], flag="--grammar-backend", value="none"),),
+        )  # fmt: skip
+        _check_flags(session, grammar, tgt, "plan.json")  # a rule pack's flag
+        evil = replace(
+            ok, flags={"--enable-evil": "yes"},
+            steps=(replace(ok.steps[0], flag="--enable-evil", value="yes"),),
+        )  # fmt: skip
+        with pytest.raises(
+            InputError,
+            match=r"plan.json: refusing the plan: .*'--enable-evil': not a flag the service's entrypoint defines",
+        ):
+            _check_flags(session, evil, tgt, "plan.json")
+    held("10 a saved plan's flags validated")
