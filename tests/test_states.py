@@ -574,3 +574,24 @@ def test_this_machines_hosts_include_its_machine_id(tmp_path: Path) -> None:
     if local_machine_id() is not None:
         assert bound.identities["h"] != identity(spec)
     held("18 a host's past keyed by its identity")
+
+
+def test_a_state_write_that_fails_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk full as a state is written: one line, the folder as it was (no *.tmp)."""
+    from envsync.errors import OutputError
+
+    s = store(tmp_path)
+    record(s, base(), "ready", now=T0)
+    before = sorted(p.name for p in s.folder("ct129").iterdir())
+
+    def full(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OutputError, match="No space left on device"):
+        record(s, with_version(base(), "xgrammar", "0.1.10"), "watch", now=T0 + timedelta(hours=1))
+    monkeypatch.undo()
+    assert sorted(p.name for p in s.folder("ct129").iterdir()) == before
+    held("17 temporary files removed and swept")
