@@ -7,8 +7,10 @@ every output is written atomically (a temporary file, then os.replace).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -55,9 +57,45 @@ def not_found(path: Path, what: str, origin: str | None = None) -> str:
     return f"{os.path.join(cwd, path)}: {what} not found ({named}, relative to {cwd})"
 
 
-def read_text(path: Path, error: type[InputError], what: str) -> str:
+def open_plain(path: str | os.PathLike[str], flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
+    """A descriptor of the regular file `path`, opened without following a link in its
+    last part and without blocking on a FIFO (`O_NOFOLLOW | O_NONBLOCK`, then fstat): the
+    way envsync opens what it reads from its state and cache folders and the logs it
+    appends to. OSError, with a strerror that says why, for a link, a FIFO, a device or a
+    folder; the descriptor is blocking again when returned."""
     try:
-        with path.open("rb") as f:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OSError(e.errno, "a symbolic link, not a file (not followed)") from e
+        if e.errno == errno.ENXIO:  # a FIFO opened to write with no reader
+            raise OSError(e.errno, "a FIFO or a device, not a file") from e
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "a FIFO, a device or a folder, not a file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_plain(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """The bytes of a file of envsync's own folders (open_plain), up to `limit` (OSError
+    past it)."""
+    with os.fdopen(open_plain(path), "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+    return data
+
+
+def read_text(path: Path, error: type[InputError], what: str, *, plain: bool = False) -> str:
+    """A document's text; `plain`: a file of envsync's own folders (open_plain: no link
+    followed, no FIFO waited on)."""
+    try:
+        with os.fdopen(open_plain(path), "rb") if plain else path.open("rb") as f:
             size = os.fstat(f.fileno()).st_size
             why = too_large(size, str(path), what)
             if why:
@@ -91,9 +129,11 @@ def read_toml(path: Path, error: type[InputError], what: str, invalid: str) -> d
     return loads_toml(read_text(path, error, what), str(path), error, invalid)
 
 
-def read_json_object(path: Path, error: type[InputError], what: str) -> dict[str, Any]:
-    """A JSON document that must be an object (a snapshot, a plan)."""
-    text = read_text(path, error, what)
+def read_json_object(
+    path: Path, error: type[InputError], what: str, *, plain: bool = False
+) -> dict[str, Any]:
+    """A JSON document that must be an object (a snapshot, a plan; `plain`: read_text's)."""
+    text = read_text(path, error, what, plain=plain)
     try:
         data = json.loads(text)
     except ValueError as e:

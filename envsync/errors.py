@@ -76,6 +76,14 @@ class CommandTimeout(RunnerError):
         self.stderr = stderr
 
 
+class OutputTooLarge(RunnerError):
+    """The command wrote more on stdout than envsync reads (runner.MAX_STDOUT)."""
+
+
+class CommandStopped(RunnerError):
+    """envsync is ending (SIGTERM): the command was ended, or not started."""
+
+
 class CommandNotFound(RunnerError):
     """The program to run does not exist on the host."""
 

@@ -182,14 +182,18 @@ def history(session: Session, host: str, *, live: bool = False) -> History:
     before it; `live`: the host as it is now on top (collected, not recorded)."""
     store = _store(session)
     states = states_of(store, host)
+    changed = _identity_changed(session, store, host)
     if not states:
         if host not in session.inventory.hosts:
             session.inventory.host(host)  # an unknown name: its own error
         raise StateError(
-            f"{host}: no state is recorded in {store.folder(host)}",
+            f"{host}: no state is recorded in {store.folder(host)}"
+            + (f"; {changed}" if changed else ""),
             tip=f"a ready `envsync deploy {host}` or `envsync smoke {host}`, or `envsync lock "
             f"{host}`, records one",
         )
+    if changed:
+        session.note(changed)
     entries: list[Entry] = []
     before: Snapshot | None = None
     for i, state in enumerate(states):
@@ -230,6 +234,25 @@ def history(session: Session, host: str, *, live: bool = False) -> History:
         folder=str(store.folder(host)),
         entries=tuple(reversed(entries)),
         packages=arrivals(newest),
+    )
+
+
+def _identity_changed(session: Session, store: StateStore, host: str) -> str | None:
+    """What to say when states were recorded under this name for another machine (another
+    address, exec prefix, interpreter or machine id), or before hosts were kept by
+    identity: they are not this host's past."""
+    others = store.elsewhere(host)
+    if not others or host not in session.inventory.hosts:
+        return None
+    from envsync.states import identity_text
+
+    spec = session.inventory.hosts[host]
+    where = ", ".join(str(p) for p in others)
+    return (
+        f"{host}: its identity changed: states recorded under this name for another machine "
+        f"(another address, interpreter or machine id), or before envsync kept hosts by "
+        f"identity, are in {where}; they are not the past of {host} as it is now "
+        f"({identity_text(spec)})"
     )
 
 

@@ -10,12 +10,17 @@ inventory's host names (`gpu0*`).
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from envsync.errors import InputError
 
 # A glob: matched against the inventory's host names (ClusterShell has no wildcards).
 _GLOB = frozenset("*?")
+# The most names a node set may expand to (a fleet is thousands of hosts): sized from its
+# text before it is expanded, since expanding `gpu[1-100000000]` takes minutes and GBs.
+MAX_NAMES = 100_000
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?(?:/(\d+))?$")
 # Where a word is a file or a host's past (`ct200@good`), not a set of hosts.
 _FILE_SUFFIXES = (".json", ".lock", ".toml", ".txt", ".in")
 
@@ -27,10 +32,45 @@ def fold(names: Iterable[str]) -> str:
     return str(NodeSet.fromlist(list(names), resolver=RESOLVER_NOGROUP))
 
 
+def size(text: str) -> int:
+    """How many names a node set's text names at most, from the text alone (each word's
+    bracketed ranges multiplied, the words added): nothing is expanded."""
+    total = 0
+    for word in _split(text)[::2]:
+        count = 1
+        for body in re.findall(r"\[([^\[\]]*)\]", word):
+            items = 0
+            for item in body.split(","):
+                match = _RANGE.match(item.strip())
+                if match is None:
+                    items += 1  # not a range: ClusterShell says what it is
+                    continue
+                low, high, step = match.groups()
+                if high is not None:
+                    span = int(high) - int(low)
+                    items += max(0, span) // max(1, int(step or 1)) + 1
+                else:
+                    items += 1
+            count *= max(1, items)
+        total += count
+    return total
+
+
+def check_size(text: str, word: str) -> None:
+    """InputError when `text` (of the argument `word`) names more than MAX_NAMES names."""
+    n = size(text)
+    if n > MAX_NAMES:
+        raise InputError(
+            f"{word!r} names up to {n:,} hosts, more than envsync expands ({MAX_NAMES:,})",
+            tip="narrow the set, e.g. gpu[001-128]",
+        )
+
+
 def expand(text: str) -> list[str]:
     """Every name of a node set, in its order (`gpu[1-3]` -> gpu1, gpu2, gpu3)."""
     from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 
+    check_size(text, text)
     try:
         return list(NodeSet(text, resolver=RESOLVER_NOGROUP))
     except NodeSetException as e:
@@ -77,6 +117,7 @@ def select(word: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]])
         # a bare group name inside a set (`gpu_nodes!gpu005`) reads as the group
         if name not in hosts and name in _words(text):
             text = _replace_word(text, name, f"@{name}")
+    check_size(text, word)
     source = GroupSource("envsync", {name: ",".join(members) for name, members in groups.items()})
     unknown_groups = [g for g in _groups_named(text) if g not in groups]
     if unknown_groups:

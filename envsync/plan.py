@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -148,11 +148,51 @@ def plan_problems(plan: Plan) -> list[str]:
             case SyncFileStep():
                 names = (step.dist,)
             case FlagStep():
-                pass
+                why = flag_problem(step.flag, step.value)
+                if why:
+                    problems.append(f"step {i} (flag) sets {step.flag!r}: {why}")
         for name in names:
             why = name_problem(name)
             if why:
                 problems.append(f"step {i} ({step.kind}) names the distribution {name!r}: {why}")
+    return problems
+
+
+# A service flag a plan may set: `--name`, never an interpreter, a program or a position of
+# the command; its value a word (`none`, `triton`), never a path, a program or anything a
+# shell or systemd substitutes (`$`, `%`, backquotes).
+_FLAG = re.compile(r"^--[A-Za-z0-9][A-Za-z0-9_-]{0,80}$")
+_FLAG_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,80}$")
+
+
+def flag_problem(flag: str, value: str) -> str | None:
+    """Why a plan may not set `flag` to `value` on the service (None: it may)."""
+    if not _FLAG.match(flag):
+        return "not a --flag (a plan sets launch flags only, never the program or its arguments)"
+    if not _FLAG_VALUE.match(value):
+        return f"the value {value!r} is not a plain word (no path, no program, no substitution)"
+    return None
+
+
+def flags_problems(plan: Plan, current: Mapping[str, str], known: Iterable[str]) -> list[str]:
+    """What a saved plan's flags change that it may not: a flag the service's entrypoint
+    does not define (`known`: the flags the rule packs choose backends by, and those of the
+    service's command), or an entry of service.json that no step of the plan sets and that
+    the target does not keep already."""
+    defined = set(known)
+    stepped = {s.flag: s.value for s in plan.steps if isinstance(s, FlagStep)}
+    problems = []
+    for flag, value in plan.flags.items():
+        why = flag_problem(flag, value)
+        if why is None and flag not in defined:
+            why = "not a flag the service's entrypoint defines"
+        if why is None and stepped.get(flag, current.get(flag)) != value:
+            why = "service.json would change without a step of the plan that says so"
+        if why:
+            problems.append(f"its flags set {flag!r}: {why}")
+    for flag in stepped:
+        if flag not in defined:
+            problems.append(f"a step sets {flag!r}: not a flag the service's entrypoint defines")
     return problems
 
 
@@ -484,6 +524,9 @@ def describe(plan: Plan, *, exec_prefix: Sequence[str] = ()) -> str:
                 lines.append(f"     files: {', '.join(shown)}")
             case FlagStep():
                 lines.append(f"     gives up: {step.gives_up}")
+    if plan.flags:
+        kept = ", ".join(f"{k} {v}" for k, v in sorted(plan.flags.items()))
+        lines.append(f"  service.json on {plan.target} keeps the flags: {kept}")
     if plan.flags and plan.command:
         lines.append(f"  the service will run: {' '.join(plan.command)}")
     for note in plan.skipped:
@@ -514,6 +557,9 @@ def load_plan(path: Path) -> Plan:
     except DecodeError as e:
         raise InputError(f"{path}: not an envsync plan: {e}") from e
     problems = plan_problems(plan)
+    problems += [
+        f"its flags set {k!r}: {why}" for k, v in plan.flags.items() if (why := flag_problem(k, v))
+    ]
     if problems:
         raise InputError(
             f"{path}: refusing the plan: {problems[0]}"

@@ -109,6 +109,26 @@ def repair(session: Session, options: RepairOptions) -> Repair:
         return _plan(session, options, saved, ref_name, tgt_name, lock)
 
 
+def _check_flags(session: Session, plan: Plan, target: Snapshot, origin: str) -> None:
+    """A saved plan sets only the flags the service's entrypoint defines (those the rule
+    packs choose backends by, and those of its command), and changes service.json only by
+    its steps."""
+    from envsync.classify.rules import load_packs
+    from envsync.launch import parse_flags
+    from envsync.plan import flags_problems
+
+    known = {rule.flag for pack in load_packs(session.inventory.rules) for rule in pack.flags}
+    if session.inventory.service is not None:
+        known |= set(parse_flags(session.inventory.service.command))
+    problems = flags_problems(plan, target.service_flags or {}, known)
+    if problems:
+        raise InputError(
+            f"{origin}: refusing the plan: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            tip="a plan is data: make a new one with `envsync repair -o FILE` and review it",
+        )
+
+
 def _plan(
     session: Session,
     options: RepairOptions,
@@ -122,6 +142,8 @@ def _plan(
     comparison = diff(session, ref_name, tgt_name, command="repair")
     reference, snap = comparison.reference, comparison.snapshot
     plan = saved
+    if saved is not None:
+        _check_flags(session, saved, snap, str(options.plan))
     if plan is None:
         plan = make_plan(
             comparison.report,

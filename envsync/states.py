@@ -7,7 +7,10 @@ counts for `HOST@latest`, `HOST@-1` (the one before the latest) and `HOST@TIME` 
 at or before that time).
 
 Each host has a folder of its own under the state folder (`$ENVSYNC_STATE_DIR`, else
-`$XDG_STATE_HOME/envsync/states`, `~/.local/state` by default), one JSON file per state,
+`$XDG_STATE_HOME/envsync/states`, `~/.local/state` by default), named for the host and its
+identity (`ct200~3f2a9c1d0b7e`: its address or exec prefix, its interpreter, and this
+machine's id for its own hosts), so that two inventories that both call a host ct200 never
+share a past; one JSON file per state,
 named for when, why and what (`20261201T100203.123456Z-ready-3f2a9c1d0b7e4a55.json`), so
 that finding a state reads no file. A state is recorded only when the host's digest (of
 what `diff` compares: packages, watched files, torch, GPU, system, variables; never when it
@@ -24,15 +27,16 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Literal, cast
 
 from envsync.codec import from_data, to_data
-from envsync.documents import read_json_object, write_atomic
+from envsync.documents import open_plain, read_json_object, read_plain, write_atomic
 from envsync.errors import DecodeError, StateError
+from envsync.inventory import HostSpec
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
 
 STATE_SCHEMA_VERSION = 1
@@ -73,18 +77,82 @@ def digest(snapshot: Snapshot) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def identity(spec: HostSpec, machine_id: str | None = None) -> str:
+    """What a host is, not what it is called: its address (or this machine) and exec
+    prefix, its interpreter, and its machine id where it can be read (12 hex digits)."""
+    data = [spec.ssh or "local", list(spec.exec), spec.python, machine_id]
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:12]
+
+
+def identity_text(spec: HostSpec) -> str:
+    """The identity in words: `root@10.0.0.7:22, /opt/venv/bin/python`."""
+    where = spec.ssh or "this machine"
+    if spec.exec:
+        where += " through " + " ".join(spec.exec)
+    return f"{where}, {spec.python}"
+
+
+def local_machine_id() -> str | None:
+    """This machine's id (/etc/machine-id), where it can be read."""
+    try:
+        text = read_plain(Path("/etc/machine-id"), 256).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return text or None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StateStore:
-    """The state folder, and how many states of a host it keeps."""
+    """The state folder, how many states of a host it keeps, and (bound to an inventory)
+    each host's identity: a host's past is that of what it is, not of its name."""
 
     root: Path
     keep: int = KEEP
+    identities: Mapping[str, str] = field(default_factory=dict)  # name -> identity()
+
+    def bound(self, hosts: Iterable[HostSpec]) -> StateStore:
+        """This store with the identity of each of `hosts` (the machine id read for this
+        machine's own)."""
+        here = None
+        found = {}
+        for spec in hosts:
+            if spec.ssh is None and not spec.exec:
+                here = here or local_machine_id()
+                found[spec.name] = identity(spec, here)
+            else:
+                found[spec.name] = identity(spec)
+        return replace(self, identities=found)
+
+    def _base(self, host: str) -> str:
+        if _SAFE_HOST.match(host):
+            return host
+        return "_" + hashlib.sha256(host.encode()).hexdigest()[:24]
 
     def folder(self, host: str) -> Path:
-        """The host's folder: its name, or for a name that is no safe file name, a digest."""
-        if _SAFE_HOST.match(host):
-            return self.root / host
-        return self.root / ("_" + hashlib.sha256(host.encode()).hexdigest()[:24])
+        """The host's folder: its name (a digest of a name that is no safe file name),
+        then `~` and its identity when it is known."""
+        known = self.identities.get(host)
+        base = self._base(host)
+        return self.root / (f"{base}~{known}" if known else base)
+
+    def elsewhere(self, host: str) -> list[Path]:
+        """The folders of states recorded under this name for another identity (or before
+        hosts were kept by identity), that hold a state."""
+        base = self._base(host)
+        own = self.folder(host)
+        try:
+            names = os.listdir(self.root)
+        except OSError:
+            return []
+        found = []
+        for name in sorted(names):
+            path = self.root / name
+            if path == own or not (name == base or name.startswith(base + "~")):
+                continue
+            with contextlib.suppress(OSError):
+                if any(_NAME.match(n) for n in os.listdir(path)):
+                    found.append(path)
+        return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,26 +224,39 @@ def parse_selector(text: str, name: str) -> Selector:
         return Back(steps=int(text[1:]))
     match = _TIME.match(text)
     if match is not None:
-        year, month, day, hour, minute, second, zone = match.groups()
         try:
-            when = datetime(
-                int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0)
-            )
-        except ValueError as e:
+            return AtTime(until=_moment(*match.groups()))
+        except (ValueError, OverflowError) as e:
             raise StateError(f"{name}: {text} is not a time: {e}", tip=SELECTOR_TIP) from e
-        if zone is None:
-            return AtTime(until=when.astimezone())  # local time, as the user's clock says
-        if zone == "Z":
-            return AtTime(until=when.replace(tzinfo=timezone.utc))
+    raise StateError(f"{name}: @{text} does not name a recorded state", tip=SELECTOR_TIP)
+
+
+def _moment(
+    year: str, month: str, day: str, hour: str, minute: str, second: str, zone: str | None
+) -> datetime:
+    """The moment a HOST@TIME names, in UTC; ValueError or OverflowError for one that no
+    clock has (a zone past 24 hours, a year before 1 or after 9999 once in UTC)."""
+    when = datetime(
+        int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0)
+    )
+    if zone is None:
+        aware = when.astimezone()  # local time, as the user's clock says
+    elif zone == "Z":
+        aware = when.replace(tzinfo=timezone.utc)
+    else:
         sign = 1 if zone[0] == "+" else -1
         digits = zone[1:].replace(":", "")
         offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-        return AtTime(until=when.replace(tzinfo=timezone(sign * offset)))
-    raise StateError(f"{name}: @{text} does not name a recorded state", tip=SELECTOR_TIP)
+        aware = when.replace(tzinfo=timezone(sign * offset))
+    aware.astimezone(timezone.utc)  # overflows here, not later in a message
+    return aware
 
 
 # ---------------------------------------------------------------------------------------
 # Reading
+
+# The latest time a state may be named for: one after it must still have a time.
+_LAST = datetime(9999, 1, 1, tzinfo=timezone.utc)
 
 
 def states_of(store: StateStore, host: str) -> list[State]:
@@ -193,7 +274,16 @@ def states_of(store: StateStore, host: str) -> list[State]:
         if match is None:
             continue  # a temporary file of a write in progress, the watch's memory
         stamp, why, short = match.groups()
-        at = datetime.strptime(stamp, _STAMP).replace(tzinfo=timezone.utc)
+        try:
+            at = datetime.strptime(stamp, _STAMP).replace(tzinfo=timezone.utc)
+        except ValueError:
+            at = _LAST
+        if at >= _LAST:
+            raise StateError(
+                f"{folder / entry}: not a state envsync recorded (named for no time it can "
+                f"use: {stamp})",
+                tip=f"remove it; `envsync history {host}` lists the others",
+            )
         found.append(State(host=host, at=at, why=cast(Why, why), digest=short, path=folder / entry))
     return sorted(found, key=lambda s: s.at)
 
@@ -249,7 +339,7 @@ def load(state: State) -> Snapshot:
     damaged = f"{state.path}: a damaged state of {state.host}"
     tip = f"remove it; `envsync history {state.host}` lists the others"
     try:
-        data = read_json_object(state.path, StateError, "state")
+        data = read_json_object(state.path, StateError, "state", plain=True)
     except StateError as e:  # unreadable, not JSON, not an object: the line says which
         raise StateError(e.message, tip=tip) from e
     if data.get("schema_version") != STATE_SCHEMA_VERSION:
@@ -289,7 +379,15 @@ def _locked(folder: Path) -> Iterator[None]:
     """One recorder at a time per host folder (a deploy and a watch may end together)."""
     import fcntl
 
-    with open(folder / ".lock", "a") as f:
+    path = folder / ".lock"
+    try:
+        fd = open_plain(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    except OSError as e:
+        raise StateError(
+            f"{path}: cannot lock the state folder: {e.strerror}",
+            tip=f"remove {path}: envsync makes it again",
+        ) from e
+    with os.fdopen(fd, "a") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         yield
 

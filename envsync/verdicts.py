@@ -12,8 +12,12 @@ Import checks are live runs, never kept.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import hmac
 import json
+import os
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import cache
@@ -22,8 +26,10 @@ from typing import Any
 
 from envsync.codec import from_data, to_data
 from envsync.collect import wire
-from envsync.errors import DecodeError
+from envsync.documents import read_plain, write_atomic
+from envsync.errors import DecodeError, OutputError
 from envsync.findings import Report
+from envsync.hostside.shared import sweep_temps
 from envsync.model import Snapshot
 
 
@@ -78,21 +84,113 @@ def key(*parts: Any) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def recall(found: str) -> Report | None:
+# A kept report is bound to its inputs: its file names the key of its inputs, and holds
+# that key, the report, and an HMAC of both with this machine's own secret (in envsync's
+# state folder, never the cache folder). An entry that does not verify (edited, written by
+# another machine or job whose cache was restored here) is dropped and computed again, so
+# that no kept entry can lower a verdict. Where both folders may be shared, --no-cache (or
+# a cache per job) is the safe setting.
+ENTRY_SCHEMA = 1
+SECRET_NAME = "verdict-key"
+
+
+def _secret_path() -> Path:
+    from envsync.states import state_home
+
+    return state_home(os.environ) / SECRET_NAME
+
+
+def secret() -> bytes | None:
+    """This machine's key for kept verdicts, made once (random, 0600); None where it can
+    be neither read nor made (then nothing is kept)."""
+    path = _secret_path()
     try:
-        data = json.loads((wire.folder() / f"verdict-{found}.json").read_bytes())
-        return from_data(Report, data, "verdict")
-    except (OSError, ValueError, DecodeError, RecursionError):
+        key = read_plain(path, 256)
+        if len(key) >= 32:
+            return key
+    except OSError:
+        pass
+    key = secrets.token_hex(32).encode()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f".{SECRET_NAME}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, key)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)  # the first to make it wins; the others read it
+        finally:
+            os.unlink(tmp)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        key = read_plain(path, 256)
+    except OSError:
+        return None
+    return key if len(key) >= 32 else None
+
+
+def _mac(key: bytes, found: str, report: bytes) -> str:
+    return hmac.new(key, found.encode() + b"\n" + report, hashlib.sha256).hexdigest()
+
+
+def _path(found: str) -> Path:
+    return wire.folder() / f"verdict-{found}.json"
+
+
+def recall(found: str) -> Report | None:
+    """The report kept for the inputs `found`, if its entry verifies; an entry that does
+    not is dropped."""
+    path = _path(found)
+    key = secret()
+    if key is None:
+        return None
+    try:
+        entry = json.loads(read_plain(path))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError):
+        _drop(path)
+        return None
+    try:
+        if not isinstance(entry, dict) or entry.get("schema") != ENTRY_SCHEMA:
+            raise ValueError("not an entry")
+        report = json.dumps(entry["report"], sort_keys=True, separators=(",", ":")).encode()
+        if entry.get("inputs") != found or not hmac.compare_digest(
+            str(entry.get("mac")), _mac(key, found, report)
+        ):
+            raise ValueError("does not verify")
+        return from_data(Report, entry["report"], "verdict")
+    except (KeyError, TypeError, ValueError, DecodeError, RecursionError):
+        _drop(path)
         return None
 
 
+def _drop(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
 def remember(found: str, report: Report) -> None:
+    key = secret()
+    if key is None:
+        return
+    data = to_data(report)
+    text = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    entry = {"schema": ENTRY_SCHEMA, "inputs": found, "report": data}
+    entry["mac"] = _mac(key, found, text)
     where = wire.folder()
     try:
-        wire.write(where / f"verdict-{found}.json", json.dumps(to_data(report)).encode())
+        where.mkdir(parents=True, exist_ok=True)
+        write_atomic(_path(found), json.dumps(entry))
         wire.prune(where, "verdict-")
-    except OSError:
-        return
+    except (OSError, OutputError):
+        pass  # write_atomic left no temporary file
+    sweep_temps(str(where))
 
 
 def once(inputs: tuple[Any, ...] | None, compute: Callable[[], Report]) -> Report:

@@ -153,7 +153,7 @@ def _memory(store: StateStore, host: str) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        return read_json_object(path, StateError, "watch memory")
+        return read_json_object(path, StateError, "watch memory", plain=True)
     except StateError:
         return {}  # rewritten at the end of this run
 
@@ -353,14 +353,17 @@ def log_lines(run: WatchRun) -> list[str]:
 
 def append_lines(path: str, lines: Sequence[str]) -> None:
     """Append whole lines to a log in one write each run (O_APPEND: a line is never torn,
-    whoever else appends)."""
+    whoever else appends), to a regular file only: a link is not followed (envsync runs
+    as root, the link could name any file), a FIFO is not waited on (open_plain)."""
     import os
+
+    from envsync.documents import open_plain
 
     if not lines:
         return
     data = ("\n".join(lines) + "\n").encode()
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_plain(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as e:
         raise OutputError(f"{path}: cannot write: {e.strerror}") from e
     try:

@@ -142,7 +142,7 @@ def _session(tmp_path: Path) -> Session:
     return Session(
         inventory=Inventory(path=None, hosts={"ct129": spec}),
         runners=Runners(),
-        states=StateStore(root=tmp_path / "states"),
+        states=StateStore(root=tmp_path / "states").bound([spec]),
     )
 
 
@@ -175,9 +175,7 @@ def test_history_lists_the_states_newest_first_with_their_changes(tmp_path: Path
         and done.packages[0].installed_at == "2026-12-01T10:08:51Z"
     )
     text = render(done, "table")
-    assert text.startswith(
-        f"ct129: 3 recorded state(s) in {tmp_path / 'states' / 'ct129'}, newest first"
-    )
+    assert text.startswith(f"ct129: 3 recorded state(s) in {done.folder}, newest first")
     assert "ct129@latest  2026-12-01T10:11:03Z  ready  good" in text  # when each was recorded
     assert "ct129@-1      2026-12-01T10:07:03Z  watch" in text
     assert "    xgrammar 0.1.32 → 0.1.10 (installed 2026-12-01T10:05:12Z by pip)" in text
@@ -233,7 +231,7 @@ def test_the_history_command(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         str(out_file),
     )
     assert code == 0 and not out and json.loads(out_file.read_text())["schema_version"] == 1
-    (next((tmp_path / "states" / "ct129").glob("*-watch-*.json"))).write_text("{")
+    (next((tmp_path / "states").glob("ct129~*/*-watch-*.json"))).write_text("{")
     code, out, err = run_cli(
         capsys, "--inventory", str(inv), "history", "ct129", "--state-dir", states
     )

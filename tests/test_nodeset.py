@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from envsync.errors import InputError, InventoryError
 from envsync.inventory import parse_inventory
-from envsync.nodeset import expand, fold, is_pattern, select
+from envsync.nodeset import expand, fold, is_pattern, select, size
+from tests.figures import held
 from tests.helpers import run_cli as run
 
 HOSTS = [f"gpu{i:03d}" for i in range(1, 9)] + ["ct129", "ct200"]
@@ -117,3 +119,43 @@ def test_diff_of_a_group_is_a_fleet_in_classes(
         ("n[1-2]", 2, "as the reference")
     ]
     assert "n[1-2] (2): as the reference against ref" in err
+
+
+@pytest.mark.parametrize(
+    "text", ["gpu[001-128,130]", "gpu[1-9/2],ct200", "r[1-3]n[01-04]", "a[1-2]!a1", "x"]
+)
+def test_a_sets_size_is_read_from_its_text(text: str) -> None:
+    assert size(text) >= len(expand(text))
+    if "!" not in text:
+        assert size(text) == len(expand(text))
+
+
+@pytest.mark.parametrize(
+    "word", ["gpu[1-100000000]", "r[1-10000]n[1-10000]", "gpu[1-100000000]!gpu[1-99999990]"]
+)
+def test_a_huge_set_is_refused_before_it_is_expanded(word: str) -> None:
+    started = time.monotonic()
+    for call in (lambda: select(word, HOSTS, GROUPS), lambda: expand(word)):
+        with pytest.raises(
+            InputError, match=r"names up to [\d,]+ hosts, more than envsync expands"
+        ):
+            call()
+    assert time.monotonic() - started < 2
+    held("13 node sets sized before expansion")
+
+
+def test_a_huge_group_in_the_inventory_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tomllib
+
+    path = _toml_inventory(tmp_path, '[groups.g]\nhosts = "gpu[1-100000000]"\n')
+    with pytest.raises(InventoryError, match=r"groups\.g\.hosts: 'gpu\[1-100000000\]' names up to"):
+        parse_inventory(tomllib.loads(path.read_text()), path)
+    held("13 node sets sized before expansion")
+    inv = _toml_inventory(tmp_path, "")
+    started = time.monotonic()
+    code, _, err = run(capsys, "--inventory", str(inv), "diff", "ct129", "gpu[1-100000000]")
+    assert code == 2 and time.monotonic() - started < 5
+    assert err.count("\n") == 1 and "more than envsync expands (100,000)" in err
+    held("13 node sets sized before expansion")

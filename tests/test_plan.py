@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 from envsync.codec import from_data
 from envsync.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
 from envsync.model import Distribution, Snapshot
-from envsync.plan import describe, fingerprint, make_plan
+from envsync.plan import Plan, describe, fingerprint, make_plan
+from tests.figures import held
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
 
@@ -365,3 +367,115 @@ def test_a_plan_of_an_older_schema_is_refused_with_one_line(
     assert err.count("\n") == 1
     assert f"{path}: a plan of schema_version 1, saved by an older envsync" in err
     assert "Tip: make the plan again with `envsync repair -o FILE`" in err
+
+
+def _flag_plan() -> tuple[dict, Snapshot]:  # type: ignore[type-arg]
+    from envsync.plan import dumps_plan
+
+    ref = snap("ref", ("app", "2.0", ()))
+    tgt = snap("tgt", ("app", "1.0", ()))
+    plan = make_plan(report(finding("other", fixes=(FLAG,))), ref, tgt)
+    return json.loads(dumps_plan(plan)), tgt
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"/usr/bin/python3": "/tmp/evil"}, "its flags set '/usr/bin/python3': not a --flag"),
+        ({"{python}": "/bin/sh"}, "its flags set '{python}': not a --flag"),
+        ({"-m": "evil"}, "its flags set '-m': not a --flag"),
+        ({"--model-path": "/tmp/other"}, "is not a plain word"),
+        ({"--grammar-backend": "$(touch /tmp/x)"}, "is not a plain word"),
+        ({"--grammar-backend": "%h"}, "is not a plain word"),
+        ({"--grammar-backend": "`id`"}, "is not a plain word"),
+        ({"--grammar-backend": "none --x"}, "is not a plain word"),
+    ],
+)
+def test_a_saved_plans_flags_are_refused_when_they_are_no_flag(
+    tmp_path: Path, flags: dict[str, str], message: str
+) -> None:
+    """A mapping whose key is the interpreter made `repair --plan FILE --apply` (and every
+    later deploy) start another program as the service."""
+    from envsync.errors import InputError
+    from envsync.plan import load_plan
+
+    data, _ = _flag_plan()
+    data["flags"] = flags
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="refusing the plan: .*" + re.escape(message)) as e:
+        load_plan(path)
+    assert "\n" not in str(e.value)
+    held("10 a saved plan's flags validated")
+
+
+def test_a_flag_step_that_is_no_flag_is_refused(tmp_path: Path) -> None:
+    from envsync.errors import InputError
+    from envsync.plan import load_plan
+
+    data, _ = _flag_plan()
+    data["steps"][0]["flag"] = "/usr/bin/python3"
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"step 1 \(flag\) sets '/usr/bin/python3': not a --flag"):
+        load_plan(path)
+    held("10 a saved plan's flags validated")
+
+
+def test_a_saved_plan_sets_only_the_entrypoints_flags_and_only_by_its_steps() -> None:
+    from envsync.plan import flags_problems
+
+    data, _ = _flag_plan()
+    plan = from_data(Plan, data, "plan")
+    known = {FLAG.flag, "--model-path", "--tool-call-parser"}
+    assert flags_problems(plan, {}, known) == []
+    # a flag the entrypoint does not define
+    assert flags_problems(plan, {}, {"--model-path"})
+    # an entry of service.json no step sets and the target does not keep
+    sneaky = replace(plan, flags={**plan.flags, "--tool-call-parser": "qwen"})
+    (problem,) = flags_problems(sneaky, {}, known)
+    assert "service.json would change without a step of the plan" in problem
+    assert flags_problems(sneaky, {"--tool-call-parser": "qwen"}, known) == []  # kept already
+    held("10 a saved plan's flags validated", 2)
+
+
+def test_what_a_plan_keeps_in_service_json_is_printed() -> None:
+    data, _ = _flag_plan()
+    plan = from_data(Plan, data, "plan")
+    plan = replace(plan, flags={**plan.flags, "--tool-call-parser": "qwen"}, command=())
+    text = describe(plan)
+    assert f"service.json on tgt keeps the flags: {FLAG.flag} {FLAG.value}, " in text
+    assert "--tool-call-parser qwen" in text
+    held("10 a saved plan's flags validated")
+
+
+def test_repair_checks_a_saved_plans_flags_against_the_entrypoint() -> None:
+    """The flags the entrypoint defines are the rule packs' (--grammar-backend ...) and
+    those of the service's command; any other is refused before anything is applied."""
+    from envsync.errors import InputError
+    from envsync.inventory import Inventory, ServiceSpec
+    from envsync.repair import _check_flags
+    from envsync.runner import Runners
+    from envsync.session import Session
+
+    data, tgt = _flag_plan()
+    service = ServiceSpec(command=("{python}", "-m", "sglang.launch_server", "--model-path", "/m"))
+    with Session(inventory=Inventory(path=None, service=service), runners=Runners()) as session:
+        ok = replace(from_data(Plan, data, "plan"), flags={"--model-path": "m2"})
+        ok = replace(ok, steps=(replace(ok.steps[0], flag="--model-path", value="m2"),))
+        _check_flags(session, ok, tgt, "plan.json")  # the command's own flag
+        grammar = replace(
+            ok, flags={"--grammar-backend": "none"},
+            steps=(replace(ok.steps[0], flag="--grammar-backend", value="none"),),
+        )  # fmt: skip
+        _check_flags(session, grammar, tgt, "plan.json")  # a rule pack's flag
+        evil = replace(
+            ok, flags={"--enable-evil": "yes"},
+            steps=(replace(ok.steps[0], flag="--enable-evil", value="yes"),),
+        )  # fmt: skip
+        with pytest.raises(
+            InputError,
+            match=r"plan.json: refusing the plan: .*'--enable-evil': not a flag the service's entrypoint defines",
+        ):
+            _check_flags(session, evil, tgt, "plan.json")
+    held("10 a saved plan's flags validated")

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -29,6 +34,8 @@ from envsync.states import (
     record,
     states_of,
 )
+from tests.figures import held
+from tests.helpers import REPO
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
 T0 = datetime(2026, 12, 1, 10, 2, 3, tzinfo=timezone.utc)
@@ -45,6 +52,12 @@ def with_version(snap: Snapshot, name: str, version: str) -> Snapshot:
 
 def store(tmp_path: Path, keep: int = 20) -> StateStore:
     return StateStore(root=tmp_path / "states", keep=keep)
+
+
+def cli_store(tmp_path: Path) -> StateStore:
+    """The store as the CLI sees it for `[hosts.ct129] python = "/nonexistent/python"`:
+    bound to that host's identity."""
+    return store(tmp_path).bound([HostSpec(name="ct129", python="/nonexistent/python")])
 
 
 def test_the_digest_is_of_what_diff_compares_not_of_when() -> None:
@@ -356,3 +369,229 @@ def test_check_and_watch_take_states_where_they_may(
     )
     assert code == 2 and "ct129@good is a recorded state of ct129, not a host" in err
     assert not (tmp_path / "states").exists()  # nothing was recorded for a name that is no host
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-30T14:00+99:00",  # a zone past 24 hours
+        "2026-11-30T14:00-24:00",
+        "9999-12-31T23:59-01:00",  # past the year 9999 once in UTC
+        "0001-01-01T00:00+01:00",  # before the year 1 once in UTC
+        "0000-01-01",
+    ],
+)
+def test_a_time_out_of_range_is_one_line(text: str) -> None:
+    with pytest.raises(StateError) as e:
+        parse_selector(text, f"ct129@{text}")
+    line = str(e.value)
+    assert line.startswith(f"ct129@{text}: {text} is not a time") and "\n" not in line
+    assert e.value.exit_code == ExitCode.USAGE
+    held("16 selectors and state names")
+
+
+@pytest.mark.parametrize(
+    "stamp", ["99991231T235959.999999Z", "99990101T000000.000000Z", "20261341T000000.000000Z"]
+)
+def test_a_state_named_for_no_usable_time_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stamp: str
+) -> None:
+    """A state named for the year 9999 (or a month 13): history, diff HOST@latest and
+    recording (lock) say so in one line, exit 2, never a traceback with exit 1."""
+    from tests.helpers import run_cli
+
+    s = cli_store(tmp_path)
+    record(s, base(), "ready", now=T0)
+    (s.folder("ct129") / f"{stamp}-watch-{'0' * 16}.json").write_text("{}")
+    with pytest.raises(StateError, match=r"not a state envsync recorded") as e:
+        states_of(s, "ct129")
+    assert e.value.exit_code == ExitCode.USAGE
+    with pytest.raises(StateError, match=r"not a state envsync recorded"):
+        record(s, with_version(base(), "xgrammar", "0.1.10"), "lock")
+    inv = tmp_path / "envsync.toml"
+    inv.write_text('[hosts.ct129]\npython = "/nonexistent/python"\n')
+    states = ("--state-dir", str(tmp_path / "states"))
+    for args in (["history", "ct129"], ["diff", "ct129@latest", "ct129@good"]):
+        code, _, err = run_cli(capsys, "--inventory", str(inv), *args, *states)
+        assert code == 2, err
+        assert "not a state envsync recorded" in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) <= 2  # the line and its Tip
+    held("16 selectors and state names", 2)
+
+
+def _envsync(tmp_path: Path, *argv: str) -> subprocess.Popen[str]:
+    """envsync in a process of its own: a test that would hang ends at its timeout."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ENVSYNC_STATE_DIR": str(tmp_path / "states")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "envsync", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _ended(proc: subprocess.Popen[str], timeout: float) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"envsync did not end within {timeout:g}s")
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_fifo_or_a_link_named_like_a_state_is_one_line(tmp_path: Path, kind: str) -> None:
+    """history and diff HOST@latest end at once with one line: a FIFO is not waited on, a
+    link (to a file anywhere) is not followed."""
+    s = cli_store(tmp_path)
+    record(s, base(), "ready", now=T0)
+    name = (
+        s.folder("ct129")
+        / f"{(T0 + timedelta(hours=1)).strftime('%Y%m%dT%H%M%S.%fZ')}-watch-{'0' * 16}.json"
+    )
+    if kind == "fifo":
+        os.mkfifo(name)
+    else:
+        elsewhere = tmp_path / "elsewhere.json"
+        elsewhere.write_text(json.dumps({"schema_version": 1, "host": "ct129"}))
+        name.symlink_to(elsewhere)
+    inv = tmp_path / "envsync.toml"
+    inv.write_text('[hosts.ct129]\npython = "/nonexistent/python"\n')
+    for argv in (["history", "ct129"], ["diff", "ct129@latest", "ct129@good"]):
+        code, err = _ended(_envsync(tmp_path, "--inventory", str(inv), *argv), 30)
+        assert code == 2, err
+        last = err.strip().splitlines()[-1]  # after the note on ct129@good, for diff
+        assert "Traceback" not in err and last.startswith(f"envsync: {name}: "), err
+        assert "not a file" in last and err.count("envsync: ") <= 2, err
+        held("14 state and cache files: no link followed, no FIFO waited on")
+
+
+def test_a_fifo_for_the_state_folders_lock_or_the_watch_memory(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    folder = s.folder("ct129")
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / ".lock")
+    with pytest.raises(StateError, match=r"\.lock: cannot lock the state folder: a FIFO") as e:
+        record(s, base(), "ready", now=T0)
+    assert e.value.exit_code == ExitCode.USAGE
+    held("14 state and cache files: no link followed, no FIFO waited on")
+    (folder / ".lock").unlink()
+    from envsync.watch import MEMORY, _memory
+
+    os.mkfifo(folder / MEMORY)
+    assert _memory(s, "ct129") == {}  # as unreadable: rewritten at the end of the run
+    held("14 state and cache files: no link followed, no FIFO waited on")
+
+
+def test_sigterm_ends_a_running_diff_within_a_second(tmp_path: Path) -> None:
+    """A diff waiting on a host (an interpreter that hangs) ends within a second of SIGTERM,
+    one line, exit 143."""
+    slow = tmp_path / "slow" / "python"
+    slow.parent.mkdir()
+    slow.write_text("#!/bin/sh\nsleep 60\n")
+    slow.chmod(0o755)
+    inv = tmp_path / "envsync.toml"
+    inv.write_text(f'[hosts.a]\npython = "{slow}"\n[hosts.b]\npython = "{slow}"\n')
+    proc = _envsync(tmp_path, "--inventory", str(inv), "diff", "a", "b")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not _children(proc.pid):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code, err = _ended(proc, 10)
+    took = time.monotonic() - sent
+    assert code == 143 and "envsync: terminated" in err, err
+    assert took < 1.0, f"{took:.2f}s"
+    held("14 SIGTERM ends a command within a second")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat_file.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat_file.parent.name))
+    return found
+
+
+def test_a_hosts_past_is_keyed_by_its_identity_not_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two inventories that both call a host ct200 (staging and production): each machine
+    has a history of its own, and `history ct200` says when the name's identity changed."""
+    from envsync.states import identity
+    from tests.helpers import run_cli
+
+    root = tmp_path / "states"
+    staging = HostSpec(name="ct200", python="/opt/staging/bin/python", ssh="root@10.0.0.7")
+    production = HostSpec(name="ct200", python="/opt/prod/bin/python", ssh="root@10.0.0.8")
+    assert identity(staging) != identity(production)
+    assert identity(staging) == identity(
+        HostSpec(name="other", python=staging.python, ssh=staging.ssh)
+    )
+    s_store = StateStore(root=root).bound([staging])
+    p_store = StateStore(root=root).bound([production])
+    assert s_store.folder("ct200") != p_store.folder("ct200")
+    record(s_store, replace(base(), host="ct200"), "ready", now=T0)
+    assert states_of(p_store, "ct200") == []  # production has no past of staging's
+    with pytest.raises(StateError, match="no state of ct200 is recorded"):
+        pick(p_store, "ct200", LastGood(), "ct200@good")
+    assert [p.name for p in p_store.elsewhere("ct200")] == [s_store.folder("ct200").name]
+    held("18 a host's past keyed by its identity")
+    # through the CLI: the same name, another interpreter: history says so
+    for name, spec in (("staging", staging), ("production", production)):
+        (tmp_path / f"{name}.toml").write_text(
+            f'[hosts.ct200]\npython = "{spec.python}"\nssh = "{spec.ssh}"\n'
+        )
+    states = ("--state-dir", str(root))
+    code, out, err = run_cli(
+        capsys, "--inventory", str(tmp_path / "staging.toml"), "history", "ct200", *states
+    )
+    assert code == 0 and "ct200@latest" in out and "identity changed" not in err, err
+    code, out, err = run_cli(
+        capsys, "--inventory", str(tmp_path / "production.toml"), "history", "ct200", *states
+    )
+    assert code == 2 and "ct200@latest" not in out
+    assert "ct200: its identity changed" in err and "/opt/prod/bin/python" in err, err
+    record(p_store, replace(base(), host="ct200"), "lock", now=T0)
+    code, out, err = run_cli(
+        capsys, "--inventory", str(tmp_path / "production.toml"), "history", "ct200", *states
+    )
+    assert code == 0 and out.count("ct200@latest") == 2 and "ct200@-1" not in out, out
+    assert "ct200: its identity changed" in err
+    held("18 a host's past keyed by its identity", 2)
+
+
+def test_this_machines_hosts_include_its_machine_id(tmp_path: Path) -> None:
+    from envsync.states import identity, local_machine_id
+
+    spec = HostSpec(name="h", python="/usr/bin/python3")
+    bound = StateStore(root=tmp_path).bound([spec])
+    assert bound.identities["h"] == identity(spec, local_machine_id())
+    if local_machine_id() is not None:
+        assert bound.identities["h"] != identity(spec)
+    held("18 a host's past keyed by its identity")
+
+
+def test_a_state_write_that_fails_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk full as a state is written: one line, the folder as it was (no *.tmp)."""
+    from envsync.errors import OutputError
+
+    s = store(tmp_path)
+    record(s, base(), "ready", now=T0)
+    before = sorted(p.name for p in s.folder("ct129").iterdir())
+
+    def full(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OutputError, match="No space left on device"):
+        record(s, with_version(base(), "xgrammar", "0.1.10"), "watch", now=T0 + timedelta(hours=1))
+    monkeypatch.undo()
+    assert sorted(p.name for p in s.folder("ct129").iterdir()) == before
+    held("17 temporary files removed and swept")

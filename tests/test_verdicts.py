@@ -22,6 +22,7 @@ from envsync.collect import LazyModules, wire
 from envsync.diff import differences
 from envsync.findings import Report
 from envsync.model import Snapshot, StartupGraph
+from tests.figures import held
 from tests.helpers import REPO
 from tests.helpers import run_cli as run
 
@@ -77,7 +78,7 @@ def test_the_same_inputs_give_the_kept_report() -> None:
     assert "xgrammar" in {f.subject for f in second.findings}
     # what is kept is what was computed, read back
     (kept,) = wire.folder().glob("verdict-*.json")
-    assert from_data(Report, json.loads(kept.read_text()), "kept") == first
+    assert from_data(Report, json.loads(kept.read_text())["report"], "kept") == first
 
 
 # Each input changed on its own: another key, computed again.
@@ -166,7 +167,7 @@ def test_a_kept_report_that_does_not_read_back_is_computed_again(damage: bytes) 
     kept.write_bytes(damage)
     assert _once(counted, REFERENCE, TARGET, STARTUP, {}) == first
     assert counted.calls == 2
-    assert from_data(Report, json.loads(kept.read_text()), "kept") == first
+    assert from_data(Report, json.loads(kept.read_text())["report"], "kept") == first
 
 
 def test_a_graph_without_a_digest_is_never_kept() -> None:
@@ -226,3 +227,134 @@ def test_the_example_diff_is_classified_once_and_the_same(
     assert len(calls) == 3
     severities = {f["subject"]: f["severity"] for f in json.loads(out)["findings"]}
     assert severities.get("xgrammar") != "fatal"
+
+
+def _poison(kept: Path, **changes: object) -> None:
+    entry = json.loads(kept.read_text())
+    entry["report"] = {**entry["report"], **changes}
+    kept.write_text(json.dumps(entry))
+
+
+@pytest.mark.parametrize(
+    "poison",
+    [
+        "emptied findings",
+        "emptied findings, its digest made again without the key",
+        "another machine's entry",
+        "another input's entry",
+    ],
+)
+def test_a_poisoned_entry_never_lowers_a_verdict(poison: str, tmp_path: Path) -> None:
+    """A kept report edited (its findings emptied, as a CI cache restored from another
+    job may hold), signed by another key, or moved under another input's name: dropped,
+    computed again, the drift still found."""
+    import hashlib
+
+    counted = Counted()
+    first = _once(counted, REFERENCE, TARGET, STARTUP, {})
+    assert first.findings
+    (kept,) = wire.folder().glob("verdict-*.json")
+    entry = json.loads(kept.read_text())
+    if poison == "emptied findings":
+        _poison(kept, findings=[])
+    elif poison.startswith("emptied findings, "):
+        entry["report"]["findings"] = []
+        text = json.dumps(entry["report"], sort_keys=True, separators=(",", ":")).encode()
+        entry["mac"] = hashlib.sha256(entry["inputs"].encode() + b"\n" + text).hexdigest()
+        kept.write_text(json.dumps(entry))
+    elif poison == "another machine's entry":
+        verdicts._secret_path().write_bytes(b"k" * 64)  # this machine's key is another now
+        _poison(kept, findings=[])
+        entry2 = json.loads(kept.read_text())
+        text = json.dumps(entry2["report"], sort_keys=True, separators=(",", ":")).encode()
+        entry2["mac"] = verdicts._mac(b"x" * 64, entry2["inputs"], text)  # signed elsewhere
+        kept.write_text(json.dumps(entry2))
+    else:
+        other = replace(TARGET, host="ct201")
+        clean = Counted()
+        _once(clean, REFERENCE, other, STARTUP, {})
+        moved = wire.folder() / f"verdict-{verdicts.key(REFERENCE, other, STARTUP, {})}.json"
+        moved.unlink()
+        kept.rename(moved)  # a verified entry of other inputs, under this one's name...
+        _poison(moved, findings=[])  # ...with its findings emptied
+        assert _once(clean, REFERENCE, other, STARTUP, {}).findings
+        assert clean.calls == 2
+        held("7 kept verdicts bound to their inputs")
+        return
+    again = _once(counted, REFERENCE, TARGET, STARTUP, {})
+    assert again == first and again.findings
+    assert counted.calls == 2  # dropped, computed again
+    assert _once(counted, REFERENCE, TARGET, STARTUP, {}) == first and counted.calls == 2
+    held("7 kept verdicts bound to their inputs")
+
+
+def test_the_key_is_private_and_outside_the_cache_folder() -> None:
+    counted = Counted()
+    _once(counted, REFERENCE, TARGET, STARTUP, {})
+    path = verdicts._secret_path()
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert wire.folder() not in path.parents
+    held("7 kept verdicts bound to their inputs")
+
+
+def test_a_failed_write_leaves_no_temporary_file_and_old_ones_are_swept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    where = wire.folder()
+    where.mkdir(parents=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    left = where / f"verdict-x.json.12345.envsync-{dead}.tmp"
+    left.write_text("{")
+    old = where / f"graph-y.envsync-{os.getpid()}.tmp"
+    old.write_text("{")
+    os.utime(old, (1, 1))
+    counted = Counted()
+    import envsync.documents
+
+    real = os.replace
+
+    def full(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(envsync.documents.os, "replace", full)
+    _once(counted, REFERENCE, TARGET, STARTUP, {})
+    monkeypatch.setattr(envsync.documents.os, "replace", real)
+    assert sorted(p.name for p in where.iterdir()) == []
+    held("17 temporary files removed and swept")
+
+
+def test_a_poisoned_kept_verdict_never_turns_drift_into_no_drift(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, example_hosts: Path
+) -> None:
+    """The example's diff and check, with every kept report's findings emptied between two
+    runs (a CI cache restored from another job): the drift is still reported, exit 1."""
+    text = (REPO / "examples" / "envsync.toml").read_text()
+    inv = tmp_path / "envsync.toml"
+    inv.write_text(
+        text.replace('".hosts/', f'"{example_hosts}/').replace(
+            "{inventory_dir}", str(REPO / "examples")
+        )
+    )
+    lock = tmp_path / "ct129.lock"
+    code, _, err = run(capsys, "--inventory", str(inv), "-q", "lock", "ct129", "-o", str(lock))
+    assert code == 0, err
+    for command in (["diff"], ["check", "--lock", str(lock), "ct200"]):
+        code, _, err = run(capsys, "--inventory", str(inv), "-q", *command)
+        assert code == 1, err
+        kept = list(wire.folder().glob("verdict-*.json"))
+        assert kept
+        for path in kept:
+            _poison(path, findings=[])
+        code, out, err = run(capsys, "--inventory", str(inv), "-q", *command)
+        assert code == 1, (out, err)
+        assert "xgrammar" in out + err
+        held("7 kept verdicts bound to their inputs")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from envsync.watch import HostStatus, WatchRun, parse_duration, textfile
+from tests.figures import held
 from tests.helpers import REPO, make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run
 
@@ -193,7 +194,8 @@ def test_a_host_that_cannot_be_watched_is_said_once(
     assert (code, out) == (3, "")
     inv.write_text(inv.read_text().replace(f"{tmp_path}/nowhere/python", str(watched["python"])))
     code, out, _ = _watch(capsys, watched, "h", "gone")
-    assert code == 0 and " gone: watched again" in out and " gone: first watched" in out
+    # another interpreter is another identity: a past of its own, watched for the first time
+    assert code == 0 and " gone: first watched" in out
 
 
 def test_watch_needs_a_schedule_and_hosts(
@@ -273,7 +275,9 @@ def test_sigterm_during_a_run_exits_143_and_leaves_no_partial_file(
     try:
         deadline = time.monotonic() + 60
         # h is collected first (its state recorded), then the run waits on `slow`
-        while not list(watched["states"].glob("h/*-watch-*.json")) and time.monotonic() < deadline:
+        while (
+            not list(watched["states"].glob("h~*/*-watch-*.json")) and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
@@ -286,3 +290,44 @@ def test_sigterm_during_a_run_exits_143_and_leaves_no_partial_file(
     assert not list(tmp_path.rglob("*.tmp"))
     for state in watched["states"].rglob("*.json"):
         json.loads(state.read_text())  # every file there is whole
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo", "folder"])
+def test_the_log_is_appended_to_only_as_a_regular_file(tmp_path: Path, kind: str) -> None:
+    """`watch --log` (envsync is often root) never follows a link to append to what it
+    names, and never waits on a FIFO: one line, the target untouched."""
+    from envsync.errors import OutputError
+    from envsync.watch import append_lines
+
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    log = tmp_path / "watch.jsonl"
+    if kind == "link":
+        log.symlink_to(victim)
+    elif kind == "fifo":
+        os.mkfifo(log)
+        reader = os.open(log, os.O_RDONLY | os.O_NONBLOCK)  # a reader: open would not fail
+    else:
+        log.mkdir()
+    try:
+        with pytest.raises(OutputError, match=r"watch\.jsonl: cannot write: ") as e:
+            append_lines(str(log), ['{"event": "changed"}'])
+    finally:
+        if kind == "fifo":
+            os.close(reader)
+    assert "\n" not in str(e.value)
+    assert victim.read_text() == "untouched\n"
+    held("11 logs appended to as regular files only")
+
+
+def test_watch_log_through_a_link_is_refused(
+    capsys: pytest.CaptureFixture[str], watched: dict[str, Path], tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("untouched\n")
+    log = tmp_path / "watch.jsonl"
+    log.symlink_to(victim)
+    code, _, err = _watch(capsys, watched, "h", "--log", str(log))
+    assert code != 0 and "a symbolic link, not a file (not followed)" in err, err
+    assert victim.read_text() == "untouched\n"
+    held("11 logs appended to as regular files only")

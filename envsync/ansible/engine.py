@@ -8,9 +8,13 @@ own runners run, with the host side's bundle on its stdin; envsync's callback
 (`plugins/envsync_stream.py`) prints each host's result as one JSON line the moment it
 comes back, and each is turned into a snapshot as the others still run.
 
-Host keys are verified whatever the inventory or ansible.cfg say: the task forces Ansible's
-host-key checking on and puts `StrictHostKeyChecking=yes` (or `accept-new`, as
-envsync's own runner would) first on the ssh command line, where OpenSSH's first value wins.
+Host keys are verified whatever the inventory, ansible.cfg or the environment say, for
+each connection plugin: the task forces Ansible's host-key checking on and puts
+`StrictHostKeyChecking=yes` (or `accept-new`, as envsync's own runner would) first on the
+ssh command line, where OpenSSH's first value wins; paramiko's automatic adding of unknown
+keys is off (unless --accept-new-host-keys), in the environment, which beats ansible.cfg.
+Every value envsync hands Ansible (the generated inventory, the task's variables) is tagged
+`!unsafe`: none is ever rendered as a template.
 
 The agent's operations (apply, rollback, deploy) stay on envsync's own runners: see
 docs/how-to/ansible.md ("What stays on Fabric").
@@ -102,6 +106,9 @@ class AnsibleEngine:
                     "ANSIBLE_STDOUT_CALLBACK": "envsync_stream",
                     "ANSIBLE_LOCAL_TEMP": str(Path(folder) / "local"),
                     "ANSIBLE_FORKS": str(max(1, self.forks)),
+                    # paramiko's connection adds an unknown key when this says so (it has
+                    # no variable to override it; the environment beats ansible.cfg).
+                    "ANSIBLE_PARAMIKO_HOST_KEY_AUTO_ADD": str(self.accept_new),
                 }
             )
             with open(Path(folder) / "stderr", "w+b") as errors:
@@ -158,23 +165,23 @@ class AnsibleEngine:
             "envsync_interpreters": interpreters,
             "envsync_timeout": int(longest + SLACK),
         }
-        (folder / "vars.json").write_text(json.dumps(variables))
+        (folder / "vars.yml").write_text(unsafe_yaml(variables))
         (folder / "playbook.yml").write_text(PLAYBOOK)
         names = [spec.name for _, spec, _ in batch]
         (folder / "limit").write_text("".join(f"{n}\n" for n in names))
         if self.inventory.ansible is not None:
             source = self.inventory.ansible
         else:
-            source = str(folder / "inventory.json")
+            source = str(folder / "inventory.yml")
             specs = [spec for _, spec, _ in batch]
-            (folder / "inventory.json").write_text(json.dumps(generated_inventory(specs)))
+            (folder / "inventory.yml").write_text(unsafe_yaml(generated_inventory(specs)))
         return [
             ansible_program("ansible-playbook"),
             "-i",
             source,
             str(folder / "playbook.yml"),
             "-e",
-            f"@{folder / 'vars.json'}",
+            f"@{folder / 'vars.yml'}",
             "--limit",
             f"@{folder / 'limit'}",
             "--forks",
@@ -194,6 +201,21 @@ class AnsibleEngine:
                 continue
             i, spec, options = pending.pop(line["host"])
             yield i, _snapshot(spec, options, str(line.get("status")), line.get("result") or {})
+
+
+def unsafe_yaml(value: Any) -> str:
+    """`value` as YAML (JSON's flow style) with every string tagged `!unsafe`: Ansible
+    never renders one as a template (`{{ lookup('pipe', CMD) }}` in an inventory value
+    would run CMD here), whichever variable it ends up in. Mapping keys are names (hosts,
+    variables), never rendered."""
+    if isinstance(value, dict):
+        items = (f"{json.dumps(str(k))}: {unsafe_yaml(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(unsafe_yaml(v) for v in value) + "]"
+    if isinstance(value, str):
+        return "!unsafe " + json.dumps(value)
+    return json.dumps(value)
 
 
 def _snapshot(

@@ -91,6 +91,8 @@ def ansible_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
             "ANSIBLE_RETRY_FILES_ENABLED": "False",
             "ANSIBLE_DEPRECATION_WARNINGS": "False",
             "ANSIBLE_HOST_KEY_CHECKING": "True",
+            "ANSIBLE_SSH_HOST_KEY_CHECKING": "True",
+            "ANSIBLE_PARAMIKO_HOST_KEY_CHECKING": "True",
         }
     )
     env.update(extra or {})

@@ -18,7 +18,7 @@ from envsync.cli.parser import build_parser
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
 from envsync.inventory import load_inventory
-from envsync.runner import Runners
+from envsync.runner import Runners, stop_all
 from envsync.session import Session
 
 
@@ -45,7 +45,8 @@ def _session(options: SessionOptions, runners: Runners) -> Session:
         jobs=options.jobs,
         notes=lambda message: note(options.quiet, message),
         progress=_bar if _tty(sys.stderr) and not options.quiet else None,
-        states=options.states,
+        # a host's past is that of what it is (its identity), not of its name
+        states=options.states.bound(inventory.hosts.values()) if options.states else None,
     )
 
 
@@ -65,6 +66,7 @@ class _Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum: int, frame: object) -> None:
+    stop_all()  # the collections of other threads end too (an apply's commands run on)
     raise _Terminated
 
 

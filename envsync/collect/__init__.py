@@ -16,7 +16,7 @@ from envsync.hostside import protocol
 from envsync.hostside.shared import text_digest
 from envsync.inventory import HostSpec
 from envsync.model import ModuleFacts, Snapshot
-from envsync.runner import CommandResult, Runner
+from envsync.runner import CommandResult, Runner, stoppable
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -96,6 +96,7 @@ def probe_argv(
     return host_argv(host.python, protocol.COLLECT, [options_json], cache_dir=options.cache_dir)
 
 
+@stoppable()  # a collection changes nothing: SIGTERM may end it at once
 def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None) -> Snapshot:
     """Collect a snapshot of `host` with one probe run; raise CollectError on failure.
     What envsync holds of the host's last answer is not sent again; if it turns out not to

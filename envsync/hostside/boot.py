@@ -11,7 +11,14 @@ BOOT writes the bundle once to a folder keyed by its digest (the cache folder's
 `host-DIGEST/`, written to a temporary folder and renamed, so that concurrent first runs
 are safe), compiles it there once per interpreter, and imports the package from there, so
 that the compiled bytecode is reused on later runs. Where it must not or cannot write (no
-cache asked, a read-only home) it imports the package from memory. HEADER is a JSON
+cache asked, a read-only home) it imports the package from memory.
+
+Nothing cached runs unchecked: the folders are made 0700 whatever the umask; a folder not
+owned by this user, or writable by others, is never imported from (the package runs from
+memory); the copy's sources are checked against the digest that names it before each
+import, and a copy that differs (a module deleted, one planted) is rewritten from the
+bundle on stdin, with one note on stderr. The bytecode is checked against those sources
+by their hash (PEP 552), not by their times. HEADER is a JSON
 object: the program to run (a module of the package), the bundle's digest, and the cache
 folder (null: the default, "": none).
 """
@@ -82,14 +89,109 @@ def ready(folder: str) -> bool:
     return os.path.isfile(os.path.join(folder, PACKAGE, "__init__.py"))
 
 
+def note(message: str) -> None:
+    sys.stderr.write("envsync: " + message + "\n")
+
+
+def private(path: str) -> bool:
+    """Whether a folder is this user's and no one else may write to it (a link is not)."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(st.st_mode)
+        and st.st_uid == os.geteuid()
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
+def make_base(base: str) -> bool:
+    """The cache folder, made 0700 whatever the umask; False where it cannot be trusted
+    (another user's, writable by others) or made (a read-only home)."""
+    old = os.umask(0o077)
+    try:
+        os.makedirs(base, mode=0o700, exist_ok=True)
+    except OSError:
+        return False
+    finally:
+        os.umask(old)
+    if not private(base):
+        note(base + " is not this user's, or others may write to it: not used")
+        return False
+    return True
+
+
+def read_plain(path: str) -> bytes:
+    """A cached file's bytes, opened without following a link or waiting on a FIFO."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file: " + path)
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def verified(folder: str, digest: str) -> bool:
+    """Whether the copy in `folder` is the bundle that `digest` names: every folder of it
+    private, its sources (every .py there, nothing more, nothing less) of that digest."""
+    import hashlib
+    import json
+
+    root = os.path.join(folder, PACKAGE)
+    files = {}
+    if not (private(folder) and private(root)):
+        return False
+    try:
+        for dirpath, dirnames, names in os.walk(root):
+            if not all(private(os.path.join(dirpath, d)) for d in dirnames):
+                return False  # another's, writable by others, or a link
+            if os.path.basename(dirpath) == "__pycache__":
+                continue
+            for name in names:
+                if name.endswith(".py"):
+                    path = os.path.join(dirpath, name)
+                    rel = os.path.relpath(path, root).replace(os.sep, "/")
+                    files[rel] = read_plain(path).decode("utf-8")
+    except (OSError, ValueError):
+        return False
+    text = json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(text).hexdigest()[: len(digest)] == digest
+
+
+def discard(folder: str) -> None:
+    """Move a copy that is not the bundle aside and remove it (another run may be using
+    it: the rename is atomic, the removal of the moved folder is not needed to go on)."""
+    import shutil
+
+    aside = folder + "." + str(os.getpid()) + ".damaged"
+    try:
+        os.rename(folder, aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
 def write(folder: str, files: dict[str, str]) -> bool:
-    """Write the package to its cache folder once; False where this home is read-only."""
+    """Write the package to its cache folder once, 0700 whatever the umask; False where
+    this home is read-only."""
     # Not shared.temp_name: this runs before the package exists. A folder, renamed whole.
     partial = f"{folder}.{os.getpid()}.part"
+    old = os.umask(0o077)
     try:
         for rel, text in sorted(files.items()):
             path = os.path.join(partial, PACKAGE, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
         os.rename(partial, folder)
@@ -98,6 +200,43 @@ def write(folder: str, files: dict[str, str]) -> bool:
 
         shutil.rmtree(partial, ignore_errors=True)
         return ready(folder)  # another first run renamed its folder first
+    finally:
+        os.umask(old)
+    return True
+
+
+def sweep(base: str) -> None:
+    """Remove what runs that were killed left in the cache folder: partial copies and
+    copies moved aside (`host-*.PID.part`, `.damaged`) of processes no longer alive, and
+    temporary files (`*.envsync-PID.tmp`) older than an hour."""
+    import shutil
+    import time
+
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        parts = name.rsplit(".", 2)
+        path = os.path.join(base, name)
+        if len(parts) == 3 and parts[2] in ("part", "damaged") and parts[1].isdigit():
+            if parts[2] == "damaged" or not alive(int(parts[1])):
+                shutil.rmtree(path, ignore_errors=True)
+        elif name.endswith(".tmp") and ".envsync-" in name:
+            try:
+                if time.time() - os.lstat(path).st_mtime > 3600:
+                    os.unlink(path)
+            except OSError:
+                pass
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
     return True
 
 
@@ -124,7 +263,10 @@ def compile_all(folder: str) -> None:
     init = os.path.join(root, "__init__.py")
     for path in sorted(paths, key=lambda p: p == init):
         try:
-            py_compile.compile(path, doraise=True)
+            # Checked against the source's hash, which verified() checked, not its time.
+            py_compile.compile(
+                path, doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+            )
         except (OSError, py_compile.PyCompileError):
             return  # a read-only copy: the sources alone still run
 
@@ -187,15 +329,24 @@ def main() -> int:
     digest = str(head["digest"])
     base = cache_base(head.get("cache"))
     blob = read_frame(sys.stdin.buffer)
-    folder = os.path.join(base, "host-" + digest) if base else None
+    folder = os.path.join(base, "host-" + digest) if base and make_base(base) else None
+    if folder is not None and ready(folder) and not verified(folder, digest):
+        note(folder + " is not the bundle its name says (damaged, or changed): rewritten")
+        discard(folder)
     if folder is None or not ready(folder):  # else the warm path: nothing decompressed
+        if folder is not None:
+            sweep(os.path.dirname(folder))
         files = sources(blob, digest)
-        if folder is None or not write(folder, files):
+        if folder is None or not write(folder, files) or not verified(folder, digest):
             folder = None
             from_memory(files)
     if folder is not None:
         if not compiled(folder):
-            compile_all(folder)
+            old = os.umask(0o077)  # its __pycache__ folders: private too
+            try:
+                compile_all(folder)
+            finally:
+                os.umask(old)
         from_folder(folder)
     name = PACKAGE + "." + str(head["program"])
     __import__(name)

@@ -198,6 +198,47 @@ def is_temp_name(name: str) -> bool:
     return TEMP_NAME.search(name) is not None
 
 
+_TEMP_PID = re.compile(r"\.envsync-([0-9]+)\.tmp$")
+
+
+def sweep_temps(folder: str, older_than: float = 3600.0) -> int:
+    """Remove the temporary files that writes into `folder` left behind (killed, or on a
+    full disk): those of a process that is gone, and any older than `older_than` seconds.
+    Returns how many were removed; a folder that cannot be read removes none."""
+    import time
+
+    removed = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    now = time.time()
+    for name in names:
+        if not is_temp_name(name):
+            continue
+        path = os.path.join(folder, name)
+        match = _TEMP_PID.search(name)
+        pid = int(match.group(1)) if match else None
+        stale = pid is not None and pid != os.getpid() and not _alive(pid)
+        try:
+            if stale or now - os.lstat(path).st_mtime > older_than:
+                os.unlink(path)
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: alive
+    return True
+
+
 # Never part of the package: bytecode, packaging metadata, version control, tool caches.
 # (Only package folders are walked: a checkout's build/ and dist/ are never reached, and
 # a package may ship dot-folders of its own, as SGLang ships .claude/.)

@@ -18,18 +18,34 @@ from collections.abc import Mapping, Sequence
 from typing import IO
 
 from envsync.errors import CommandNotFound, CommandTimeout
-from envsync.runner import EXIT_GRACE, CommandResult
+from envsync.runner import (
+    EXIT_GRACE,
+    MAX_STDOUT,
+    CommandResult,
+    check_stopping,
+    keep_tail,
+    stopping,
+    too_much,
+)
 
 
 class LocalRunner:
-    def __init__(self, host: str = "local", *, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "local",
+        *,
+        env: Mapping[str, str] | None = None,
+        max_stdout: int = MAX_STDOUT,
+    ) -> None:
         self.host = host
         self._env = dict(env) if env is not None else None
+        self.max_stdout = max_stdout
 
     def run(
         self, argv: Sequence[str], *, input: bytes | None = None, timeout: float
     ) -> CommandResult:
         argv = tuple(argv)
+        check_stopping(self.host)
         started = time.perf_counter()
         try:
             proc = subprocess.Popen(
@@ -48,12 +64,16 @@ class LocalRunner:
         except OSError as e:
             raise CommandNotFound(f"{self.host}: cannot run {argv[0]}: {e.strerror}") from e
         try:
-            stdout, stderr, finished = _collect(proc, input, started + timeout)
+            stdout, stderr, finished = _collect(proc, input, started + timeout, self.max_stdout)
         except BaseException:
             _kill_group(proc)
             raise
+        if len(stdout) > self.max_stdout:
+            _kill_group(proc)
+            raise too_much(self.host, argv[0], self.max_stdout)
         if not finished:
             _kill_group(proc)
+            check_stopping(self.host)
             raise CommandTimeout(
                 f"{self.host}: {argv[0]} did not finish within {timeout:g}s", stderr=stderr
             )
@@ -70,10 +90,11 @@ POLL = 0.05
 
 
 def _collect(
-    proc: subprocess.Popen[bytes], data: bytes | None, deadline: float
+    proc: subprocess.Popen[bytes], data: bytes | None, deadline: float, limit_out: int
 ) -> tuple[bytes, bytes, bool]:
     """(stdout, stderr, whether the command exited by the deadline): `data` written to its
-    stdin, its pipes read until they end, the deadline passes, or a grace after it exited."""
+    stdin, its pipes read until they end, the deadline passes, a grace after it exited, or
+    stdout is past `limit_out` (then not finished); stderr's tail only is kept."""
     out, err = bytearray(), bytearray()
     sinks: dict[int, bytearray] = {}
     selector = selectors.DefaultSelector()
@@ -96,7 +117,7 @@ def _collect(
             if exited is None and proc.poll() is not None:
                 exited = now
             limit = deadline if exited is None else min(deadline, exited + EXIT_GRACE)
-            if now >= limit:
+            if now >= limit or stopping():
                 break
             for key, _ in selector.select(min(limit - now, POLL)):
                 if key.fd == stdin:
@@ -111,6 +132,10 @@ def _collect(
                 chunk = os.read(key.fd, 1 << 16)
                 if chunk:
                     sinks[key.fd] += chunk
+                    if sinks[key.fd] is err:
+                        keep_tail(err)
+                    elif len(out) > limit_out:
+                        return bytes(out), bytes(err), False
                 else:
                     selector.unregister(key.fd)
     finally:
@@ -118,6 +143,8 @@ def _collect(
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             _close(pipe)
     if exited is None:
+        if stopping():
+            return bytes(out), bytes(err), False
         try:
             proc.wait(timeout=max(0.0, deadline - time.perf_counter()))
         except subprocess.TimeoutExpired:

@@ -30,7 +30,16 @@ from paramiko.hostkeys import HostKeyEntry
 
 from envsync.errors import CommandTimeout, HostKeyError, RunnerError, SSHError
 from envsync.inventory import HostSpec, jump_hops, parse_target
-from envsync.runner import CONNECT_TIMEOUT, EXIT_GRACE, CommandResult
+from envsync.runner import (
+    CONNECT_TIMEOUT,
+    EXIT_GRACE,
+    MAX_STDOUT,
+    CommandResult,
+    check_stopping,
+    keep_tail,
+    stopping,
+    too_much,
+)
 
 # paramiko logs transport errors itself; envsync reports each one as its own line.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -98,6 +107,7 @@ class SSHRunner:
         *,
         accept_new: bool = False,
         connect_timeout: float = CONNECT_TIMEOUT,
+        max_stdout: int = MAX_STDOUT,
     ) -> None:
         if spec.ssh is None:
             raise RunnerError(f"{spec.name}: not an SSH host")
@@ -106,6 +116,7 @@ class SSHRunner:
         self.user, self.hostname, self.port = _target(spec.name, "ssh", spec.ssh)
         self.accept_new = accept_new or spec.host_key_policy == "accept-new"
         self.connect_timeout = connect_timeout
+        self.max_stdout = max_stdout
         self._conn: Connection | None = None
         self._hops: list[Connection] = []  # the jump hosts' connections, first hop first
         self._lock = threading.Lock()
@@ -285,6 +296,7 @@ class SSHRunner:
     ) -> CommandResult:
         """Run argv (quoted for the remote shell: data is never code) and collect it all."""
         argv = tuple(argv)
+        check_stopping(self.host)
         command = remote_command(argv)
         conn = self.connection()
         started = time.perf_counter()
@@ -303,8 +315,12 @@ class SSHRunner:
             while True:
                 while channel.recv_ready():
                     out += channel.recv(1 << 16)
+                    if len(out) > self.max_stdout:
+                        channel.close()
+                        raise too_much(self.host, argv[0], self.max_stdout)
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(1 << 16)
+                    keep_tail(err)
                 # Done at end of file, not at exit status: sshd may report the exit
                 # before the last output, which waits for window space, has arrived.
                 if (channel.eof_received or channel.closed) and not (
@@ -319,6 +335,9 @@ class SSHRunner:
                 if exited is not None and time.perf_counter() - exited > EXIT_GRACE:
                     break
                 left = deadline - time.perf_counter()
+                if stopping():
+                    channel.close()
+                    check_stopping(self.host)
                 if left <= 0:
                     channel.close()
                     raise CommandTimeout(

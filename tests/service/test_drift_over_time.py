@@ -77,7 +77,7 @@ def test_a_host_against_its_own_last_good_state(
             capsys, "--inventory", inv, "-q", "deploy", "ct129", "--deadline", "120", *s
         )
         assert code == 0 and "ct129: ready in " in out, out + err
-        (good,) = (states / "ct129").glob("*-ready-*.json")
+        (good,) = states.glob("ct129~*/*-ready-*.json")
         state = json.loads(good.read_text())
         # recorded after the collection: the two times can fall in different seconds
         recorded, collected = state["at"], state["snapshot"]["collected_at"]
@@ -131,7 +131,7 @@ def test_a_host_against_its_own_last_good_state(
             assert "next: envsync repair ct129@good ct129 --prefer fix --apply" in out
             for line in documented("A crash with no reference"):  # the how-to shows a real run
                 assert re.search(pattern(line), out, re.MULTILINE), line
-        assert len(list((states / "ct129").glob("*.json"))) == 1  # a crash records nothing
+        assert len(list(states.glob("ct129~*/*.json"))) == 1  # a crash records nothing
 
         # the repair puts the recorded state back: a pin (files would need a live reference)
         code, out, _ = run(
@@ -151,7 +151,7 @@ def test_a_host_against_its_own_last_good_state(
         )
         assert code == 0 and "ct129: ready in " in out
         # the environment is the recorded one again: no new state
-        assert list((states / "ct129").glob("*.json")) == [good]
+        assert list(states.glob("ct129~*/*.json")) == [good]
 
         # history: the states, and with --live what the host holds now, with install times
         code, out, _ = run(capsys, "--inventory", inv, "history", "ct129", *s)
