@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -172,7 +173,8 @@ def test_check_gates_on_the_lock(
     assert code == 1
     assert "ct200 against ct129: 2 fatal, 2 risky, 1 benign" in err
     assert "ct129 against ct129: no drift" in err
-    assert "check: 2 finding(s) at or above fatal: failing" in err
+    said = rf"check: compared \S+ with {re.escape(str(lock))} \(ct129\); 2 finding\(s\) at or "
+    assert re.search(said + "above fatal: failing", err), err
     suites = ET.parse(junit).getroot()
     assert suites.get("failures") == "2"  # the JUnit report fails what --fail-on fails
     assert "## envsync: ct129 against ct129" in md.read_text()
