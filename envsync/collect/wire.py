@@ -212,10 +212,17 @@ def _remember(digest: str, text: bytes) -> None:
 
 
 def write(path: Path, data: bytes) -> None:
+    """Write a file whole through a temporary file, or not at all: a failed write (a full
+    disk) removes its temporary file, and raises."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(temp_name(f"{path}.{threading.get_ident()}"))  # threads of one process too
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def prune(where: Path, prefix: str) -> None:

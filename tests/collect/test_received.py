@@ -90,3 +90,16 @@ def test_the_folder_stays_under_its_cap(monkeypatch: pytest.MonkeyPatch) -> None
     text = _text(_modules(1000, 7))  # the newest is whole
     wire._MEMO.clear()
     assert wire.load(text_digest(text)) == text
+
+
+def test_a_failed_write_leaves_no_temporary_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    target = wire.folder() / "chunk-x.json"
+
+    def full(self: Path, data: bytes) -> int:
+        self.open("wb").write(data[:10])  # the disk filled up part of the way
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched, pytest.raises(OSError):
+        patched.setattr(Path, "write_bytes", full)
+        wire.write(target, b"x" * 100)
+    assert list(wire.folder().iterdir()) == []
