@@ -17,8 +17,13 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from envsync.classify.dependents import satisfies
 from envsync.classify.startup import import_names
 from envsync.findings import Evidence, Finding
+from envsync.markers import applies
 from envsync.model import Distribution, Frame, ImportOutcome, Raised, Snapshot
 from envsync.vocab import PACKAGE_KINDS
 
@@ -192,7 +197,61 @@ def blame(
             return Blame(
                 index=i, how=f"`{what}` {via} {shown_at(frame, place)}", frame=frame, place=place
             )
+    # The code that raised is the same on both hosts: what it requires may not be.
+    for raised, frame, place, innermost in (item for tier in tiers for item in tier):
+        for i, text, have in _violated(findings, place.dist, target):
+            what = f"{raised.exception}: {raised.message}"
+            via = "was raised in" if innermost else "went through"
+            return Blame(
+                index=i,
+                how=f"`{what}` {via} {shown_at(frame, place)}, and {place.owner} requires "
+                f"{text}, which the target's {have} violates",
+                frame=frame,
+                place=place,
+            )
+    for raised in chain:
+        for word in _WORD.findall(raised.message):
+            i = _finding_for_module(findings, word, reference, target)
+            if i is None:
+                i = next(
+                    (
+                        n
+                        for n, f in enumerate(findings)
+                        if f.kind in PACKAGE_KINDS and f.subject == canonicalize_name(word)
+                    ),
+                    None,
+                )
+            if i is not None:
+                what = f"{raised.exception}: {raised.message}"
+                return Blame(index=i, how=f"`{what}` names {word}, which differs")
     return None
+
+
+_WORD = re.compile(r"(?<![\w.-])([A-Za-z_][\w-]*)")
+
+
+def _violated(
+    findings: Sequence[Finding], dist: Distribution, target: Snapshot
+) -> Iterator[tuple[int, str, str]]:
+    """The package findings of what `dist` requires and the target violates: (index, the
+    requirement, what the target has)."""
+    for text in dist.requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        name = canonicalize_name(req.name)
+        if applies(req, target) is not True:
+            continue
+        have = target.distribution(name)
+        if have is not None and satisfies(req, have.version):
+            continue
+        i = next(
+            (n for n, f in enumerate(findings) if f.kind in PACKAGE_KINDS and f.subject == name),
+            None,
+        )
+        if i is not None:
+            yield i, text, (f"{have.display_name} {have.version}" if have else f"lack of {name}")
 
 
 def _finding_for_place(findings: Sequence[Finding], place: Place) -> int | None:
