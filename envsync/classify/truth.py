@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from envsync.classify import unexplained
 from envsync.classify.dependents import satisfies
 from envsync.classify.startup import import_names
 from envsync.findings import Evidence, Finding
@@ -132,6 +133,17 @@ def where_raised(snap: Snapshot, frames: Sequence[Frame]) -> tuple[Frame, Place]
         if place is not None:
             return frame, place
     return None
+
+
+def _owners(chain: Sequence[Raised], target: Snapshot) -> list[str]:
+    """The distributions of a chain's frames ("name version"), innermost first."""
+    out: list[str] = []
+    for raised in reversed(chain):
+        for frame in reversed(raised.frames):
+            place = place_of(target, frame.file)
+            if place is not None and place.owner not in out:
+                out.append(place.owner)
+    return out
 
 
 def shown_at(frame: Frame, place: Place | None) -> str:
@@ -347,6 +359,7 @@ def apply_import_check(
                 )
             continue
         if found is None:
+            candidates = unexplained.before(out, chain, target)
             notes.append(
                 f"import check: importing {outcome.module} on the target fails: {text}{at}; "
                 + (
@@ -354,8 +367,17 @@ def apply_import_check(
                     if state == "clean"
                     else ""
                 )
-                + "no difference from the reference explains it"
+                + "no difference from the reference explains it ("
+                + unexplained.tried(_owners(chain, target))
+                + (
+                    "; each difference startup imports before it is at least unknown: "
+                    + ", ".join(out[i].subject for i, _ in candidates)
+                    if candidates
+                    else "; startup imports no other difference before it"
+                )
+                + ")"
             )
+            out = unexplained.mark(out, candidates, f"importing {outcome.module} fails: {text}")
             continue
         frame = found.frame or frame
         place = found.place if found.frame else place

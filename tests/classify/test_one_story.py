@@ -171,3 +171,43 @@ def test_an_exception_in_unchanged_code_is_traced_to_what_it_requires(
         "upsilon 1.0 requires phi>=2.0, which the target's phi 1.0 violates" in (first["context"])
     )
     assert first["file"].endswith("upsilon/__init__.py") and first["line"] == 3
+
+
+def test_an_exception_no_difference_explains_says_what_was_tried(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """chi (the same on both hosts) raises when omega's new version is there, and neither
+    its requirements nor its message name omega: the note says what was tried, and omega,
+    which startup imports before chi, carries the exception as `unknown` or worse."""
+    w = tmp_path / "wheels"
+    svc = make_wheel(
+        w, "svc", "1.0", {"svc/__init__.py": "", "svc/main.py": "import omega\nimport chi\n"}
+    )
+    chi = _dep(
+        w,
+        "chi",
+        "1.0",
+        "import sys\nif sys.modules['omega'].MODE == 2:\n    raise RuntimeError('mode 2 is not supported')\n",
+    )
+    ref, tgt = make_venv(tmp_path / "ref"), make_venv(tmp_path / "tgt")
+    pip_install(ref, svc, chi, _dep(w / "1", "omega", "1.0", "MODE = 1\n"))
+    pip_install(tgt, svc, chi, _dep(w / "2", "omega", "2.0", "MODE = 2\n"))
+    (tmp_path / "envsync.toml").write_text(
+        '[defaults]\nreference = "ref"\ntarget = "tgt"\n'
+        '[service]\ncommand = ["{python}", "-m", "svc.main"]\n'
+        f'[hosts.ref]\npython = "{ref}"\n[hosts.tgt]\npython = "{tgt}"\n'
+    )
+    assert _really_imports(ref) is None
+    assert _really_imports(tgt) == "RuntimeError: mode 2 is not supported"
+    argv = ["--inventory", str(tmp_path / "envsync.toml"), "-q", "diff", "--format", "json"]
+    assert main([*argv, "--import-check"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    (note,) = [n for n in data["notes"] if n.startswith("import check:")]
+    assert "no difference from the reference explains it (tried: the distributions of its " in note
+    assert "(chi 1.0, svc 1.0) are the same on both hosts" in note
+    assert "each difference startup imports before it is at least unknown: omega" in note
+    (omega,) = data["findings"]
+    assert omega["severity"] in ("risky", "unknown"), omega
+    last = omega["evidence"][-1]
+    assert last["source"] == "import-check"
+    assert "startup imports omega before it (svc/main.py:1 `import omega`)" in last["detail"]
