@@ -117,7 +117,10 @@ def classify_dist(
     if SEVERITY_RANK[finding.severity] <= SEVERITY_RANK["risky"]:
         return finding
     names = import_names(diff.subject, reference, target)
-    floor = _unguarded(diff, names, analysis) or required
+    # `unknown` claims nothing about startup: only a requirement lifts it; `degraded` and
+    # `benign` say startup works, which an unguarded import of a changed version disproves
+    claims = finding.severity in ("degraded", "benign")
+    floor = (_unguarded(diff, names, analysis) if claims else None) or required
     if floor is None:
         return finding
     why, evidence = floor
