@@ -25,7 +25,7 @@ from envsync.classify.startup import (
 from envsync.findings import Difference, Evidence, Finding, Fix, FlagFix, PinFix, SyncDistFix
 from envsync.launch import with_flag
 from envsync.model import Snapshot, why_files_cannot_serve
-from envsync.vocab import RUNS, SEVERITY_RANK, Severity
+from envsync.vocab import RUNS, SEVERITY_RANK, Severity, weaker
 
 
 def dist_fixes(name: str, reference: Snapshot, target: Snapshot) -> list[Fix]:
@@ -107,16 +107,21 @@ def classify_dist(
     side: ReferenceSide,
 ) -> Finding:
     """The verdict of a distribution that differs: from the imports startup runs, then no
-    lower than `risky` where startup imports it unguarded or runs a dependent whose
-    requirement on it the target violates (`benign` and `degraded` need proof)."""
+    lower than `risky` where startup imports a part of it unguarded that envsync could not
+    check, or runs a dependent whose requirement on it the target violates (`benign` and
+    `degraded` need proof)."""
     found = violations(diff.subject, reference, target, analysis) if diff.kind != "extra" else []
     finding = _verdict(diff, reference, target, analysis, startup, side, found)
-    required = _required(found)
+    names = import_names(diff.subject, reference, target)
+    # a violated requirement lifts a verdict where the reading found nothing wrong with the
+    # distribution; where it found failing imports of it, those are what the requirement
+    # asks for, and they decide (the requirement stays evidence)
+    fails = any(f.top in names for f in analysis.failures)
+    required = None if fails else _required(found)
     if finding.severity == "risky" and required is not None:
         return replace(finding, reason=f"{finding.reason[:-1]}; {required[0]}.")
     if SEVERITY_RANK[finding.severity] <= SEVERITY_RANK["risky"]:
         return finding
-    names = import_names(diff.subject, reference, target)
     # `unknown` claims nothing about startup: only a requirement lifts it; `degraded` and
     # `benign` say startup works, which an unguarded import of a changed version disproves
     claims = finding.severity in ("degraded", "benign")
@@ -144,28 +149,39 @@ def _shown_name(diff: Difference) -> str:
 def _unguarded(
     diff: Difference, names: set[str], analysis: Analysis
 ) -> tuple[str, Evidence] | None:
-    """Startup imports a changed version unguarded at module level: it runs at every start."""
-    if diff.kind != "version" or analysis.graph is None or analysis.imports is None:
+    """An import of a changed version that startup runs unguarded at module level and that
+    envsync could not check (a name from a module whose names it cannot read: a module
+    `__getattr__`, an extension, a computed table): nothing showed that part loads."""
+    if diff.kind != "version" or analysis.graph is None or analysis.index is None:
         return None
-    use = analysis.imports.surest(names)
-    if use is None or use[2] not in ("module", "if"):
-        return None
-    importer, edge, context = use
-    facts = analysis.graph.modules.get(importer)
-    file = facts.file if facts else None
-    at = f"{short_file(file, importer) or importer}:{edge.line}"
-    chain = " -> ".join(path_to(analysis.reached, importer))
-    return (
-        f"startup imports it {CONTEXT_WORDS[context]}, unguarded ({importer}, {at})",
-        Evidence(
-            source="import-graph",
-            detail=f"{importer} imports {edge.module} {CONTEXT_WORDS[context]}",
-            file=file,
-            line=edge.line,
-            statement=edge.statement,
-            context=f"{edge.context}; startup path: {chain}",
-        ),
-    )
+    for importer, how in analysis.reached.items():
+        facts = analysis.graph.modules.get(importer)
+        if facts is None or how.context not in ("module", "if"):
+            continue
+        for edge in facts.imports:
+            if edge.context not in ("module", "if") or edge.module.partition(".")[0] not in names:
+                continue
+            unread = [n for n in edge.names if analysis.index.lookup(edge.module, n)[0] is None]
+            if not unread:
+                continue
+            context = weaker(how.context, edge.context)
+            at = f"{short_file(facts.file, importer) or importer}:{edge.line}"
+            chain = " -> ".join(path_to(analysis.reached, importer))
+            return (
+                f"startup imports {', '.join(unread)} from it {CONTEXT_WORDS[context]}, "
+                f"unguarded ({importer}, {at}), and envsync cannot read whether {edge.module} "
+                "defines it",
+                Evidence(
+                    source="import-graph",
+                    detail=f"{importer} imports {edge.module} {CONTEXT_WORDS[context]}; "
+                    f"envsync cannot read whether it defines {', '.join(unread)}",
+                    file=facts.file,
+                    line=edge.line,
+                    statement=edge.statement,
+                    context=f"{edge.context}; startup path: {chain}",
+                ),
+            )
+    return None
 
 
 def _required(found: list[Violation]) -> tuple[str, Evidence] | None:

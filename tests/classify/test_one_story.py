@@ -20,7 +20,7 @@ from envsync.cli import main
 from tests.helpers import make_venv, make_wheel, pip_install
 
 SVC_MAIN = """\
-import mu                                   # a changed version, unguarded
+from mu.dyn import anything                 # a changed version, unguarded, unreadable names
 try:
     from mu import newer                    # what only the reference's mu has, guarded
 except ImportError:
@@ -38,6 +38,12 @@ import upsilon                              # unchanged; checks phi's version at
 
 def _dep(wheels: Path, name: str, version: str, body: str, requires: tuple[str, ...] = ()) -> Path:
     return make_wheel(wheels, name, version, {f"{name}/__init__.py": body}, requires=requires)
+
+
+def _mu(wheels: Path, version: str, body: str) -> Path:
+    """mu, whose mu.dyn makes its names in a module __getattr__ envsync cannot read."""
+    dyn = "def __getattr__(name):\n    return name\n"
+    return make_wheel(wheels, "mu", version, {"mu/__init__.py": body, "mu/dyn.py": dyn})
 
 
 UPSILON = """\
@@ -58,7 +64,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _dep(w, "upsilon", "1.0", UPSILON, ("phi>=2.0",)),
     ]
     good = [
-        _dep(w / "good", "mu", "2.0", "def newer():\n    pass\n"),
+        _mu(w / "good", "2.0", "def newer():\n    pass\n"),
         _dep(w / "good", "xi", "2.0", "def newer():\n    pass\n"),
         _dep(w / "good", "nu", "2.0", "X = 2\n"),
         _dep(w / "good", "rho", "2.0", ""),
@@ -66,7 +72,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _dep(w / "good", "phi", "2.0", "__version__ = '2.0'\n"),
     ]
     bad = [
-        _dep(w / "bad", "mu", "1.0", "def older():\n    pass\n"),
+        _mu(w / "bad", "1.0", "def older():\n    pass\n"),
         _dep(w / "bad", "xi", "1.0", "def older():\n    pass\n"),
         _dep(w / "bad", "nu", "1.0", "X = 1\n"),
         _dep(w / "bad", "rho", "1.0", ""),
@@ -110,10 +116,12 @@ def test_a_changed_version_imported_unguarded_is_never_degraded(
 ) -> None:
     found = _findings(capsys, hosts)
     mu = found["mu"]
-    # the guarded `from mu import newer` fails, but `import mu` runs unguarded at every start
+    # the guarded `from mu import newer` fails, and `from mu.dyn import anything` runs
+    # unguarded at every start, where nothing showed what mu.dyn defines: not degraded
     assert mu["severity"] == "risky", mu
     assert "unguarded" in mu["reason"] and "svc/main.py:1" in mu["reason"]
-    assert any(e["line"] == 1 and e["statement"].startswith("import mu") for e in mu["evidence"])
+    assert "cannot read whether mu.dyn defines it" in mu["reason"]
+    assert any(e["line"] == 1 and e["statement"].startswith("from mu.dyn") for e in mu["evidence"])
     # the negative control: xi is only imported under try/except ImportError
     assert found["xi"]["severity"] == "degraded", found["xi"]
 
