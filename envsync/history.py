@@ -159,7 +159,7 @@ class Entry:
 
     ref: str  # how to name it: ct129@latest, ct129@-1, ...; `ct129` for the live host
     at: str  # when it was recorded (the live host: collected)
-    why: str  # ready | lock | watch; live: the host as it is now, not recorded
+    why: str  # ready | lock | watch; now: the live host as collected, not recorded
     good: bool
     digest: str
     file: str | None = None  # its state file (None: the live host)
@@ -179,7 +179,9 @@ class History:
 
 def history(session: Session, host: str, *, live: bool = False) -> History:
     """The recorded states of `host`, newest first, each with what changed since the one
-    before it; `live`: the host as it is now on top (collected, not recorded)."""
+    before it; `live`: the host as it is now on top ("now": collected, not recorded),
+    with what changed since its latest recorded state and its packages (what `history
+    HOST` shows: a host changed by hand since is shown as it is, not as recorded)."""
     store = _store(session)
     states = states_of(store, host)
     changed = _identity_changed(session, store, host)
@@ -217,12 +219,16 @@ def history(session: Session, host: str, *, live: bool = False) -> History:
     if live:
         from envsync.states import digest
 
-        now = session.collect_one(host)
+        try:
+            now = session.collect_one(host)
+        except CollectError as e:
+            e.tip = e.tip or f"`envsync history {host} --no-live` reads its recorded states alone"
+            raise
         entries.append(
             Entry(
                 ref=host,
                 at=now.collected_at or "",
-                why="live",
+                why="now",
                 good=False,
                 digest=digest(now)[:16],
                 changes=changes(before, now),

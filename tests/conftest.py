@@ -1,4 +1,5 @@
-"""Hermetic tests: HOME in a temporary folder, ENVSYNC_* variables and ~/.ssh kept out."""
+"""Hermetic tests: HOME in a temporary folder, ENVSYNC_* variables and ~/.ssh kept out;
+every report checked for consistency (ENVSYNC_CONSISTENCY=raise)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from envsync.classify.consistency import STRICT_ENV
 from tests.helpers import REPO, build_example
 
 
@@ -18,6 +20,8 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
         if name.startswith("ENVSYNC_"):
             monkeypatch.delenv(name)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    # Every report the suite builds is checked for one story: a contradiction fails the test.
+    monkeypatch.setenv(STRICT_ENV, "raise")
 
 
 @pytest.fixture(scope="session")

@@ -213,9 +213,10 @@ def test_the_history_command(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     inv.write_text('[hosts.ct129]\npython = "/usr/bin/python3"\n')
     states = str(tmp_path / "states")
     code, out, err = run_cli(
-        capsys, "--inventory", str(inv), "history", "ct129", "--state-dir", states
+        capsys, "--inventory", str(inv), "history", "ct129", "--state-dir", states, "--no-live"
     )
     assert code == 0 and "ct129@-2" in out and not err
+    assert out.splitlines()[2].startswith("ct129@latest")  # the records alone: no "now"
     out_file = tmp_path / "h.json"
     code, out, _ = run_cli(
         capsys,
@@ -229,11 +230,12 @@ def test_the_history_command(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         "json",
         "-o",
         str(out_file),
+        "--no-live",
     )
     assert code == 0 and not out and json.loads(out_file.read_text())["schema_version"] == 1
     (next((tmp_path / "states").glob("ct129~*/*-watch-*.json"))).write_text("{")
     code, out, err = run_cli(
-        capsys, "--inventory", str(inv), "history", "ct129", "--state-dir", states
+        capsys, "--inventory", str(inv), "history", "ct129", "--state-dir", states, "--no-live"
     )
     assert code == 2 and not out
     assert err.count("\n") == 1 and "a damaged" not in err and "not valid JSON" in err
@@ -241,3 +243,74 @@ def test_the_history_command(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         capsys, "--inventory", str(inv), "history", "ct200", "--state-dir", states
     )
     assert code == 2 and "unknown host 'ct200'" in err
+
+
+def test_history_shows_the_host_as_it_is_now_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A package changed by hand after the last recorded state: `history HOST` collects the
+    host and shows it first ("now"), with the change, its install time and installer; the
+    packages listed are the host's as it is, not as recorded. --no-live: the records."""
+    from tests.helpers import make_venv, make_wheel, pip_install
+
+    python = make_venv(tmp_path / "venv")
+    pip_install(
+        python, make_wheel(tmp_path / "w", "xgrammar", "0.1.32", {"xgrammar/__init__.py": ""})
+    )
+    inv = tmp_path / "envsync.toml"
+    inv.write_text(f'[hosts.ct200]\npython = "{python}"\n')
+    states = str(tmp_path / "states")
+    code, _, _ = run_cli(
+        capsys, "--inventory", str(inv), "-q", "lock", "ct200", "--state-dir", states
+    )
+    assert code == 0
+    pip_install(
+        python, make_wheel(tmp_path / "w", "xgrammar", "0.1.10", {"xgrammar/__init__.py": ""})
+    )
+
+    code, out, _ = run_cli(
+        capsys,
+        "--inventory",
+        str(inv),
+        "-q",
+        "history",
+        "ct200",
+        "--state-dir",
+        states,
+        "--format",
+        "json",
+    )
+    assert code == 0
+    data = json.loads(out)
+    now, latest = data["entries"][:2]
+    assert (now["ref"], now["why"], now["file"]) == ("ct200", "now", None)
+    assert latest["ref"] == "ct200@latest" and latest["why"] == "lock"
+    (change,) = [c for c in now["changes"] if c["subject"] == "xgrammar"]
+    assert (change["before"], change["after"], change["installer"]) == ("0.1.32", "0.1.10", "pip")
+    assert change["installed_at"]
+    assert {"name": "xgrammar", "version": "0.1.10"}.items() <= next(
+        p for p in data["packages"] if p["name"] == "xgrammar"
+    ).items()
+    code, out, _ = run_cli(
+        capsys, "--inventory", str(inv), "-q", "history", "ct200", "--state-dir", states
+    )
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[2].startswith("ct200 ") and " now" in lines[2]
+    assert "    xgrammar 0.1.32 → 0.1.10 (installed " in out and " by pip)" in out
+    code, out, _ = run_cli(
+        capsys,
+        "--inventory",
+        str(inv),
+        "-q",
+        "history",
+        "ct200",
+        "--state-dir",
+        states,
+        "--no-live",
+        "--format",
+        "json",
+    )
+    recorded = json.loads(out)
+    assert [e["ref"] for e in recorded["entries"]] == ["ct200@latest"]
+    assert next(p for p in recorded["packages"] if p["name"] == "xgrammar")["version"] == "0.1.32"

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from envsync import redact
+from envsync.classify.consistency import reconcile, settle
 from envsync.classify.facts import classify_fact, target_checks
 from envsync.classify.files import classify_commit, classify_file
 from envsync.classify.launched import Providers, Startup
@@ -56,6 +57,12 @@ def classify(
     findings += [
         classify_commit(d, reference, target, findings) for d in diffs if d.kind == "commit"
     ]
+    findings = settle(
+        reconcile(findings),
+        analysis.graph,
+        analysis.reached if analysis.graph is not None else None,
+        where=f"{target.host} against {reference.host}",
+    )
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.kind, f.subject))
     return Report(
         reference=reference.host,

@@ -11,6 +11,12 @@ from envsync.model import ImportEdge, ModuleFacts, StartupGraph
 from envsync.vocab import CONTEXT_RANK as RANK
 from envsync.vocab import CONTEXTS, RUNS, Context, weaker
 
+# What the import system binds in every module, whatever its source says
+# (`from numpy._core.records import __doc__` works on a module without a docstring).
+MODULE_ATTRIBUTES = frozenset(
+    ("__name__", "__doc__", "__file__", "__spec__", "__loader__", "__package__", "__builtins__")
+)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reach:
@@ -274,7 +280,7 @@ class GraphIndex:
         sub = modules.get(f"{module}.{name}")
         if sub is not None and sub.kind != "missing":
             return True, None  # a submodule: `from pkg import mod` imports it
-        if name in facts.defines:
+        if name in facts.defines or name in MODULE_ATTRIBUTES:
             return True, None
         lazy = facts.lazy
         if lazy is None:

@@ -4,10 +4,9 @@ from the imports startup runs, the requirements that ask for it, and its fixes.
 
 from __future__ import annotations
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from dataclasses import replace
 
+from envsync.classify.dependents import Violation, violations
 from envsync.classify.doors import Door
 from envsync.classify.graph import Failure, path_to
 from envsync.classify.launched import Startup
@@ -25,45 +24,8 @@ from envsync.classify.startup import (
 )
 from envsync.findings import Difference, Evidence, Finding, Fix, FlagFix, PinFix, SyncDistFix
 from envsync.launch import with_flag
-from envsync.markers import applies
 from envsync.model import Snapshot, why_files_cannot_serve
-from envsync.vocab import RUNS, Severity
-
-
-def _requirement_evidence(name: str, reference: Snapshot, target: Snapshot) -> list[Evidence]:
-    """Requires-Dist of target packages that the reference satisfies and the target does not."""
-    out = []
-    ref_dist = reference.distribution(name)
-    tgt_dist = target.distribution(name)
-    for requirer in target.distributions:
-        for text in requirer.requires:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if canonicalize_name(req.name) != name:
-                continue
-            if applies(req, target) is not True:
-                continue  # not for the target's platform, or an extra; or not readable
-            ok_ref = ref_dist is not None and _satisfies(req, ref_dist.version)
-            ok_tgt = tgt_dist is not None and _satisfies(req, tgt_dist.version)
-            if ok_ref and not ok_tgt:
-                have = f"has {tgt_dist.version}" if tgt_dist else "lacks it"
-                out.append(
-                    Evidence(
-                        source="requirements",
-                        detail=f"{requirer.display_name} {requirer.version} requires {text}; "
-                        f"the reference satisfies it, the target {have}",
-                    )
-                )
-    return out
-
-
-def _satisfies(req: Requirement, version: str) -> bool:
-    try:
-        return req.specifier.contains(Version(version), prereleases=True)
-    except InvalidVersion:
-        return False
+from envsync.vocab import RUNS, SEVERITY_RANK, Severity, weaker
 
 
 def dist_fixes(name: str, reference: Snapshot, target: Snapshot) -> list[Fix]:
@@ -144,17 +106,114 @@ def classify_dist(
     startup: Startup,
     side: ReferenceSide,
 ) -> Finding:
+    """The verdict of a distribution that differs: from the imports startup runs, then no
+    lower than `risky` where startup imports a part of it unguarded that envsync could not
+    check, or runs a dependent whose requirement on it the target violates (`benign` and
+    `degraded` need proof)."""
+    found = violations(diff.subject, reference, target, analysis) if diff.kind != "extra" else []
+    finding = _verdict(diff, reference, target, analysis, startup, side, found)
+    names = import_names(diff.subject, reference, target)
+    # a violated requirement lifts a verdict where the reading found nothing wrong with the
+    # distribution; where it found failing imports of it, those are what the requirement
+    # asks for, and they decide (the requirement stays evidence)
+    fails = any(f.top in names for f in analysis.failures)
+    required = None if fails else _required(found)
+    if finding.severity == "risky" and required is not None:
+        return replace(finding, reason=f"{finding.reason[:-1]}; {required[0]}.")
+    if SEVERITY_RANK[finding.severity] <= SEVERITY_RANK["risky"]:
+        return finding
+    # `unknown` claims nothing about startup: only a requirement lifts it; `degraded` and
+    # `benign` say startup works, which an unguarded import of a changed version disproves
+    claims = finding.severity in ("degraded", "benign")
+    floor = (_unguarded(diff, names, analysis) if claims else None) or required
+    if floor is None:
+        return finding
+    why, evidence = floor
+    return replace(
+        finding,
+        severity="risky",
+        decided_by=evidence.source,
+        reason=f"{_shown_name(diff)}: {why}; not shown to load, so not "
+        f"{finding.severity} ({finding.reason})",
+        evidence=tuple(dict.fromkeys((evidence, *finding.evidence))),
+    )
+
+
+def _shown_name(diff: Difference) -> str:
+    shown = {"missing": "missing on the target", "extra": "only on the target"}.get(
+        diff.kind, f"{diff.reference} on the reference, {diff.target} on the target"
+    )
+    return f"{diff.subject} {shown}"
+
+
+def _unguarded(
+    diff: Difference, names: set[str], analysis: Analysis
+) -> tuple[str, Evidence] | None:
+    """An import of a changed version that startup runs unguarded at module level and that
+    envsync could not check (a name from a module whose names it cannot read: a module
+    `__getattr__`, an extension, a computed table): nothing showed that part loads."""
+    if diff.kind != "version" or analysis.graph is None or analysis.index is None:
+        return None
+    for importer, how in analysis.reached.items():
+        facts = analysis.graph.modules.get(importer)
+        if facts is None or how.context not in ("module", "if"):
+            continue
+        for edge in facts.imports:
+            if edge.context not in ("module", "if") or edge.module.partition(".")[0] not in names:
+                continue
+            unread = [n for n in edge.names if analysis.index.lookup(edge.module, n)[0] is None]
+            if not unread:
+                continue
+            context = weaker(how.context, edge.context)
+            at = f"{short_file(facts.file, importer) or importer}:{edge.line}"
+            chain = " -> ".join(path_to(analysis.reached, importer))
+            return (
+                f"startup imports {', '.join(unread)} from it {CONTEXT_WORDS[context]}, "
+                f"unguarded ({importer}, {at}), and envsync cannot read whether {edge.module} "
+                "defines it",
+                Evidence(
+                    source="import-graph",
+                    detail=f"{importer} imports {edge.module} {CONTEXT_WORDS[context]}; "
+                    f"envsync cannot read whether it defines {', '.join(unread)}",
+                    file=facts.file,
+                    line=edge.line,
+                    statement=edge.statement,
+                    context=f"{edge.context}; startup path: {chain}",
+                ),
+            )
+    return None
+
+
+def _required(found: list[Violation]) -> tuple[str, Evidence] | None:
+    """A dependent startup runs requires another version than the target has."""
+    for v in found:
+        if v.reached and v.reference_meets:
+            return f"{v.words}, which the target violates and startup runs it", v.evidence
+    return None
+
+
+def _verdict(
+    diff: Difference,
+    reference: Snapshot,
+    target: Snapshot,
+    analysis: Analysis,
+    startup: Startup,
+    side: ReferenceSide,
+    found: list[Violation],
+) -> Finding:
     name = diff.subject
     names = import_names(name, reference, target)
     shown = {"missing": "missing on the target", "extra": "only on the target"}.get(
         diff.kind, f"{diff.reference} on the reference, {diff.target} on the target"
     )
-    requirements = _requirement_evidence(name, reference, target) if diff.kind != "extra" else []
+    requirements = [v.evidence for v in found]
     fixes = dist_fixes(name, reference, target) if diff.kind != "extra" else []
     related = [f for f in analysis.failures if f.top in names]
     # A statement that stops the reference's startup as well is not this difference's doing.
     shared = [f for f in related if f.context == "module" and side.fails_too(f)]
-    related = [f for f in related if f not in shared]
+    # A guarded or conditional import that cannot succeed on the reference either is not
+    # what this difference breaks: it is no reason for the verdict.
+    related = [f for f in related if f not in shared and not side.fails_too(f)]
     if related:
         # Failures come surest first, then in the order startup runs them: the first is
         # the one that stops startup; every one of them is evidence.
@@ -193,17 +252,17 @@ def classify_dist(
             fixes=tuple(fixes),
         )
     if analysis.graph is None:
-        severity = "risky" if requirements else "unknown"
+        caused = any(v.reference_meets for v in found)
         why = (
             "a package another one requires"
-            if requirements
+            if caused
             else "no startup import graph to tell whether startup uses it"
         )
         return finding_about(
             diff,
-            severity=severity,
+            severity="risky" if caused else "unknown",
             reason=f"{name} {shown} ({why}).",
-            decided_by="requirements" if requirements else "facts",
+            decided_by="requirements" if caused else "facts",
             evidence=tuple(requirements),
             fixes=tuple(fixes),
         )

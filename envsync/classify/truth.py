@@ -17,8 +17,14 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from envsync.classify import unexplained
+from envsync.classify.dependents import satisfies
 from envsync.classify.startup import import_names
 from envsync.findings import Evidence, Finding
+from envsync.markers import applies
 from envsync.model import Distribution, Frame, ImportOutcome, Raised, Snapshot
 from envsync.vocab import PACKAGE_KINDS
 
@@ -129,6 +135,17 @@ def where_raised(snap: Snapshot, frames: Sequence[Frame]) -> tuple[Frame, Place]
     return None
 
 
+def _owners(chain: Sequence[Raised], target: Snapshot) -> list[str]:
+    """The distributions of a chain's frames ("name version"), innermost first."""
+    out: list[str] = []
+    for raised in reversed(chain):
+        for frame in reversed(raised.frames):
+            place = place_of(target, frame.file)
+            if place is not None and place.owner not in out:
+                out.append(place.owner)
+    return out
+
+
 def shown_at(frame: Frame, place: Place | None) -> str:
     """`transformers/image_utils.py:55 (transformers 4.57.6)`."""
     file = place.key if place else frame.file
@@ -192,7 +209,61 @@ def blame(
             return Blame(
                 index=i, how=f"`{what}` {via} {shown_at(frame, place)}", frame=frame, place=place
             )
+    # The code that raised is the same on both hosts: what it requires may not be.
+    for raised, frame, place, innermost in (item for tier in tiers for item in tier):
+        for i, text, have in _violated(findings, place.dist, target):
+            what = f"{raised.exception}: {raised.message}"
+            via = "was raised in" if innermost else "went through"
+            return Blame(
+                index=i,
+                how=f"`{what}` {via} {shown_at(frame, place)}, and {place.owner} requires "
+                f"{text}, which the target's {have} violates",
+                frame=frame,
+                place=place,
+            )
+    for raised in chain:
+        for word in _WORD.findall(raised.message):
+            i = _finding_for_module(findings, word, reference, target)
+            if i is None:
+                i = next(
+                    (
+                        n
+                        for n, f in enumerate(findings)
+                        if f.kind in PACKAGE_KINDS and f.subject == canonicalize_name(word)
+                    ),
+                    None,
+                )
+            if i is not None:
+                what = f"{raised.exception}: {raised.message}"
+                return Blame(index=i, how=f"`{what}` names {word}, which differs")
     return None
+
+
+_WORD = re.compile(r"(?<![\w.-])([A-Za-z_][\w-]*)")
+
+
+def _violated(
+    findings: Sequence[Finding], dist: Distribution, target: Snapshot
+) -> Iterator[tuple[int, str, str]]:
+    """The package findings of what `dist` requires and the target violates: (index, the
+    requirement, what the target has)."""
+    for text in dist.requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        name = canonicalize_name(req.name)
+        if applies(req, target) is not True:
+            continue
+        have = target.distribution(name)
+        if have is not None and satisfies(req, have.version):
+            continue
+        i = next(
+            (n for n, f in enumerate(findings) if f.kind in PACKAGE_KINDS and f.subject == name),
+            None,
+        )
+        if i is not None:
+            yield i, text, (f"{have.display_name} {have.version}" if have else f"lack of {name}")
 
 
 def _finding_for_place(findings: Sequence[Finding], place: Place) -> int | None:
@@ -288,6 +359,7 @@ def apply_import_check(
                 )
             continue
         if found is None:
+            candidates = unexplained.before(out, chain, target)
             notes.append(
                 f"import check: importing {outcome.module} on the target fails: {text}{at}; "
                 + (
@@ -295,8 +367,17 @@ def apply_import_check(
                     if state == "clean"
                     else ""
                 )
-                + "no difference from the reference explains it"
+                + "no difference from the reference explains it ("
+                + unexplained.tried(_owners(chain, target))
+                + (
+                    "; each difference startup imports before it is at least unknown: "
+                    + ", ".join(out[i].subject for i, _ in candidates)
+                    if candidates
+                    else "; startup imports no other difference before it"
+                )
+                + ")"
             )
+            out = unexplained.mark(out, candidates, f"importing {outcome.module} fails: {text}")
             continue
         frame = found.frame or frame
         place = found.place if found.frame else place

@@ -383,14 +383,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "history",
         parents=[common],
-        help="a host's recorded states, what changed between them, when each package arrived",
+        help="a host as it is now and its recorded states, what changed between them, when "
+        "each package arrived",
     )
     p.add_argument("host", metavar="HOST")
     p.add_argument("--format", choices=("json", "table"), default="table", help="default: table")
     p.add_argument(
         "--live",
-        action="store_true",
-        help="also collect the host now and show what changed since its latest state",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="collect the host now and show it first, with what changed since its latest "
+        "recorded state (the default); --no-live reads the records alone",
     )
     _output_option(p)
     _collect_options(p)

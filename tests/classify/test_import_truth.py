@@ -220,7 +220,10 @@ def test_a_failure_no_difference_explains_is_a_note_naming_the_frame(
     assert note == (
         "import check: importing svc.main on the target fails: ImportError: patched out at "
         "svc/main.py:7 (svc 1.0); it imports cleanly on the reference ref, but no difference "
-        "from the reference explains it"
+        "from the reference explains it (tried: the distributions of its frames (svc 1.0) are "
+        "the same on both hosts and the target meets what they require; no module or "
+        "distribution its message names differs; startup imports no other difference before "
+        "it)"
     )
     # watched, the patched file is a difference, and the frame in it is the evidence
     found, notes = _diff(bed, "same", capsys, "--import-check", watch=True)

@@ -248,6 +248,12 @@ def test_diff_names_what_the_loader_refuses(tmp_path: Path, case: str) -> None:
         assert words in finding.reason, finding.reason
     assert finding.fixes and finding.fixes[0].dist == expected.fix, finding.fixes
     assert isinstance(finding.fixes[0], (PinFix, SyncDistFix))
+    # one story: the provider the fatal finding names is never benign beside it (issue 31;
+    # a missing nvidia-cuda-runtime-cu12 was "no import path from startup reaches it")
+    (provider,) = [f for f in report.findings if f.subject == expected.fix]
+    assert provider.severity != "benign", provider
+    if provider.kind == "missing":
+        assert provider.severity == "fatal" and OPS.rpartition("/")[2] in provider.reason
 
 
 def test_the_import_check_attaches_the_loaders_message(tmp_path: Path) -> None:

@@ -153,7 +153,8 @@ def test_a_host_against_its_own_last_good_state(
         # the environment is the recorded one again: no new state
         assert list(states.glob("ct129~*/*.json")) == [good]
 
-        # history: the states, and with --live what the host holds now, with install times
+        # history: what the host holds now (the default, --live), with install times, then
+        # its states
         code, out, _ = run(capsys, "--inventory", inv, "history", "ct129", *s)
         assert code == 0
         assert re.search(rf"ct129@latest +{recorded} +ready +good", out)
@@ -162,7 +163,7 @@ def test_a_host_against_its_own_last_good_state(
         )
         data = json.loads(out)
         assert [e["ref"] for e in data["entries"]] == ["ct129", "ct129@latest"]
-        assert data["entries"][0]["why"] == "live" and data["entries"][0]["changes"] == []
+        assert data["entries"][0]["why"] == "now" and data["entries"][0]["changes"] == []
         xgrammar = next(p for p in data["packages"] if p["name"] == "xgrammar")
         assert xgrammar["version"] == "0.1.32" and xgrammar["installer"] == "pip"
         assert xgrammar["installed_at"] >= installed  # the repair installed it again
