@@ -1,0 +1,82 @@
+"""Who wrote what appeared in the environment during an apply.
+
+What this apply's installer and agent provably wrote (installer.py's `wrote.jsonl`, the
+RECORDs of the plan's distributions) is undone by its rollback. Anything else that
+appeared meanwhile (a `pip install six` by hand while the apply ran) is kept, and named:
+a path another distribution's RECORD claims, or, when every installer of the apply was
+traced, any path none of them wrote. An untraced installer (uv) leaves the old rule for
+paths nobody claims: new in a folder the apply changes, so its own.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..shared import normalize
+from .installer import written
+from .paths import canonical, in_environment
+from .record import created_since, key_of
+from .uninstall import owners, walk
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def bytecode(key: str) -> bool:
+    return key.endswith((".pyc", ".pyo")) or "/__pycache__/" in "/" + key
+
+
+def traced(where: str) -> list[str]:
+    """The paths in the environment the apply noted writing that are there now, with
+    everything under the folders among them."""
+    wrote, _ = written(where)
+    out: set[str] = set()
+    for path in wrote:
+        full = canonical(path)
+        if not in_environment(full) or not os.path.lexists(full):
+            continue
+        if os.path.isdir(full) and not os.path.islink(full):
+            out.update(walk(full))
+        else:
+            out.add(full)
+    return sorted(out)
+
+
+def appeared(where: str, manifest: dict[str, Any]) -> list[str]:
+    """Every path that is new since the backup in the folders it listed, or that the apply
+    noted writing (not in the backup's record)."""
+    before = manifest["before"]
+    paths = set(created_since(manifest.get("listing") or {})) | set(traced(where))
+    return sorted(p for p in paths if key_of(p) not in before)
+
+
+def attribute(
+    where: str, manifest: dict[str, Any], paths: list[str], mine: set[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """(this apply's, someone else's) among paths that are new since its backup; `mine`:
+    the paths the plan's distributions' RECORDs name now (the apply's, whoever wrote them)."""
+    wrote, complete = written(where)
+    wrote = {canonical(p) for p in wrote}
+    plan = {normalize(str(d["name"])) for d in manifest["dists"]}
+    others = owners(plan)
+    ours, found = [], []
+    for path in paths:
+        if path in wrote or path in (mine or ()) or bytecode(key_of(path)):
+            ours.append(path)
+        elif path in others or complete:
+            found.append(path)
+        else:
+            ours.append(path)
+    return ours, found
+
+
+def topmost(keys: list[str]) -> list[str]:
+    """The keys without those below another of them (a folder stands for what it holds)."""
+    kept = set(keys)
+
+    def below(key: str) -> bool:
+        parts = key.split("/")
+        return any("/".join(parts[:n]) in kept for n in range(1, len(parts)))
+
+    return sorted(k for k in kept if not below(k))
