@@ -20,6 +20,7 @@ import time
 
 from ..shared import is_temp_name
 from .failure import Failure, refuse
+from .installer import start_tracing
 from .paths import STATE, canonical, dist_files, in_package, installations, state_dir, within
 from .provenance import appeared, attribute
 from .record import (
@@ -102,6 +103,7 @@ def op_backup(op: dict[str, Any]) -> dict[str, Any]:
         sorted({p for ps in owned.values() for p in ps} | set(plan_files) | set(removed))
     )
     folders = [p for p in paths if os.path.isdir(p) and not os.path.islink(p)]
+    refuse_frozen(sorted({p for ps in owned.values() for p in ps} | set(plan_files) | set(removed)))
     before = take(paths, hashed=False)
     need = sum(int(e.get("size", 0)) for e in before.values()) + (1 << 20)
     state_dir(STATE.root)
@@ -138,6 +140,7 @@ def op_backup(op: dict[str, Any]) -> dict[str, Any]:
     }
     try:
         write_backup(where, manifest)
+        start_tracing(where)
     except OSError as e:
         shutil.rmtree(where, ignore_errors=True)
         if no_space(e):
@@ -148,6 +151,19 @@ def op_backup(op: dict[str, Any]) -> dict[str, Any]:
         raise
     saved = sum(1 for e in before.values() if e["kind"] == "file")
     return {"backup": where, "saved": saved, "notes": notes, "claims": claims}
+
+
+def refuse_frozen(paths: list[str]) -> None:
+    """Refuse, before anything changes, an apply that could not finish: a path it changes
+    (or the folder that holds it) that no write, rename or removal can change."""
+    from .restore import frozen
+
+    for path in [*paths, *sorted({os.path.dirname(p) for p in paths})]:
+        if frozen(path):
+            raise Failure(
+                "cannot-change",
+                f"{path} is immutable or append-only (chattr +i/+a): the apply could not change it",
+            )
 
 
 UNFINISHED = ("applying", "restoring")

@@ -44,13 +44,14 @@ def _envsync_trace():
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     write, fspath, abspath, fsdecode = os.write, os.fspath, os.path.abspath, os.fsdecode
     changing = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    def note(path):
+    def note(path, moved=False):
         if isinstance(path, int):
             return
         path = fspath(path)
         if isinstance(path, bytes):
             path = fsdecode(path)
-        write(fd, (json.dumps(abspath(path)) + "\n").encode())
+        line = {"moved": abspath(path)} if moved else abspath(path)
+        write(fd, (json.dumps(line) + "\n").encode())
     def hook(event, args):
         if event == "open":
             path, mode, flags = args
@@ -61,7 +62,9 @@ def _envsync_trace():
                 note(path)
         elif event == "os.mkdir":
             note(args[0])
-        elif event in ("os.rename", "os.symlink", "os.link"):
+        elif event == "os.rename":
+            note(args[1], moved=True)
+        elif event in ("os.symlink", "os.link"):
             note(args[1])
     sys.addaudithook(hook)
 _envsync_trace()
@@ -114,13 +117,23 @@ def read_lines(path: str) -> list[Any]:
     return out
 
 
-def written(where: str) -> tuple[set[str], bool]:
-    """The paths this apply's installers and agent noted before writing them, and whether
-    that is all of them (False: an installer ran that cannot be traced, e.g. uv)."""
-    paths = {p for p in read_lines(os.path.join(where, WROTE)) if isinstance(p, str)}
+def written(where: str) -> tuple[set[str], set[str], bool]:
+    """The paths this apply's installers and agent noted before writing them, those among
+    them they moved something to (a folder moved holds what they moved), and whether that
+    is all of them (False: an installer ran that cannot be traced, e.g. uv)."""
+    lines = read_lines(os.path.join(where, WROTE))
+    moved = {str(p["moved"]) for p in lines if isinstance(p, dict) and "moved" in p}
+    paths = {p for p in lines if isinstance(p, str)} | moved
     started = [e for e in read_lines(os.path.join(where, INSTALLERS)) if isinstance(e, dict)]
-    complete = all(e.get("traced", True) for e in started if "mark" in e)
-    return paths, complete
+    tracing = any(isinstance(p, dict) and "tracing" in p for p in lines)
+    complete = tracing and all(e.get("traced", True) for e in started if "mark" in e)
+    return paths, moved, complete
+
+
+def start_tracing(where: str) -> None:
+    """A new backup's list of writes, begun (a backup without one, of an older envsync,
+    traced nothing: its rollback keeps the old rule)."""
+    append(os.path.join(where, WROTE), [{"tracing": 1}])
 
 
 def tie(parent: int) -> Callable[[], None]:

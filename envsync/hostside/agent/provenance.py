@@ -14,7 +14,7 @@ import os
 
 from ..shared import normalize
 from .installer import written
-from .paths import canonical, in_environment
+from .paths import canonical, in_environment, within
 from .record import created_since, key_of
 from .uninstall import owners, walk
 
@@ -30,7 +30,7 @@ def bytecode(key: str) -> bool:
 def traced(where: str) -> list[str]:
     """The paths in the environment the apply noted writing that are there now, with
     everything under the folders among them."""
-    wrote, _ = written(where)
+    wrote, _, _ = written(where)
     out: set[str] = set()
     for path in wrote:
         full = canonical(path)
@@ -56,13 +56,15 @@ def attribute(
 ) -> tuple[list[str], list[str]]:
     """(this apply's, someone else's) among paths that are new since its backup; `mine`:
     the paths the plan's distributions' RECORDs name now (the apply's, whoever wrote them)."""
-    wrote, complete = written(where)
+    wrote, moved, complete = written(where)
     wrote = {canonical(p) for p in wrote}
+    folders = [canonical(p) for p in moved]
     plan = {normalize(str(d["name"])) for d in manifest["dists"]}
     others = owners(plan)
     ours, found = [], []
     for path in paths:
-        if path in wrote or path in (mine or ()) or bytecode(key_of(path)):
+        inside = any(within(path, folder) for folder in folders)
+        if inside or path in wrote or path in (mine or ()) or bytecode(key_of(path)):
             ours.append(path)
         elif path in others or complete:
             found.append(path)
