@@ -15,7 +15,7 @@ import os
 from ..shared import normalize
 from .installer import written
 from .paths import canonical, in_environment, within
-from .record import created_since, key_of
+from .record import created_since, key_of, path_of, roots
 from .uninstall import owners, walk
 
 TYPE_CHECKING = False
@@ -27,14 +27,34 @@ def bytecode(key: str) -> bool:
     return key.endswith((".pyc", ".pyo")) or "/__pycache__/" in "/" + key
 
 
-def traced(where: str) -> list[str]:
-    """The paths in the environment the apply noted writing that are there now, with
-    everything under the folders among them."""
+def was_there(path: str, listed: dict[str, set[str]]) -> bool:
+    """Was `path` there when the backup was made, as far as its listing of folders says
+    (a path below no listed folder, or below one that was there but not listed: yes)?"""
+    parent, name = os.path.split(path)
+    while parent and parent not in listed:
+        parent, name = os.path.split(parent)
+        if parent == os.path.dirname(parent):
+            return True
+    return name in listed.get(parent, set())
+
+
+def traced(where: str, manifest: dict[str, Any]) -> list[str]:
+    """The paths in the environment the apply noted writing that are there now and were not
+    at the backup (pip "makes" site-packages too, which was there), with everything under
+    the folders among them."""
     wrote, _, _ = written(where)
+    listed: dict[str, set[str]] = {}
+    for key, names in (manifest.get("listing") or {}).items():
+        folder = path_of(key) if not os.path.isabs(key) else canonical(key)
+        if folder is not None:
+            listed[folder] = set(names)
+    listed.update({r: listed.get(r, set()) for r in roots()})
     out: set[str] = set()
     for path in wrote:
         full = canonical(path)
-        if not in_environment(full) or not os.path.lexists(full):
+        if full in listed or not in_environment(full) or not os.path.lexists(full):
+            continue
+        if was_there(full, listed):
             continue
         if os.path.isdir(full) and not os.path.islink(full):
             out.update(walk(full))
@@ -47,7 +67,7 @@ def appeared(where: str, manifest: dict[str, Any]) -> list[str]:
     """Every path that is new since the backup in the folders it listed, or that the apply
     noted writing (not in the backup's record)."""
     before = manifest["before"]
-    paths = set(created_since(manifest.get("listing") or {})) | set(traced(where))
+    paths = set(created_since(manifest.get("listing") or {})) | set(traced(where, manifest))
     return sorted(p for p in paths if key_of(p) not in before)
 
 
