@@ -84,12 +84,14 @@ def attribute(
     ours, found = [], []
     for path in paths:
         inside = any(within(path, folder) for folder in folders)
-        if inside or path in wrote or path in (mine or ()) or bytecode(key_of(path)):
+        if inside or path in wrote or path in (mine or ()):
             ours.append(path)
-        elif path in others or complete:
+        elif path in others:  # another distribution's (its bytecode too)
             found.append(path)
-        else:
+        elif bytecode(key_of(path)) or not complete:
             ours.append(path)
+        else:
+            found.append(path)
     return ours, found
 
 
