@@ -223,6 +223,7 @@ class Rollback:
     dists: tuple[str, ...] = ()  # the distributions it put back (none: files only)
     already: bool = False  # the backup was rolled back before: nothing restored again
     changed: int = 0  # paths put back, removed or made again
+    found: tuple[str, ...] = ()  # what appeared during the apply that it did not write: kept
 
 
 def rollback_host(
@@ -251,6 +252,7 @@ def rollback_host(
         dists=tuple(result.dists),
         already=result.already,
         changed=result.changed,
+        found=result.found,
     )
 
 

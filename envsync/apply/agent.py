@@ -25,10 +25,20 @@ AGENT_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """A RECORD line of `dist` over another distribution's files: pip is never run on it."""
+
+    dist: str  # normalized
+    message: str  # which line, which folder, whose files
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Backup:
     path: str  # the backup's folder on the host
     saved: int  # files saved in it
     notes: tuple[str, ...] = ()  # RECORD lines it ignored (a folder, a path outside)
+    # RECORD lines that claim another distribution's files (pip would remove them)
+    claims: tuple[Claim, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +47,7 @@ class Restored:
     dists: tuple[str, ...]
     already: bool = False  # it was rolled back before: nothing was restored again
     changed: int = 0  # paths put back, removed or made again
+    found: tuple[str, ...] = ()  # what appeared that the apply did not write: kept
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,6 +190,11 @@ class Agent:
             path=str(answer["backup"]),
             saved=int(answer["saved"]),
             notes=tuple(str(n) for n in answer.get("notes") or ()),
+            claims=tuple(
+                Claim(dist=str(c.get("dist")), message=str(c.get("message")))
+                for c in answer.get("claims") or ()
+                if isinstance(c, dict)
+            ),
         )
 
     def journal(self, ident: str, event: str, *, state: str | None = None) -> None:
@@ -196,6 +212,7 @@ class Agent:
             dists=tuple(str(d) for d in answer.get("dists", [])),
             already=bool(answer.get("already")),
             changed=int(answer.get("changed") or 0),
+            found=tuple(str(f) for f in answer.get("found") or ()),
         )
 
     def backups(self) -> tuple[BackupInfo, ...]:
@@ -225,15 +242,22 @@ class Agent:
         """A tar of files named by key: {key: absolute path here}."""
         return self.raw({"op": protocol.PACK, "paths": dict(paths)}).stdout
 
-    def unpack(self, root: str, archive: bytes) -> Unpacked:
-        """Write an archive's files under `root` (a package directory; "purelib")."""
-        return self._unpacked(self.call({"op": protocol.UNPACK, "root": root}, archive))
+    def unpack(self, root: str, archive: bytes, *, ident: str | None = None) -> Unpacked:
+        """Write an archive's files under `root` (a package directory; "purelib"); with
+        the apply's backup `ident`, noted there as the apply's writes first."""
+        op = {"op": protocol.UNPACK, "root": root, "id": ident}
+        return self._unpacked(self.call(op, archive))
 
     def unpack_paths(
-        self, paths: Mapping[str, str], archive: bytes, *, remove: Sequence[str] = ()
+        self,
+        paths: Mapping[str, str],
+        archive: bytes,
+        *,
+        remove: Sequence[str] = (),
+        ident: str | None = None,
     ) -> Unpacked:
         """Write each archived key to its own path; delete `remove` (absolute paths)."""
-        op = {"op": protocol.UNPACK, "paths": dict(paths), "remove": list(remove)}
+        op = {"op": protocol.UNPACK, "paths": dict(paths), "remove": list(remove), "id": ident}
         return self._unpacked(self.call(op, archive))
 
     def remove_dist(self, name: str, ident: str) -> int:
@@ -298,9 +322,14 @@ class Agent:
         saved = self.call({"op": protocol.WRITE_DROPIN, "path": path, "text": text}).get("backup")
         return str(saved) if saved is not None else None
 
-    def run(self, argv: Sequence[str], *, timeout: float = AGENT_TIMEOUT) -> Ran:
-        """Run a command (a step's pip) through the agent, so that the lock knows it runs."""
-        answer = self.call({"op": protocol.RUN, "argv": list(argv)}, timeout=timeout)
+    def run(
+        self, argv: Sequence[str], *, ident: str | None = None, timeout: float = AGENT_TIMEOUT
+    ) -> Ran:
+        """Run a command (a step's pip) through the agent, so that the lock knows it runs;
+        with the apply's backup `ident`, as its installer: in a process group tied to the
+        agent, recorded in the backup, its writes traced there."""
+        op = {"op": protocol.RUN, "argv": list(argv), "id": ident}
+        answer = self.call(op, timeout=timeout)
         return Ran(
             returncode=int(answer["returncode"]),
             stdout=str(answer["stdout"]),

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from envsync.apply.agent import Agent, BackupInfo, Restored
+from envsync.apply.agent import Agent, BackupInfo, Claim, Restored
 from envsync.errors import (
     AgentError,
     ApplyError,
@@ -22,6 +22,7 @@ from envsync.errors import (
     RollbackError,
     StalePlan,
 )
+from envsync.hostside.shared import normalize
 from envsync.inventory import HostSpec
 from envsync.model import Snapshot, Unavailable
 from envsync.plan import (
@@ -155,9 +156,15 @@ def apply_plan(
             files += _file_paths(target, step.dist, (*step.files, *step.remove)).values()
     summary = "; ".join(step.summary for step in plan.steps)
     try:
-        backup = agent.backup(ident, dists=dists, files=files, summary=summary).path
+        made = agent.backup(ident, dists=dists, files=files, summary=summary)
     except AgentError as e:
+        if e.kind == "unfinished":
+            raise ApplyError(
+                e.message,
+                tip="run the same command again: its plan was made from the half-changed state",
+            ) from e
         raise ApplyError(f"{e.message}; the backup failed, nothing was changed") from e
+    backup = made.path
     ctx = _StepContext(
         plan=plan,
         agent=agent,
@@ -168,6 +175,7 @@ def apply_plan(
         reference_spec=reference_spec,
         reference=reference,
         pip_options=tuple(pip_options),
+        claims=made.claims,
     )
     try:
         for i, step in enumerate(plan.steps, 1):
@@ -203,14 +211,22 @@ def _check_paths(plan: Plan) -> None:
 
 def _rollback_after(agent: Agent, ident: str, why: str) -> None:
     try:
-        agent.restore(ident, force=True)  # under this lock since the backup: nobody else
+        # forced: under this lock since the backup, no later apply to protect; what
+        # appeared meanwhile that the apply did not write is kept (and named)
+        done = agent.restore(ident, force=True)
     except EnvsyncError as e:
         raise RollbackError(
             f"{why}; rolling back ALSO failed: {e.message}",
             tip="the host restores an unfinished apply by itself once this envsync is gone; "
             f"`envsync rollback {agent.spec.name}` makes sure once the host is reachable",
         ) from e
-    raise ApplyError(f"{why}; everything done before it was rolled back")
+    kept = ""
+    if done.found:
+        shown = ", ".join(done.found[:5]) + (
+            f" and {len(done.found) - 5} more" if len(done.found) > 5 else ""
+        )
+        kept = f"; kept what this apply did not write: {shown}"
+    raise ApplyError(f"{why}; everything done before it was rolled back{kept}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,16 +243,26 @@ class _StepContext:
     reference_spec: HostSpec | None
     reference: Snapshot | None
     pip_options: tuple[str, ...]
+    claims: tuple[Claim, ...] = ()  # RECORD lines over other distributions' files
 
     def pin(self, step: PinStep) -> None:
         agent, target, backup, spec = self.agent, self.target, self.backup, self.agent.spec
         reference_spec, runners = self.reference_spec, self.runners
+        names = {normalize(d) for d in step.dists}
+        claims = [c.message for c in self.claims if c.dist in names]
+        if claims:
+            # pip's uninstall would remove another distribution's files: never run it
+            if not (step.fallback and reference_spec is not None):
+                raise ApplyError(f"refusing to run {step.installer}: {claims[0]}")
+            source = Agent(reference_spec, runners(reference_spec))
+            _sync_dists(step.dists, agent, target, source, self.ident)
+            return
         constraints = f"{backup}/constraints.txt"
         agent.write(constraints, _constraints(target, step.dists))
         argv = install_argv(step, target, spec.python, constraints, self.pip_options)
         # Through the agent, so that the target's lock knows the installer is running.
         try:
-            result = agent.run(argv, timeout=PIP_TIMEOUT)
+            result = agent.run(argv, ident=self.ident, timeout=PIP_TIMEOUT)
         except AgentError as e:
             if e.kind == "not-found":
                 raise ApplyError(f"{argv[0]} not found on {spec.name}") from e
@@ -273,7 +299,7 @@ class _StepContext:
         tgt_paths = _file_paths(target, step.dist, step.files)
         removed = _file_paths(target, step.dist, step.remove)
         archive = source.pack_paths(ref_paths)
-        agent.unpack_paths(tgt_paths, archive, remove=sorted(removed.values()))
+        agent.unpack_paths(tgt_paths, archive, remove=sorted(removed.values()), ident=self.ident)
 
 
 def _run_step(step: Step, ctx: _StepContext) -> None:
@@ -298,7 +324,7 @@ def _sync_dists(
         archive = source.pack_dist(dist)
         agent.remove_dist(dist, ident)
         root = _location(target, dist) or "purelib"
-        agent.unpack(root, archive)
+        agent.unpack(root, archive, ident=ident)
 
 
 def rollback(

@@ -332,6 +332,13 @@ def print_rollback(done: Rollback, session: Session) -> None:
         return
     what = ", ".join(done.dists) or "files only"
     session.note(f"{done.host}: restored {done.backup} ({what}): {done.changed} path(s) put back")
+    if done.found:
+        shown = ", ".join(done.found[:5]) + (
+            f" and {len(done.found) - 5} more" if len(done.found) > 5 else ""
+        )
+        session.note(
+            f"{done.host}: kept what appeared during the apply that it did not write: {shown}"
+        )
 
 
 def backups_text(host: str, found: Sequence[BackupInfo]) -> str:

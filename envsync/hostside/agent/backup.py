@@ -20,10 +20,11 @@ import time
 
 from ..shared import is_temp_name
 from .failure import Failure, refuse
+from .installer import start_tracing
 from .paths import STATE, canonical, dist_files, in_package, installations, state_dir, within
+from .provenance import appeared, attribute
 from .record import (
     close_over,
-    created_since,
     dists_scope,
     key_of,
     listing,
@@ -33,6 +34,7 @@ from .record import (
 )
 from .service import read_service
 from .transfer import write_json
+from .uninstall import uninstall_set
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -90,10 +92,18 @@ def op_backup(op: dict[str, Any]) -> dict[str, Any]:
     for path in files:
         if not in_package(path):
             refuse(path, "not in a package directory of this environment")
+    finish_unfinished()
     names = [str(n) for n in op.get("dists", [])]
     owned, notes = dists_scope(names)
+    # pip's uninstall set, whole: a RECORD's folder lines too (unless one claims another
+    # distribution's files: then pip is never run over it, and the claim says so)
+    removed, claims = uninstall_set(names)
     plan_files = sorted({canonical(p) for p in files})
-    paths = close_over(sorted({p for ps in owned.values() for p in ps} | set(plan_files)))
+    paths = close_over(
+        sorted({p for ps in owned.values() for p in ps} | set(plan_files) | set(removed))
+    )
+    folders = [p for p in paths if os.path.isdir(p) and not os.path.islink(p)]
+    refuse_frozen(sorted({p for ps in owned.values() for p in ps} | set(plan_files) | set(removed)))
     before = take(paths, hashed=False)
     need = sum(int(e.get("size", 0)) for e in before.values()) + (1 << 20)
     state_dir(STATE.root)
@@ -120,13 +130,17 @@ def op_backup(op: dict[str, Any]) -> dict[str, Any]:
         "dists": dists,
         "files": [key_of(p) for p in plan_files],
         "before": before,
-        "listing": listing(),  # the names in each package folder, for created_since
+        # the names in each package directory and in each folder of the plan's
+        # distributions, for created_since
+        "listing": listing(folders),
         "after": None,
         "flags_before": read_service().get("flags"),
         "notes": notes,
+        "claims": claims,
     }
     try:
         write_backup(where, manifest)
+        start_tracing(where)
     except OSError as e:
         shutil.rmtree(where, ignore_errors=True)
         if no_space(e):
@@ -136,7 +150,50 @@ def op_backup(op: dict[str, Any]) -> dict[str, Any]:
             ) from None
         raise
     saved = sum(1 for e in before.values() if e["kind"] == "file")
-    return {"backup": where, "saved": saved, "notes": notes}
+    return {"backup": where, "saved": saved, "notes": notes, "claims": claims}
+
+
+def refuse_frozen(paths: list[str]) -> None:
+    """Refuse, before anything changes, an apply that could not finish: a path it changes
+    (or the folder that holds it) that no write, rename or removal can change."""
+    from .restore import frozen
+
+    for path in [*paths, *sorted({os.path.dirname(p) for p in paths})]:
+        if frozen(path):
+            raise Failure(
+                "cannot-change",
+                f"{path} is immutable or append-only (chattr +i/+a): the apply could not change it",
+            )
+
+
+UNFINISHED = ("applying", "restoring")
+
+
+def finish_unfinished() -> None:
+    """dpkg's rule: a backup left applying or restoring (its apply or rollback was killed,
+    with the lock's holder) is undone before anything else may change the environment;
+    then this apply is refused, its plan being made from the half-changed state."""
+    left = [n for n in backup_names() if state_of(n) in UNFINISHED]
+    if not left:
+        return
+    from .restore import op_restore
+
+    done = []
+    for name in reversed(left):
+        try:
+            answer = op_restore({"id": name, "force": True})
+        except Failure as e:
+            raise Failure(
+                "unfinished",
+                f"backup {name} of an earlier apply did not finish and could not be rolled "
+                f"back now: {e.message}",
+            ) from None
+        done.append(f"{name} ({answer['changed']} path(s) put back)")
+    raise Failure(
+        "unfinished",
+        f"an earlier apply had not finished (killed with its lock's holder): rolled back "
+        f"{', '.join(done)} first, to what it was before; nothing else was changed",
+    )
 
 
 class Hashing:
@@ -182,15 +239,18 @@ def write_backup(where: str, manifest: dict[str, Any]) -> None:
     open(os.path.join(where, "journal.jsonl"), "a").close()
 
 
-def after_record(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What the apply left: every path of the backup's record, and every path its
-    distributions own now (the installer's new files and folders)."""
+def after_record(where: str, manifest: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """What the apply left: every path of the backup's record, every path its
+    distributions own now, and what its installer wrote besides; and the keys of what
+    appeared meanwhile that it did not write (a hand install: never undone by it)."""
     names = [d["name"] for d in manifest["dists"]]
     owned, _ = dists_scope(names)
     recorded = [p for p in (path_of(k) for k in manifest["before"]) if p is not None]
-    made = created_since(manifest.get("listing") or {})
-    paths = set(recorded) | {p for ps in owned.values() for p in ps} | set(made)
-    return take(close_over(sorted(paths)))
+    mine = {p for ps in owned.values() for p in ps}
+    new = [p for p in appeared(where, manifest) if p not in mine]
+    made, found = attribute(where, manifest, new)
+    paths = set(recorded) | mine | set(made)
+    return take(close_over(sorted(paths))), [key_of(p) for p in found]
 
 
 def journal(where: str, event: str) -> None:
@@ -211,7 +271,7 @@ def op_journal(op: dict[str, Any]) -> dict[str, Any]:
     if op.get("state"):
         manifest = read_manifest(where)
         if op["state"] == "applied":
-            manifest["after"] = after_record(manifest)
+            manifest["after"], manifest["found"] = after_record(where, manifest)
             manifest["flags_after"] = read_service().get("flags")
         set_state(where, manifest, str(op["state"]))
     return {}

@@ -150,10 +150,12 @@ def listed_dirs() -> list[str]:
     return sorted({os.path.realpath(r) for r in package_roots()} | {scripts})
 
 
-def listing() -> dict[str, list[str]]:
-    """{folder's key: the names in it now}, for `created_since` after the apply."""
+def listing(folders: list[str] | None = None) -> dict[str, list[str]]:
+    """{folder's key: the names in it now}, for `created_since` after the apply: the
+    package directories and bin/, and `folders` (those of the plan's distributions: what
+    an installer killed half-way wrote inside them is found too)."""
     out: dict[str, list[str]] = {}
-    for folder in listed_dirs():
+    for folder in sorted(set(listed_dirs()) | set(folders or [])):
         try:
             out[key_of(folder)] = sorted(os.listdir(folder))
         except OSError:

@@ -31,10 +31,11 @@ from .backup import (
     set_state,
 )
 from .failure import Failure
+from .installer import quiesce
+from .provenance import appeared, attribute, bytecode, topmost
 from .record import (
     BLOCK,
     close_over,
-    created_since,
     describe,
     dists_scope,
     key_of,
@@ -57,10 +58,6 @@ SHOWN = 5  # paths named in a message, then "and N more"
 JOURNAL_EVERY = 500  # swaps between two journal lines
 
 
-def bytecode(key: str) -> bool:
-    return key.endswith((".pyc", ".pyo")) or "/__pycache__/" in "/" + key
-
-
 def named(keys: list[str]) -> str:
     shown = ", ".join(keys[:SHOWN])
     return shown + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
@@ -69,9 +66,10 @@ def named(keys: list[str]) -> str:
 def op_restore(op: dict[str, Any]) -> dict[str, Any]:
     where = backup_dir(op.get("id", "latest"))
     manifest = read_manifest(where)
+    quiesce(where)  # no installer of this apply may write on while it is rolled back
     names = [d["name"] for d in manifest["dists"]]
     if manifest.get("state") == ROLLED_BACK:
-        return {"backup": where, "dists": names, "already": True, "changed": 0}
+        return {"backup": where, "dists": names, "already": True, "changed": 0, "found": []}
     tar_path = os.path.join(where, "files.tar")
     try:
         actual = sha256(tar_path)
@@ -83,9 +81,18 @@ def op_restore(op: dict[str, Any]) -> dict[str, Any]:
     after: dict[str, Entry] | None = manifest.get("after")
     owned, _ = dists_scope(names)
     keys = set(before) | set(after or {})
-    keys |= {key_of(p) for p in close_over(sorted({p for ps in owned.values() for p in ps}))}
-    if after is None:  # the apply stopped half-way: what its installer wrote, no RECORD yet
-        keys |= {key_of(p) for p in created_since(manifest.get("listing") or {})}
+    mine = close_over(sorted({p for ps in owned.values() for p in ps}))
+    found = [str(k) for k in manifest.get("found") or []]
+    if after is None:
+        # the apply stopped half-way: what its installer wrote (no RECORD yet, or inside
+        # existing folders), but never what someone else wrote meanwhile
+        new = sorted({*appeared(where, manifest), *mine} - {path_of(k) for k in keys})
+        ours, others = attribute(where, manifest, new, mine=set(mine))
+        keys |= {key_of(p) for p in ours}
+        found += [key_of(p) for p in others]
+    else:
+        keys |= {key_of(p) for p in mine}
+    found = topmost([k for k in found if os.path.lexists(str(path_of(k)))])
     paths = {k: str(path_of(k)) for k in keys}
     current = {k: describe(paths[k]) for k in keys}
     goal = {k: before.get(k, ABSENT) for k in keys}
@@ -116,8 +123,16 @@ def op_restore(op: dict[str, Any]) -> dict[str, Any]:
     if flags != manifest.get("flags_before"):
         op_set_service({"flags": manifest.get("flags_before")})
     set_state(where, manifest, ROLLED_BACK)
+    if found:
+        journal(where, f"kept {len(found)} path(s) this apply did not write: {named(found)}")
     journal(where, "rolled back")
-    return {"backup": where, "dists": names, "already": False, "changed": len(todo)}
+    return {
+        "backup": where,
+        "dists": names,
+        "already": False,
+        "changed": len(todo),
+        "found": found,
+    }
 
 
 # -- before anything changes ---------------------------------------------------------------

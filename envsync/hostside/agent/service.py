@@ -1,5 +1,5 @@
 """The service on the host: its kept state, a plain process started, watched and stopped,
-a systemd drop-in, and commands run as a step (pip).
+a systemd drop-in.
 
 A plain-process service is followed as every process that carries its mark, an
 environment variable each of its processes inherits (through forks, `setsid` and the double
@@ -252,19 +252,3 @@ def op_write_dropin(op: dict[str, Any]) -> dict[str, Any]:
         shutil.copy2(path, saved)
     put(path, io.BytesIO(op["text"].encode()), 0o644)
     return {"backup": saved}
-
-
-def op_run(op: dict[str, Any]) -> dict[str, Any]:
-    """Run a command (the step's pip) here, so that the lock knows it is running."""
-    import subprocess
-
-    try:
-        proc = subprocess.run(op["argv"], stdin=subprocess.DEVNULL, capture_output=True)
-    except OSError as e:
-        why = e.strerror or e
-        raise Failure("not-found", f"cannot run {op['argv'][0]}: {why}") from None
-    return {
-        "returncode": proc.returncode,
-        "stdout": proc.stdout[-65536:].decode("utf-8", "replace"),
-        "stderr": proc.stderr[-65536:].decode("utf-8", "replace"),
-    }

@@ -16,11 +16,12 @@ import tarfile
 
 from ..shared import temp_name
 from .failure import Failure, refuse
+from .installer import note_writes
 from .paths import STATE, dist_paths, in_package, inside, installed, package_root, relative
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from typing import IO, Any
 
 MANIFEST_MEMBER = "__envsync_sha256__.json"
@@ -125,7 +126,10 @@ def pack(entries: dict[str, str]) -> bytes:
 
 
 def unpack(
-    payload: bytes, place: Callable[[tarfile.TarInfo], str | None], remove: list[str]
+    payload: bytes,
+    place: Callable[[tarfile.TarInfo], str | None],
+    remove: list[str],
+    where: str | None = None,
 ) -> dict[str, Any]:
     """Write each archived file where `place(member)` says (every entry checked before the
     first is written), delete `remove` (absolute paths), then check every written file's
@@ -147,6 +151,7 @@ def unpack(
             if target is None:
                 refuse(member.name, "not a file of the plan")
             targets.append((member, target))
+        note_writes(where, made(t for _, t in targets))  # the apply's own, for its rollback
         for member, target in targets:
             data = tar.extractfile(member)
             if data is None:
@@ -162,22 +167,40 @@ def unpack(
     return {"written": sorted(written)}
 
 
+def made(targets: Iterable[str]) -> list[str]:
+    """The files about to be written, and the folders that writing them will make."""
+    out = []
+    for target in targets:
+        out.append(target)
+        parent = os.path.dirname(target)
+        while parent and not os.path.isdir(parent) and parent != os.path.dirname(parent):
+            out.append(parent)
+            parent = os.path.dirname(parent)
+    return out
+
+
 def op_unpack(op: dict[str, Any], payload: bytes) -> dict[str, Any]:
     """Files under `root` (by their relative names), or each key at its own path; every
-    path inside the environment's package directories (an editable's source tree too)."""
+    path inside the environment's package directories (an editable's source tree too).
+    With the apply's backup `id`, what it writes is noted there first."""
+    where = None
+    if op.get("id") is not None:
+        from .backup import backup_dir
+
+        where = backup_dir(op["id"])
     if "paths" in op:
         paths = op["paths"]
         for full in list(paths.values()) + list(op.get("remove", [])):
             if not in_package(full):
                 refuse(full, "not in a package directory of this environment")
-        result = unpack(payload, lambda m: paths.get(m.name), op.get("remove", []))
+        result = unpack(payload, lambda m: paths.get(m.name), op.get("remove", []), where)
         missing = sorted(set(paths) - set(result["written"]))
         if missing:
             raise Failure("hash-mismatch", "the archive lacks " + ", ".join(missing))
         return result
     root = package_root(op["root"])
     remove = [relative(root, r) for r in op.get("remove", [])]
-    return unpack(payload, lambda m: relative(root, m.name), remove)
+    return unpack(payload, lambda m: relative(root, m.name), remove, where)
 
 
 def op_write(op: dict[str, Any]) -> dict[str, Any]:
