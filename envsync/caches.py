@@ -85,22 +85,13 @@ def prune(max_bytes: int | None = None) -> tuple[int, int]:
     host = received.parent
     if host.is_dir():
         cap = store.host_cap() if max_bytes is None else max_bytes
-        gone_host = _prune_host(host, received.name, cap)
+        gone_host = _prune_host(host, cap)
     return gone_received, gone_host
 
 
-def _prune_host(root: Path, skip: str, cap: int) -> int:
+def _prune_host(root: Path, cap: int) -> int:
     """The host-side caches under `cap`, as a probe prunes them (received/ has its own)."""
-    removed = 0
-    found = [e for e in store.entries(str(root)) if not e[2].startswith(str(root / skip) + os.sep)]
-    total = sum(size for _, size, _ in found)
-    goal = cap * 9 // 10
-    for _, size, path in sorted(found):
-        if total - removed <= goal or total <= cap:
-            break
-        store.remove(path)
-        removed += size
-    return removed
+    return store.prune(str(root), cap)
 
 
 def clear() -> int:

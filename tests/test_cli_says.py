@@ -154,7 +154,17 @@ def test_repair_without_apply_ends_with_the_command_that_applies_it(
     inv = inventory(bed, target, tmp_path / "inv.toml")
     code, out, _ = run(capsys, "--inventory", str(inv), "-q", "repair", "--prefer", "fix")
     assert code == 1
-    assert out.splitlines()[-1] == "to apply it: envsync repair ref tgt --prefer fix --apply"
+    assert out.splitlines()[-1] == (  # the command as given, every option kept
+        f"to apply it: envsync --inventory {inv} -q repair --prefer fix --apply"
+    )
+    # a saved plan: applied as it was saved, with the options that apply it (--no-deploy)
+    saved = tmp_path / "plan.json"
+    argv = ("--inventory", str(inv), "repair", "ref", "tgt", "-o", str(saved), "--no-deploy")
+    code, out, _ = run(capsys, *argv)
+    assert code == 1
+    assert out.strip().splitlines()[-1] == (
+        f"to apply it: envsync --inventory {inv} repair --no-deploy --plan {saved} --apply"
+    )
 
 
 def test_watch_says_a_files_hashes_as_the_table_does() -> None:

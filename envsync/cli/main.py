@@ -109,6 +109,7 @@ def _main(argv: Sequence[str] | None) -> int:
     complete(parser)  # the shell asking for completions: answered, and the process ends
     args = parser.parse_args(argv)
     invocation: Invocation = args.build(args)
+    output.INVOKED[:] = list(sys.argv[1:] if argv is None else argv)
     runners = Runners(
         accept_new=invocation.session.accept_new_host_keys,
         connect_timeout=invocation.session.connect_timeout,

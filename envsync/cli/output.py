@@ -170,8 +170,16 @@ def apply_line(options: RepairOptions, reference: str, target: str) -> str:
     from envsync.vocab import ONLY_DEFAULT, PREFER
 
     if options.save is not None:
-        words = ["envsync", "repair", "--plan", str(options.save), "--apply"]
-    else:
+        # the saved plan, with the options as they were given (--inventory, --no-deploy,
+        # --deadline ...), less what made the plan (the hosts, -o, --prefer, --only)
+        kept = _apply_words(INVOKED)
+        words = ["envsync", *kept, "--plan", str(options.save), "--apply"]
+        if "repair" not in kept:
+            words.insert(1, "repair")
+        return "to apply it: " + " ".join(shlex.quote(w) for w in words)
+    if INVOKED and "repair" in INVOKED:
+        words = ["envsync", *INVOKED, "--apply"]  # the command as it was given, every option
+    else:  # not run from a command line (the library): what the options say
         words = ["envsync", "repair", reference, target]
         if options.prefer != PREFER[0]:
             words += ["--prefer", options.prefer]
@@ -183,6 +191,48 @@ def apply_line(options: RepairOptions, reference: str, target: str) -> str:
             words += ["--max-fail", options.max_fail]
         words.append("--apply")
     return "to apply it: " + " ".join(shlex.quote(w) for w in words)
+
+
+INVOKED: list[str] = []  # the command line of this run, as it was given (cli/main.py)
+
+
+PLANNING = ("-o", "--output", "--prefer", "--only")  # what made the plan, not what applies it
+
+
+def _apply_words(argv: list[str]) -> list[str]:
+    """`argv` of a `repair` run that saved its plan, less the hosts it named and the
+    options that made the plan: what applying the saved plan takes as it was given."""
+    import argparse
+
+    from envsync.cli.parser import build_parser
+
+    if "repair" not in argv:
+        return []
+    at = argv.index("repair")
+    takes_value: set[str] = set()
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get("repair")
+            for inner in sub._actions if sub is not None else ():
+                if inner.option_strings and inner.nargs != 0:
+                    takes_value.update(inner.option_strings)
+    out = argv[: at + 1]
+    words = iter(argv[at + 1 :])
+    for word in words:
+        name = word.split("=", 1)[0]
+        if name in PLANNING:
+            if "=" not in word and name in takes_value:
+                next(words, None)
+            continue
+        if not word.startswith("-"):
+            continue  # REF, TGT: the plan names them
+        out.append(word)
+        if "=" not in word and name in takes_value:
+            value = next(words, None)
+            if value is not None:
+                out.append(value)
+    return out
 
 
 def check_line(result: CheckResult, lock: str) -> str:

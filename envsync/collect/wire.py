@@ -144,7 +144,7 @@ def load(digest: str, name: str = "graph") -> bytes:
             index = json.loads(text)
             if not isinstance(index, list) or not all(isinstance(c, str) for c in index):
                 raise ValueError("not an index of chunks")
-            text = b"".join((where / f"chunk-{c}.json").read_bytes() for c in index)
+            text = b"".join(_read_used(where / f"chunk-{c}.json") for c in index)
     except (OSError, ValueError) as e:
         with contextlib.suppress(OSError):  # an index whose chunks went: sent and kept anew
             path.unlink()
@@ -161,11 +161,9 @@ def load(digest: str, name: str = "graph") -> bytes:
 
 def cap() -> int:
     """The received folder's cap in bytes (ENVSYNC_CACHE_MB, else DEFAULT_CAP_MB)."""
-    given = os.environ.get("ENVSYNC_CACHE_MB")
-    try:
-        return int(float(given) * (1 << 20)) if given else DEFAULT_CAP_MB << 20
-    except ValueError:
-        return DEFAULT_CAP_MB << 20
+    from envsync.hostside.store import cap_from_env
+
+    return cap_from_env("ENVSYNC_CACHE_MB", DEFAULT_CAP_MB << 20)
 
 
 def bound(where: Path, limit: int | None = None, keep: set[str] | None = None) -> int:
@@ -174,6 +172,16 @@ def bound(where: Path, limit: int | None = None, keep: set[str] | None = None) -
     from envsync.hostside.store import prune as prune_folder
 
     return prune_folder(str(where), cap() if limit is None else limit, keep)
+
+
+def _read_used(path: Path) -> bytes:
+    """A kept file's bytes, its time refreshed as used (least recently used goes first)."""
+    from envsync.hostside.store import touch
+
+    with path.open("rb") as f:
+        data = f.read()
+        touch(str(path), os.fstat(f.fileno()).st_mtime_ns)
+    return data
 
 
 def _touch(path: Path) -> None:

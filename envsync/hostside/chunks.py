@@ -14,7 +14,7 @@ import os
 import zlib
 
 from .shared import text_digest
-from .store import remove, write_file
+from .store import remove, touch, write_file
 
 CHUNK_EVERY = 16  # modules per chunk, on average
 MODULE_START = b':{"kind":'  # every module's facts begin so (startup.py)
@@ -65,10 +65,12 @@ def load_chunks(folder: str, digests: list[str]) -> bytes | None:
         try:
             with open(path, "rb") as f:
                 data = f.read()
+                used = os.fstat(f.fileno()).st_mtime_ns
         except OSError:
             return None
         if text_digest(data) != digest:
             remove(path)
             return None
+        touch(path, used)  # used: the last to be pruned
         parts.append(data)
     return b"".join(parts)

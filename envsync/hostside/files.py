@@ -107,6 +107,25 @@ def is_bytecode(path: str) -> bool:
     return path.endswith((".pyc", ".pyo")) or "/__pycache__/" in "/" + path
 
 
+def known_digest(path: str, st: os.stat_result, cache: HashCache | None) -> str | None:
+    """The sha256 `cache` holds for `path` while its stat is the one it was kept with."""
+    known = cache.get(path) if cache is not None else None
+    if known is not None and len(known) == 5 and known[:4] == list(stamp_of(st).plain()):
+        return str(known[4])
+    return None
+
+
+def keep_digest(path: str, st: os.stat_result, digest: str, cache: HashCache | None) -> None:
+    """Keep the sha256 of `path` as of its stat `st` (taken before it was read), unless the
+    file changed in the last seconds (git's racy rule: its stat may not tell a change)."""
+    if cache is None:
+        return
+    if racy(st.st_mtime_ns, time.time_ns()):
+        cache.pop(path, None)
+    else:
+        cache[path] = [*stamp_of(st).plain(), digest]
+
+
 def hash_files(paths: list[str], cache: HashCache | None = None) -> dict[str, str | OSError]:
     """{path: sha256 hex, `symlink:TARGET`, `skipped: a FIFO` ..., or the OSError} for
     absolute paths, hashed on a few threads.
@@ -117,6 +136,7 @@ def hash_files(paths: list[str], cache: HashCache | None = None) -> dict[str, st
     """
     results: dict[str, str | OSError] = {}
     todo = []
+    stats: dict[str, os.stat_result] = {}  # as each was before it was hashed
     for path in paths:
         try:
             st = os.lstat(path)
@@ -127,14 +147,12 @@ def hash_files(paths: list[str], cache: HashCache | None = None) -> dict[str, st
         if other is not None:
             results[path] = other
             continue
-        known = cache.get(path) if cache is not None else None
-        stamp: list[int | str] = list(stamp_of(st).plain())
-        if known is not None and len(known) == 5 and known[:4] == stamp:
-            results[path] = str(known[4])
+        known = known_digest(path, st, cache)
+        if known is not None:
+            results[path] = known
             continue
         todo.append(path)
-        if cache is not None:
-            cache[path] = stamp  # completed with the hash below, if it is not racy
+        stats[path] = st
 
     def work(chunk: list[str]) -> None:
         for path in chunk:
@@ -149,13 +167,10 @@ def hash_files(paths: list[str], cache: HashCache | None = None) -> dict[str, st
         t.start()
     for t in threads:
         t.join()
-    if cache is not None:
-        now = time.time_ns()
-        for path in todo:
-            made = cache.get(path)
-            digest = results.get(path)
-            if isinstance(digest, str) and made and not racy(int(made[1]), now):
-                cache[path] = [*made[:4], digest]
-            else:
-                cache.pop(path, None)
+    for path in todo:
+        digest = results.get(path)
+        if isinstance(digest, str):
+            keep_digest(path, stats[path], digest, cache)
+        elif cache is not None:
+            cache.pop(path, None)
     return results

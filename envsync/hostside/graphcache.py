@@ -112,11 +112,22 @@ def graph_stamps(graph: dict[str, Any], searched: set[str], extra: list[str]) ->
     return out
 
 
-def holds(row: list[Any]) -> bool:
-    """Whether a stamp row still holds: the same stat, or a folder with the same listing."""
-    if file_stamp(row[0]) == row[1]:
+def holds(row: list[Any], now: int) -> bool:
+    """Whether a stamp row still holds: the same stat, or a folder with the same listing
+    (then the row takes the folder's new stat, unless it changed in the last seconds, so
+    that the next run stats it again instead of listing it)."""
+    found = file_stamp(row[0])
+    if found == row[1]:
         return True
-    return len(row) == 3 and row[1] is not None and listing(row[0]) == row[2]
+    if len(row) != 3 or row[1] is None or found is None or listing(row[0]) != row[2]:
+        return False
+    if not racy(found[1], now):
+        row[1] = found
+        REFRESHED.append(row[0])
+    return True
+
+
+REFRESHED: list[str] = []  # folders whose stamps still_valid took anew on this run
 
 
 def graph_key(options: dict[str, Any], finder: ModuleFinder) -> str:
@@ -137,10 +148,12 @@ def graph_key(options: dict[str, Any], finder: ModuleFinder) -> str:
 def still_valid(path: str, chunks: str) -> RawJSON | None:
     """The graph cached at `path` while every stamp it lists holds (None: read it anew);
     its modules' text from the chunks it names in the folder `chunks`."""
+    now = time.time_ns()
+    del REFRESHED[:]
     try:
         with open(path, "rb") as f:
             stamps = json.loads(f.readline().decode("utf-8"))
-            if not all(holds(row) for row in stamps):
+            if not all(holds(row, now) for row in stamps):
                 return None
             header = f.readline().decode("utf-8").strip()
             index = json.loads(f.readline().decode("utf-8"))
@@ -151,7 +164,11 @@ def still_valid(path: str, chunks: str) -> RawJSON | None:
     modules = load_chunks(chunks, index)
     if not modules:
         return None
-    touch(path)
+    if REFRESHED:  # the same graph, its folders' new stats kept: later runs only stat them
+        lines = [json.dumps(stamps, separators=(",", ":")), header, json.dumps(index)]
+        save_text(path, "\n".join(lines) + "\n")
+    else:
+        touch(path)
     return RawJSON(header, modules, path)
 
 

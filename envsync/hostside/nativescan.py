@@ -19,7 +19,7 @@ import sys
 
 from .caches import cache_path, load_cache, save_cache
 from .shared import LOADER_ENV, RUNS, Stamp, plain, racy, stamp
-from .store import Store
+from .store import open_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class Planner:
         self.paths: set[str] = set()
         self.visited: set[str] = set()
         self.reached_tops: list[str] = []
-        self._facts = Store(cache_path(base, "imports", digest))
+        self._facts = open_store(cache_path(base, "imports", digest))
 
     def run(self, roots: list[str]) -> None:
         for root in roots:

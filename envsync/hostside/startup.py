@@ -16,16 +16,15 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import time
 
 from .caches import cache_path
-from .files import read_bytes
+from .files import keep_digest, known_digest, read_bytes
 from .finder import ModuleFinder
 from .mentions import Mentions
 from .parallel import Ahead, parse, workers
 from .roots import launch_roots, package_submodules, site_roots
-from .shared import RUNS, racy, stamp_of
-from .store import Store
+from .shared import RUNS
+from .store import Store, open_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ def startup_graph(
     roots, resolved, main_file, runs = launch_roots(roots, options, finder.searched)
     internal = tuple(options.get("internal") or [r.partition(".")[0] for r in roots])
     internal += tuple(r.partition(".")[0] for r in roots if r.partition(".")[0] not in internal)
-    store = Store(cache_path(base, "imports", digest))
+    store = open_store(cache_path(base, "imports", digest))
     if main_file:
         # A script: its folder first on sys.path, as Python puts it (not with -I or -P).
         paths = list(finder.paths)
@@ -253,18 +252,13 @@ class GraphBuilder:
         the one its hash was kept with is not read (one modified in the last seconds is,
         always: git's racy rule)."""
         st = os.lstat(path)
-        kept = self.hashes is not None and stat.S_ISREG(st.st_mode)  # a link: read through
-        known = self.hashes.get(path) if self.hashes is not None and kept else None
-        plain = list(stamp_of(st).plain())
-        if known is not None and len(known) == 5 and known[:4] == plain:
-            return str(known[4]), None
+        cache = self.hashes if stat.S_ISREG(st.st_mode) else None  # a link: read through
+        known = known_digest(path, st, cache)
+        if known is not None:
+            return known, None
         data = read_bytes(path)
         sha = hashlib.sha256(data).hexdigest()
-        if self.hashes is not None and kept:
-            if racy(st.st_mtime_ns, time.time_ns()):
-                self.hashes.pop(path, None)
-            else:
-                self.hashes[path] = [*plain, sha]
+        keep_digest(path, st, sha, cache)
         return sha, data
 
     def key(self, name: str, digest: str, locations: object) -> tuple[str, bool, tuple[str, ...]]:

@@ -34,15 +34,20 @@ REFRESH_NS = 86400 * 10**9  # a hit older than this is touched: least recently u
 STALE_TEMP_NS = 3600 * 10**9  # a temporary file this old is a failed write's: removed
 
 
-def host_cap() -> int:
-    """The host's cache cap in bytes: ENVSYNC_HOST_CACHE_MB, else DEFAULT_CAP."""
-    given = os.environ.get("ENVSYNC_HOST_CACHE_MB")
+def cap_from_env(name: str, default: int) -> int:
+    """A cache cap in bytes from the variable `name` (megabytes), else `default`."""
+    given = os.environ.get(name)
     if given:
         try:
             return max(0, int(float(given) * (1 << 20)))
         except ValueError:
-            return DEFAULT_CAP
-    return DEFAULT_CAP
+            return default
+    return default
+
+
+def host_cap() -> int:
+    """The host's cache cap in bytes: ENVSYNC_HOST_CACHE_MB, else DEFAULT_CAP."""
+    return cap_from_env("ENVSYNC_HOST_CACHE_MB", DEFAULT_CAP)
 
 
 def entry_text(key: str, value: Any) -> bytes:
@@ -121,6 +126,20 @@ class Store:
             self.writes += 1
 
 
+_OPEN: dict[str, Store] = {}
+
+
+def open_store(folder: str | None) -> Store:
+    """The store of `folder` for this process: one, whoever asks (the walk and the native
+    scan read the same entries, each read once)."""
+    if not folder:
+        return Store(None)
+    found = _OPEN.get(folder)
+    if found is None:
+        found = _OPEN[folder] = Store(folder)
+    return found
+
+
 def touch(path: str, mtime_ns: int | None = None) -> None:
     """An entry used: its time refreshed (once a day at most: a warm run writes nothing)."""
     try:
@@ -132,6 +151,7 @@ def touch(path: str, mtime_ns: int | None = None) -> None:
         return
 
 
+SKIPPED = ("received",)  # folders of the cache folder that are not the host's
 WRITTEN = [0]  # files this process wrote into a cache: bound() prunes only then
 
 
@@ -169,8 +189,10 @@ def entries(folder: str) -> list[tuple[int, int, str]]:
     found: list[tuple[int, int, str]] = []
     now = time.time_ns()
     for dirpath, dirnames, filenames in os.walk(folder):
-        # the host side's own copies (host-DIGEST/) are not facts: a running probe uses one
-        dirnames[:] = [d for d in dirnames if not d.startswith("host-")]
+        # the host side's own copies (host-DIGEST/) are not facts: a running probe uses
+        # one; envsync's own received/ (the same folder when the host is this machine) has
+        # its own cap (collect/wire.py)
+        dirnames[:] = [d for d in dirnames if not d.startswith("host-") and d not in SKIPPED]
         for name in filenames:
             path = os.path.join(dirpath, name)
             try:

@@ -6,6 +6,7 @@ so that the cache may hold them (nothing touched in the last seconds is cached).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -89,8 +90,15 @@ def test_a_pycache_folder_made_by_a_start_keeps_the_graph(venv: Path) -> None:
     # svc.util imports alpha, which is missing: the import fails after compiling them
     subprocess.run([str(venv), "-c", "import svc.main"], env={}, capture_output=True)
     assert (site_packages(venv) / "svc" / "__pycache__").is_dir()
+    # (dated back past the racy window, as a start minutes ago would have left it)
+    os.utime(site_packages(venv) / "svc", ns=(OLD_NS, OLD_NS + 5 * 10**9))
     graph = _graph(venv)
     assert graph.parsed == 0 and graph.cached == 3
+    # the folder's new stat is kept with the same graph: the next run stats it, lists nothing
+    (cached,) = (Path.home() / ".cache" / "envsync").glob("graph-*.json")
+    stamps = json.loads(cached.read_text().splitlines()[0])
+    row = next(r for r in stamps if r[0] == str(site_packages(venv) / "svc"))
+    assert row[1][1] == (site_packages(venv) / "svc").stat().st_mtime_ns
     # a new module in the same folder is another listing: the graph is read again
     (site_packages(venv) / "svc" / "extra.py").write_text("X = 1\n")
     (site_packages(venv) / "svc" / "main.py").write_text("import svc.util\nimport svc.extra\n")

@@ -133,3 +133,21 @@ def test_the_store_refuses_an_entry_that_names_another_key(tmp_path: Path) -> No
     Path(path).write_bytes(host_store.entry_text("a", {"x": 1}))
     assert other.get("a") == {"x": 1}
     assert other.get("b") is None and not Path(path).exists() and other.dropped == 1
+
+
+def test_a_probe_of_this_machine_never_prunes_envsyncs_received_copies(
+    rich_venv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's cache folder is envsync's own parent folder when the host is this
+    machine: the host's cap is for the host's caches only (received/ has its own)."""
+    from envsync.collect import wire
+
+    _graph(rich_venv)
+    kept = sorted(p.name for p in wire.folder().iterdir())
+    assert any(n.startswith("chunk-") for n in kept)
+    monkeypatch.setenv("ENVSYNC_HOST_CACHE_MB", "0.01")  # everything of the host's is over it
+    table = site_packages(rich_venv) / "rich" / "table.py"
+    table.write_text(table.read_text() + "\n# changed\n")
+    os.utime(table, ns=(OLD_NS, OLD_NS + 10**9))
+    _graph(rich_venv)
+    assert set(kept) <= {p.name for p in wire.folder().iterdir()}
