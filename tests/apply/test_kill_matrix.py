@@ -101,7 +101,26 @@ def victim(who: str, target: Path, proc: subprocess.Popen[str]) -> int | None:
     raise AssertionError(who)
 
 
-@pytest.mark.parametrize(("who", "moment"), APPLY_CASES)
+# One moment per process in every run (the whole matrix takes about half an hour on two
+# cores: `pytest -m matrix` runs the rest, pyproject's addopts leave it out of the default).
+EVERY_RUN = {
+    ("envsync", "pip writing"),
+    ("agent", "pip uninstalling"),
+    ("pip", "pip writing"),
+    ("holder", "backed up"),
+    ("envsync", "swapping"),
+    ("agent", "staging"),
+    ("holder", "at once"),
+}
+
+
+def cases(table: list[tuple[str, str]]) -> list[object]:
+    return [
+        pytest.param(*case, marks=() if case in EVERY_RUN else pytest.mark.matrix) for case in table
+    ]
+
+
+@pytest.mark.parametrize(("who", "moment"), cases(APPLY_CASES))
 def test_a_kill_during_an_apply(
     kwheels: dict[str, Path], ktgt: Path, tmp_path: Path, who: str, moment: str
 ) -> None:
@@ -155,7 +174,7 @@ ROLLBACK_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("who", "moment"), ROLLBACK_CASES)
+@pytest.mark.parametrize(("who", "moment"), cases(ROLLBACK_CASES))
 def test_a_kill_during_a_rollback(
     kwheels: dict[str, Path], ktgt: Path, tmp_path: Path, who: str, moment: str
 ) -> None:
