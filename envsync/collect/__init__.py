@@ -16,7 +16,7 @@ from envsync.hostside import protocol
 from envsync.hostside.shared import text_digest
 from envsync.inventory import HostSpec
 from envsync.model import ModuleFacts, Snapshot
-from envsync.runner import CommandResult, Runner, stoppable
+from envsync.runner import CommandResult, Runner, capped, stoppable
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -97,6 +97,7 @@ def probe_argv(
 
 
 @stoppable()  # a collection changes nothing: SIGTERM may end it at once
+@capped()  # the probe writes a document: past the largest envsync reads, it is ended
 def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None) -> Snapshot:
     """Collect a snapshot of `host` with one probe run; raise CollectError on failure.
     What envsync holds of the host's last answer is not sent again; if it turns out not to

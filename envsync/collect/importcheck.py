@@ -16,7 +16,7 @@ from envsync.errors import CollectError, CommandTimeout, DecodeError
 from envsync.hostside import protocol
 from envsync.inventory import HostSpec
 from envsync.model import ImportOutcome
-from envsync.runner import Runner
+from envsync.runner import Runner, capped
 
 MARKER = protocol.IMPORT_CHECK_MARKER
 DEFAULT_TIMEOUT = 180.0
@@ -39,7 +39,8 @@ def check_imports(
 ) -> list[ImportOutcome]:
     try:
         argv = host_argv(host.python, protocol.IMPORT_CHECK, [json.dumps(list(modules))])
-        result = runner.run(argv, input=host_input(), timeout=timeout)
+        with capped():  # a document, bounded as the probe's
+            result = runner.run(argv, input=host_input(), timeout=timeout)
     except CommandTimeout:
         return [
             ImportOutcome(

@@ -16,7 +16,7 @@ from envsync.errors import CommandTimeout, EnvsyncError
 from envsync.hostside import protocol
 from envsync.inventory import HostSpec
 from envsync.model import NativeFacts, Snapshot
-from envsync.runner import Runner
+from envsync.runner import Runner, capped
 
 TIMEOUT = 120.0
 
@@ -50,7 +50,8 @@ def reference_providers(
         asked = {"files": lookup_scope(facts, key), "symbols": symbols}
         argv = host_argv(host.python, protocol.NATIVE_QUERY, [json.dumps(asked)])
         try:
-            result = runner.run(argv, input=host_input(), timeout=TIMEOUT)
+            with capped():  # a document, bounded as the probe's
+                result = runner.run(argv, input=host_input(), timeout=TIMEOUT)
         except (CommandTimeout, EnvsyncError):
             continue
         text = result.stdout.decode("utf-8", "replace")

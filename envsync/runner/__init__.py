@@ -8,6 +8,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from envsync.documents import MAX_DOCUMENT_BYTES
+
 if TYPE_CHECKING:
     from envsync.errors import OutputTooLarge
     from envsync.inventory import HostSpec
@@ -16,12 +18,32 @@ CONNECT_TIMEOUT = 10.0  # seconds to connect and finish the SSH handshake
 # Once a command has exited: how long what is left of its output may take to arrive (a
 # grandchild that keeps its pipes open must not hold the command's result back).
 EXIT_GRACE = 0.5
-# What envsync reads of a command's output: its stdout up to the largest document envsync
-# reads (documents.MAX_DOCUMENT_BYTES; past it the command is ended, OutputTooLarge), and
-# the last MB of its stderr (only its tail is ever shown): a host that prints without end
-# (a .pth line at startup) costs a bounded memory, -j hosts at once.
-MAX_STDOUT = 64 << 20
+# What envsync reads of a command's output: the last MB of its stderr (only its tail is
+# ever shown), and where the output is a document (a probe's, in a `capped()` block) its
+# stdout up to the largest document envsync reads (documents.MAX_DOCUMENT_BYTES; past it
+# the command is ended, OutputTooLarge): a host that prints without end (a .pth line at
+# startup) costs a bounded memory, -j hosts at once. A transfer's archive (an apply copying
+# a distribution from the reference) is not a document, and has no such bound.
+MAX_STDOUT = MAX_DOCUMENT_BYTES
 STDERR_KEPT = 1 << 20
+_CAPPED = threading.local()
+
+
+@contextlib.contextmanager
+def capped(limit: int = MAX_STDOUT) -> Iterator[None]:
+    """Commands this thread runs in the block write a document: at most `limit` bytes."""
+    before = getattr(_CAPPED, "limit", None)
+    _CAPPED.limit = limit
+    try:
+        yield
+    finally:
+        _CAPPED.limit = before
+
+
+def stdout_cap(own: int | None) -> int | None:
+    """The bound on a command's stdout: the runner's own when it was made with one, else
+    the block's it runs in (capped()), else none."""
+    return own if own is not None else getattr(_CAPPED, "limit", None)
 
 
 def too_much(host: str, argv0: str, limit: int) -> OutputTooLarge:

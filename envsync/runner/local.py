@@ -20,10 +20,10 @@ from typing import IO
 from envsync.errors import CommandNotFound, CommandTimeout
 from envsync.runner import (
     EXIT_GRACE,
-    MAX_STDOUT,
     CommandResult,
     check_stopping,
     keep_tail,
+    stdout_cap,
     stopping,
     too_much,
 )
@@ -35,7 +35,7 @@ class LocalRunner:
         host: str = "local",
         *,
         env: Mapping[str, str] | None = None,
-        max_stdout: int = MAX_STDOUT,
+        max_stdout: int | None = None,  # None: the capped() block's, if any
     ) -> None:
         self.host = host
         self._env = dict(env) if env is not None else None
@@ -63,14 +63,15 @@ class LocalRunner:
             raise CommandNotFound(f"{self.host}: {argv[0]} is not executable") from e
         except OSError as e:
             raise CommandNotFound(f"{self.host}: cannot run {argv[0]}: {e.strerror}") from e
+        cap = stdout_cap(self.max_stdout)
         try:
-            stdout, stderr, finished = _collect(proc, input, started + timeout, self.max_stdout)
+            stdout, stderr, finished = _collect(proc, input, started + timeout, cap)
         except BaseException:
             _kill_group(proc)
             raise
-        if len(stdout) > self.max_stdout:
+        if cap is not None and len(stdout) > cap:
             _kill_group(proc)
-            raise too_much(self.host, argv[0], self.max_stdout)
+            raise too_much(self.host, argv[0], cap)
         if not finished:
             _kill_group(proc)
             check_stopping(self.host)
@@ -90,7 +91,7 @@ POLL = 0.05
 
 
 def _collect(
-    proc: subprocess.Popen[bytes], data: bytes | None, deadline: float, limit_out: int
+    proc: subprocess.Popen[bytes], data: bytes | None, deadline: float, limit_out: int | None
 ) -> tuple[bytes, bytes, bool]:
     """(stdout, stderr, whether the command exited by the deadline): `data` written to its
     stdin, its pipes read until they end, the deadline passes, a grace after it exited, or
@@ -134,7 +135,7 @@ def _collect(
                     sinks[key.fd] += chunk
                     if sinks[key.fd] is err:
                         keep_tail(err)
-                    elif len(out) > limit_out:
+                    elif limit_out is not None and len(out) > limit_out:
                         return bytes(out), bytes(err), False
                 else:
                     selector.unregister(key.fd)

@@ -33,10 +33,10 @@ from envsync.inventory import HostSpec, jump_hops, parse_target
 from envsync.runner import (
     CONNECT_TIMEOUT,
     EXIT_GRACE,
-    MAX_STDOUT,
     CommandResult,
     check_stopping,
     keep_tail,
+    stdout_cap,
     stopping,
     too_much,
 )
@@ -107,7 +107,7 @@ class SSHRunner:
         *,
         accept_new: bool = False,
         connect_timeout: float = CONNECT_TIMEOUT,
-        max_stdout: int = MAX_STDOUT,
+        max_stdout: int | None = None,  # None: the capped() block's, if any
     ) -> None:
         if spec.ssh is None:
             raise RunnerError(f"{spec.name}: not an SSH host")
@@ -310,14 +310,15 @@ class SSHRunner:
                 channel.sendall(input)
             channel.shutdown_write()
             out, err = bytearray(), bytearray()
+            cap = stdout_cap(self.max_stdout)
             deadline = started + timeout
             exited: float | None = None
             while True:
                 while channel.recv_ready():
                     out += channel.recv(1 << 16)
-                    if len(out) > self.max_stdout:
+                    if cap is not None and len(out) > cap:
                         channel.close()
-                        raise too_much(self.host, argv[0], self.max_stdout)
+                        raise too_much(self.host, argv[0], cap)
                 while channel.recv_stderr_ready():
                     err += channel.recv_stderr(1 << 16)
                     keep_tail(err)
