@@ -548,17 +548,35 @@ def test_a_hosts_past_is_keyed_by_its_identity_not_its_name(
         )
     states = ("--state-dir", str(root))
     code, out, err = run_cli(
-        capsys, "--inventory", str(tmp_path / "staging.toml"), "history", "ct200", *states
+        capsys,
+        "--inventory",
+        str(tmp_path / "staging.toml"),
+        "history",
+        "ct200",
+        "--no-live",
+        *states,
     )
     assert code == 0 and "ct200@latest" in out and "identity changed" not in err, err
     code, out, err = run_cli(
-        capsys, "--inventory", str(tmp_path / "production.toml"), "history", "ct200", *states
+        capsys,
+        "--inventory",
+        str(tmp_path / "production.toml"),
+        "history",
+        "ct200",
+        "--no-live",
+        *states,
     )
     assert code == 2 and "ct200@latest" not in out
     assert "ct200: its identity changed" in err and "/opt/prod/bin/python" in err, err
     record(p_store, replace(base(), host="ct200"), "lock", now=T0)
     code, out, err = run_cli(
-        capsys, "--inventory", str(tmp_path / "production.toml"), "history", "ct200", *states
+        capsys,
+        "--inventory",
+        str(tmp_path / "production.toml"),
+        "history",
+        "ct200",
+        "--no-live",
+        *states,
     )
     assert code == 0 and out.count("ct200@latest") == 2 and "ct200@-1" not in out, out
     assert "ct200: its identity changed" in err

@@ -16,7 +16,9 @@ HOSTSIDE = Path(hostside.__file__).parent
 ENVSYNC = HOSTSIDE.parent
 MODULES = sorted(HOSTSIDE.rglob("*.py"))
 # What envsync may import of it (hostside/__init__.py's docstring says so).
-FACE = {"shared", "protocol", "boot", "dists", "machine", "gitindex", "native"}
+# store and chunks: the caches' rules (a cap, least recently used, content-defined chunks),
+# which envsync's own received copies follow too
+FACE = {"shared", "protocol", "boot", "dists", "machine", "gitindex", "native", "store", "chunks"}
 # Modules that run alone (their source is a -c program): not even relative imports.
 ALONE = {"torchdeep.py"}
 # What a module reads of the host's own environment (pip decides the host's wheel tags).

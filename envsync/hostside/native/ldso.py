@@ -95,11 +95,64 @@ def loader_facts(
         interpreter=interpreter,
         system_dirs=dirs,
         lib=_lib_token(dirs, binary),
-        platform=machine,
+        platform=at_platform() or machine,
         legacy=_legacy_subdirs(["tls", machine]) if glibc is None or glibc < (2, 37) else (),
         glibc=glibc,
         source="ld.so's strings",
     )
+
+
+def at_platform() -> str | None:
+    """The kernel's AT_PLATFORM for this process ("haswell", "x86_64"): what ld.so expands
+    $PLATFORM to (None: not to be read here)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        getauxval = libc.getauxval
+        getauxval.restype = ctypes.c_ulong
+        getauxval.argtypes = [ctypes.c_ulong]
+        address = getauxval(15)  # AT_PLATFORM
+        if not address:
+            return None
+        value = ctypes.string_at(address)
+    except (OSError, AttributeError, ValueError):
+        return None
+    kernel = value.decode("ascii", "replace") or None
+    return _glibc_platform(kernel)
+
+
+# glibc's own platform on x86-64 (sysdeps/x86/cpu-features.c, init_cpu_features): on an
+# Intel CPU, "xeon_phi" with AVX512F, CD, ER and PF, else "haswell" with AVX2, BMI1, BMI2,
+# LZCNT, MOVBE and POPCNT: it replaces the kernel's AT_PLATFORM in $PLATFORM and the legacy
+# subfolders (ld.so --help says "haswell (AT_PLATFORM; ...)").
+XEON_PHI = {"avx512f", "avx512cd", "avx512er", "avx512pf"}
+HASWELL = {"avx2", "bmi1", "bmi2", "abm", "movbe", "popcnt"}  # abm: LZCNT in /proc/cpuinfo
+
+
+def _glibc_platform(kernel: str | None) -> str | None:
+    if kernel != "x86_64":
+        return kernel
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            text = f.read(1 << 16).decode("ascii", "replace")
+    except OSError:
+        return kernel
+    vendor = flags = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "vendor_id" and not vendor:
+            vendor = value.strip()
+        elif key.strip() == "flags" and not flags:
+            flags = value
+    found = set(flags.split())
+    if vendor != "GenuineIntel":
+        return kernel
+    if found >= XEON_PHI:
+        return "xeon_phi"
+    if found >= HASWELL:
+        return "haswell"
+    return kernel
 
 
 def _read_quietly(path: str) -> bytes:
@@ -156,7 +209,9 @@ def _legacy_from_help(listed: Sequence[tuple[str, bool]], platform: str | None) 
     rest = [n for n in names if n != "tls"]
     if platform is not None and platform in rest:
         rest.remove(platform)
-    return _legacy_subdirs(parts + rest[::-1])
+    # in the order --help lists them (tls/haswell/avx512_1/x86_64 where it lists avx512_1
+    # before x86_64, as LD_DEBUG=libs shows on such a CPU)
+    return _legacy_subdirs(parts + rest)
 
 
 def _legacy_subdirs(parts: Sequence[str]) -> tuple[str, ...]:
