@@ -85,13 +85,8 @@ def prune(max_bytes: int | None = None) -> tuple[int, int]:
     host = received.parent
     if host.is_dir():
         cap = store.host_cap() if max_bytes is None else max_bytes
-        gone_host = _prune_host(host, cap)
+        gone_host = store.prune(str(host), cap)  # as a probe prunes it (received/ skipped)
     return gone_received, gone_host
-
-
-def _prune_host(root: Path, cap: int) -> int:
-    """The host-side caches under `cap`, as a probe prunes them (received/ has its own)."""
-    return store.prune(str(root), cap)
 
 
 def clear() -> int:

@@ -149,7 +149,6 @@ class GraphBuilder:
         self.mentions = Mentions(finder, store, lambda path: self.content(path)[0])
         self.parsed = 0
         self.cached = 0
-        self.fresh = 0
         self.ahead = Ahead(1)  # run() starts the workers
         self.considered: set[str] = set()  # names parse_ahead looked at
 
@@ -346,7 +345,6 @@ class GraphBuilder:
             return None
         facts = value
         self.store.put(key, facts)
-        self.fresh += 1
         self.parsed += 1
         return facts
 

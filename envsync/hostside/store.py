@@ -68,15 +68,13 @@ def read_entry(data: bytes, key: str) -> Any:
 
 
 class Store:
-    """Entries by key under `folder` (None: nothing kept). `reads` and `writes` count what
-    a run touched; `memo` holds what it read or wrote."""
+    """Entries by key under `folder` (None: nothing kept). `memo` holds what a run read or
+    wrote; `dropped` counts the damaged entries it removed."""
 
     def __init__(self, folder: str | None) -> None:
         self.folder = folder
         self.memo: dict[str, Any] = {}
         self.missing: set[str] = set()
-        self.reads = 0
-        self.writes = 0
         self.dropped = 0
 
     def path(self, key: str) -> str | None:
@@ -108,7 +106,6 @@ class Store:
             self.missing.add(key)
             remove(path)
             return None
-        self.reads += 1
         touch(path, st.st_mtime_ns)
         self.memo[key] = value
         return value
@@ -122,8 +119,7 @@ class Store:
         path = self.path(key)
         if path is None:
             return
-        if write_file(path, entry_text(key, value)):
-            self.writes += 1
+        write_file(path, entry_text(key, value))
 
 
 _OPEN: dict[str, Store] = {}
