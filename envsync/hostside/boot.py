@@ -15,10 +15,12 @@ cache asked, a read-only home) it imports the package from memory.
 
 Nothing cached runs unchecked: the folders are made 0700 whatever the umask; a folder not
 owned by this user, or writable by others, is never imported from (the package runs from
-memory); the copy's sources are checked against the digest that names it before each
-import, and a copy that differs (a module deleted, one planted) is rewritten from the
-bundle on stdin, with one note on stderr. The bytecode is checked against those sources
-by their hash (PEP 552), not by their times. HEADER is a JSON
+memory); before each import every file of the copy is checked: its sources against the
+digest that names it, nothing beside them (a `.so` or another file), and in `__pycache__`
+only bytecode checked against those sources by their hash (PEP 552), not by their times.
+A copy that differs (a module deleted, one planted, a bytecode file by time) is rewritten
+from the bundle on stdin, with one note on stderr. (Bytecode forged with its source's hash
+can only be written by this user, who can change what runs anyway.) HEADER is a JSON
 object: the program to run (a module of the package), the bundle's digest, and the cache
 folder (null: the default, "": none).
 """
@@ -124,49 +126,101 @@ def make_base(base: str) -> bool:
     return True
 
 
-def read_plain(path: str) -> bytes:
-    """A cached file's bytes, opened without following a link or waiting on a FIFO."""
+def owned(path: str, size: int = -1) -> bytes:
+    """A file of the copy: its bytes (the first `size`, -1: all), opened without following a
+    link or waiting on a FIFO; OSError unless it is a regular file of this user's that no
+    one else may write (a hard link to another's file shows its owner)."""
     import stat
 
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError("not a regular file: " + path)
+        if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise OSError("not this user's alone: " + path)
         chunks: list[bytes] = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
+        while size < 0 or sum(map(len, chunks)) < size:
+            chunk = os.read(fd, 1 << 20 if size < 0 else size)
             if not chunk:
-                return b"".join(chunks)
+                break
             chunks.append(chunk)
+        return b"".join(chunks)
     finally:
         os.close(fd)
 
 
 def verified(folder: str, digest: str) -> bool:
-    """Whether the copy in `folder` is the bundle that `digest` names: every folder of it
-    private, its sources (every .py there, nothing more, nothing less) of that digest."""
+    """Whether the copy in `folder` is the bundle that `digest` names, and nothing else in it
+    can run: the folder holds the package alone (sys.path names it while the package is
+    imported); every folder private; every file a regular file of this user's; outside
+    `__pycache__` the sources alone (a `.so` beside a module, which Python would import in
+    its place, or any other file, is refused), of that digest; in `__pycache__` this
+    package's bytecode alone, of the sources beside it, and this interpreter's checked
+    against its source's hash (PEP 552): a bytecode file by time, which Python runs in
+    place of a source whose time and size it matches, or one of another source, is
+    refused."""
     import hashlib
     import json
 
     root = os.path.join(folder, PACKAGE)
-    files = {}
     if not (private(folder) and private(root)):
         return False
+    files: dict[str, str] = {}
+    compiled: list[tuple[str, str]] = []  # (bytecode file, the source's relative path)
     try:
+        if os.listdir(folder) != [PACKAGE]:
+            return False
         for dirpath, dirnames, names in os.walk(root):
             if not all(private(os.path.join(dirpath, d)) for d in dirnames):
                 return False  # another's, writable by others, or a link
+            rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
             if os.path.basename(dirpath) == "__pycache__":
+                if dirnames:
+                    return False
+                above = os.path.dirname(rel_dir)
+                for name in names:
+                    parts = name.split(".")
+                    if len(parts) not in (3, 4) or parts[-1] != "pyc":
+                        return False
+                    if len(parts) == 4 and parts[2] not in ("opt-1", "opt-2"):
+                        return False
+                    source = (above + "/" if above else "") + parts[0] + ".py"
+                    compiled.append((os.path.join(dirpath, name), source))
                 continue
             for name in names:
-                if name.endswith(".py"):
-                    path = os.path.join(dirpath, name)
-                    rel = os.path.relpath(path, root).replace(os.sep, "/")
-                    files[rel] = read_plain(path).decode("utf-8")
+                if not name.endswith(".py"):
+                    return False
+                rel = name if rel_dir == "." else rel_dir + "/" + name
+                files[rel] = owned(os.path.join(dirpath, name)).decode("utf-8")
+        text = json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
+        if hashlib.sha256(text).hexdigest()[: len(digest)] != digest:
+            return False
+        return all(
+            source in files and bytecode_of(path, files[source].encode("utf-8"))
+            for path, source in compiled
+        )
     except (OSError, ValueError):
         return False
-    text = json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(text).hexdigest()[: len(digest)] == digest
+
+
+def bytecode_of(path: str, source: bytes) -> bool:
+    """Whether a bytecode file may stand for `source`: another interpreter's is that
+    interpreter's to check (this one never reads it); this interpreter's must be checked
+    against the source's hash, and be of this source."""
+    from importlib.util import MAGIC_NUMBER, source_hash
+
+    tag = sys.implementation.cache_tag
+    head = owned(path, 16)
+    if tag is None or os.path.basename(path).split(".")[1] != tag:
+        return True
+    flags = int.from_bytes(head[4:8], "little")
+    return (
+        len(head) == 16
+        and head[:4] == MAGIC_NUMBER
+        and flags == 0b11
+        and (head[8:16] == source_hash(source))
+    )
 
 
 def discard(folder: str) -> None:

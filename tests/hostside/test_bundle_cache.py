@@ -173,3 +173,83 @@ def test_sweep_temps_removes_what_dead_or_old_writes_left(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, kept.name])
     assert sweep_temps(str(tmp_path / "absent")) == 0
     held("17 temporary files removed and swept")
+
+
+def planted_bytecode(tmp_path: Path, mark: Path) -> Path:
+    """A bytecode file by time for the copy's __init__, of other code, stamped with the
+    source's own time and size: Python runs it in place of the source."""
+    import importlib.util
+    import marshal
+
+    init = copy() / PACKAGE / "__init__.py"
+    st = init.stat()
+    code = compile(f"open({str(mark)!r}, 'w').close()\n", str(init), "exec")
+    head = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+    head += (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+    head += (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    pyc = Path(importlib.util.cache_from_source(str(init)))
+    pyc.write_bytes(head + marshal.dumps(code))
+    return pyc
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000], ids=["umask 022", "umask 000"])
+def test_planted_bytecode_never_runs_and_the_copy_is_rewritten(tmp_path: Path, umask: int) -> None:
+    """A `.pyc` in `__pycache__` whose stamp matches its source's is imported in place of
+    the source: it is refused, whatever the umask it was planted under."""
+    assert answered(boot(tmp_path, umask=umask))
+    mark = tmp_path / "planted-code-ran"
+    old = os.umask(umask)
+    try:
+        pyc = planted_bytecode(tmp_path, mark)
+    finally:
+        os.umask(old)
+    out = boot(tmp_path, umask=umask)
+    assert answered(out), out.stderr
+    assert not mark.exists()
+    assert len(notes(out)) == 1 and "rewritten" in notes(out)[0], notes(out)
+    assert pyc.read_bytes()[4:8] == (0b11).to_bytes(4, "little")  # compiled again, by hash
+    again = boot(tmp_path, umask=umask)
+    assert answered(again) and notes(again) == [] and not mark.exists()
+    held(ITEM)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000], ids=["umask 022", "umask 000"])
+@pytest.mark.parametrize("planted", ["so", "py beside the package", "pyc of no source", "data"])
+def test_any_file_the_bundle_does_not_hold_is_refused(
+    tmp_path: Path, umask: int, planted: str
+) -> None:
+    """An extension module beside a module (Python imports it in place of the source), a
+    module beside the package (sys.path names the copy while it is imported), bytecode of
+    no source, any other file: the copy is rewritten, with one note, and runs."""
+    import importlib.machinery
+
+    assert answered(boot(tmp_path, umask=umask))
+    package = copy() / PACKAGE
+    path = {
+        "so": package / ("__init__" + importlib.machinery.EXTENSION_SUFFIXES[0]),
+        "py beside the package": copy() / "extra.py",
+        "pyc of no source": package / "__pycache__" / f"evil.{sys.implementation.cache_tag}.pyc",
+        "data": package / "agent" / "notes.txt",
+    }[planted]
+    old = os.umask(umask)
+    try:
+        path.write_bytes(b"\x7fELF not a library")
+    finally:
+        os.umask(old)
+    out = boot(tmp_path, umask=umask)
+    assert answered(out), out.stderr  # a planted __init__.so would fail the import
+    assert not path.exists()
+    assert len(notes(out)) == 1 and "rewritten" in notes(out)[0], notes(out)
+    assert notes(boot(tmp_path, umask=umask)) == []
+    held(ITEM)
+
+
+def test_a_file_others_may_write_is_refused(tmp_path: Path) -> None:
+    assert answered(boot(tmp_path))
+    module = copy() / PACKAGE / "protocol.py"
+    module.chmod(0o666)
+    out = boot(tmp_path)
+    assert answered(out), out.stderr
+    assert len(notes(out)) == 1 and "rewritten" in notes(out)[0]
+    assert not stat.S_IMODE(module.stat().st_mode) & 0o077
+    held(ITEM)
