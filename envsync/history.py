@@ -13,7 +13,19 @@ from dataclasses import dataclass, replace
 from envsync.errors import CollectError, InputError, OutputError, StateError
 from envsync.model import Snapshot
 from envsync.session import Session
-from envsync.states import State, StateStore, Why, last_good, load, record, states_of
+from envsync.states import (
+    UNREAD,
+    State,
+    StateStore,
+    Unread,
+    Why,
+    last_good,
+    load,
+    machine_of,
+    migrated,
+    record,
+    states_of,
+)
 from envsync.vocab import Kind
 
 HISTORY_SCHEMA_VERSION = 1
@@ -129,10 +141,17 @@ def record_state(
         return None
     try:
         snap = snapshot or replace(session, notes=_quiet).collect_one(host)
-        return record(session.states, snap, why).state
+        recorded = record(session.states, snap, why)
     except (CollectError, StateError, OutputError) as e:
         session.note(f"{host}: its state was not recorded: {e}")
         return None
+    if recorded.other_machine is not None:
+        session.note(
+            f"{host}: another machine answers at its address now (its machine id changed): "
+            f"its past starts here; the states of the machine before are in "
+            f"{recorded.other_machine}"
+        )
+    return recorded.state
 
 
 def _quiet(message: str) -> None:
@@ -181,21 +200,61 @@ def history(session: Session, host: str, *, live: bool = False) -> History:
     """The recorded states of `host`, newest first, each with what changed since the one
     before it; `live`: the host as it is now on top ("now": collected, not recorded),
     with what changed since its latest recorded state and its packages (what `history
-    HOST` shows: a host changed by hand since is shown as it is, not as recorded)."""
+    HOST` shows: a host changed by hand since is shown as it is, not as recorded). The
+    states are those of the machine that answers now (live), else of the one last
+    recorded at the host's address."""
     store = _store(session)
+    machine: str | Unread | None = UNREAD
     states = states_of(store, host)
-    changed = _identity_changed(session, store, host)
-    if not states:
+    # A state that cannot be read fails before any host is collected.
+    entries, newest = _entries(host, states) if states else ([], None)
+    now: Snapshot | None = None
+    if live and (states or store.elsewhere(host)):
+        try:
+            now = session.collect_one(host)
+        except CollectError as e:
+            e.tip = e.tip or f"`envsync history {host} --no-live` reads its recorded states alone"
+            raise
+        machine = machine_of(now)
+        if store.folder(host, machine) != store.folder(host):
+            states = states_of(store, host, machine)  # another machine answers there now
+            entries, newest = _entries(host, states) if states else ([], None)
+    changed = _identity_changed(session, store, host, machine)
+    if newest is None:
         if host not in session.inventory.hosts:
             session.inventory.host(host)  # an unknown name: its own error
         raise StateError(
-            f"{host}: no state is recorded in {store.folder(host)}"
+            f"{host}: no state is recorded in {store.folder(host, machine)}"
             + (f"; {changed}" if changed else ""),
             tip=f"a ready `envsync deploy {host}` or `envsync smoke {host}`, or `envsync lock "
             f"{host}`, records one",
         )
     if changed:
         session.note(changed)
+    if now is not None:
+        from envsync.states import digest
+
+        entries.append(
+            Entry(
+                ref=host,
+                at=now.collected_at or "",
+                why="now",
+                good=False,
+                digest=digest(now)[:16],
+                changes=changes(newest, now),
+            )
+        )
+        newest = now
+    return History(
+        host=host,
+        folder=str(store.folder(host, machine)),
+        entries=tuple(reversed(entries)),
+        packages=arrivals(newest),
+    )
+
+
+def _entries(host: str, states: list[State]) -> tuple[list[Entry], Snapshot]:
+    """The entries of recorded states (oldest first), and the newest one's snapshot."""
     entries: list[Entry] = []
     before: Snapshot | None = None
     for i, state in enumerate(states):
@@ -215,51 +274,40 @@ def history(session: Session, host: str, *, live: bool = False) -> History:
         )
         before = snap
     assert before is not None
-    newest = before
-    if live:
-        from envsync.states import digest
-
-        try:
-            now = session.collect_one(host)
-        except CollectError as e:
-            e.tip = e.tip or f"`envsync history {host} --no-live` reads its recorded states alone"
-            raise
-        entries.append(
-            Entry(
-                ref=host,
-                at=now.collected_at or "",
-                why="now",
-                good=False,
-                digest=digest(now)[:16],
-                changes=changes(before, now),
-            )
-        )
-        newest = now
-    return History(
-        host=host,
-        folder=str(store.folder(host)),
-        entries=tuple(reversed(entries)),
-        packages=arrivals(newest),
-    )
+    return entries, before
 
 
-def _identity_changed(session: Session, store: StateStore, host: str) -> str | None:
+def _identity_changed(
+    session: Session, store: StateStore, host: str, machine: str | Unread | None
+) -> str | None:
     """What to say when states were recorded under this name for another machine (another
     address, exec prefix, interpreter or machine id), or before hosts were kept by
-    identity: they are not this host's past."""
-    others = store.elsewhere(host)
-    if not others or host not in session.inventory.hosts:
+    identity: each folder, and what it is the past of."""
+    if host not in session.inventory.hosts:
         return None
-    from envsync.states import identity_text
+    from envsync.states import describe_folder, identity_text
 
     spec = session.inventory.hosts[host]
-    where = ", ".join(str(p) for p in others)
-    return (
-        f"{host}: its identity changed: states recorded under this name for another machine "
-        f"(another address, interpreter or machine id), or before envsync kept hosts by "
-        f"identity, are in {where}; they are not the past of {host} as it is now "
-        f"({identity_text(spec)})"
-    )
+    notes = []
+    own = store.folder(host, machine)
+    if migrated(own) is not None:
+        notes.append(
+            f"{host}: its states before envsync kept hosts by identity were recorded under "
+            f"its name alone (in {migrated(own)}), and are taken as its past: if they are "
+            f"another machine's, remove them from {own}"
+        )
+    others = store.elsewhere(host, machine)
+    if others:
+        where = "; ".join(describe_folder(p) for p in others)
+        notes.append(
+            f"{host}: its identity changed: states recorded under this name for another "
+            f"machine (another address, interpreter or machine id), or before envsync kept "
+            f"hosts by identity, are in {where}; they are not the past of {host} as it is "
+            f"now ({identity_text(spec)}"
+            + (f", machine id {machine}" if isinstance(machine, str) else "")
+            + ")"
+        )
+    return "; ".join(notes) or None
 
 
 def _store(session: Session) -> StateStore:

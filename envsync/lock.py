@@ -112,8 +112,10 @@ def _take_machine(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(torch, dict) and "location" in torch:
         paths["torch"] = {"location": torch.pop("location")}
     system = data.get("system")
-    if isinstance(system, dict) and "hostname" in system:
-        paths["system"] = {"hostname": system.pop("hostname")}
+    if isinstance(system, dict):
+        mine = {k: system.pop(k) for k in ("hostname", "machine_id") if k in system}
+        if mine:
+            paths["system"] = mine
     if data.get("installers") is not None:  # where pip and uv are on this machine
         paths["installers"] = data.pop("installers")
     dists: dict[str, Any] = {}

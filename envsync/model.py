@@ -179,6 +179,9 @@ class System:
     machine: str
     glibc: str | None = None
     hostname: str | None = None
+    # An app-specific digest of the machine's id (/etc/machine-id): which machine answered;
+    # it keys the host's recorded states, never compared (null: unreadable, or not recorded)
+    machine_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,9 +8,14 @@ at or before that time).
 
 Each host has a folder of its own under the state folder (`$ENVSYNC_STATE_DIR`, else
 `$XDG_STATE_HOME/envsync/states`, `~/.local/state` by default), named for the host and its
-identity (`ct200~3f2a9c1d0b7e`: its address or exec prefix, its interpreter, and this
-machine's id for its own hosts), so that two inventories that both call a host ct200 never
-share a past; one JSON file per state,
+identity (`ct200~3f2a9c1d0b7e`: its address or exec prefix, its interpreter, and the
+machine id its probe read, an app-specific digest of /etc/machine-id), so that two
+inventories that both call a host ct200, or a host re-imaged at the same address, never
+share a past. Each folder says in `identity.json` what it is the past of; `NAME~KEY.current`
+names the folder of the machine last recorded at that address, which a state is read from
+when no live host says which machine it is. A folder of the layout before identities (the
+name alone) is taken as the past of the first host of that name that touches it, with a
+note (`history` repeats it); one JSON file per state,
 named for when, why and what (`20261201T100203.123456Z-ready-3f2a9c1d0b7e4a55.json`), so
 that finding a state reads no file. A state is recorded only when the host's digest (of
 what `diff` compares: packages, watched files, torch, GPU, system, variables; never when it
@@ -37,7 +42,7 @@ from envsync.codec import from_data, to_data
 from envsync.documents import open_plain, read_json_object, read_plain, write_atomic
 from envsync.errors import DecodeError, StateError
 from envsync.inventory import HostSpec
-from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
+from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot, System
 
 STATE_SCHEMA_VERSION = 1
 KEEP = 20  # states kept per host by default (and always the latest good one)
@@ -49,6 +54,13 @@ GOOD: frozenset[Why] = frozenset(("ready", "lock"))
 _NAME = re.compile(r"^(\d{8}T\d{6}\.\d{6}Z)-(" + "|".join(WHYS) + r")-([0-9a-f]{16})\.json$")
 _STAMP = "%Y%m%dT%H%M%S.%fZ"
 _SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")
+
+
+class Unread:
+    """No machine id given: the folder of the machine last recorded at the address."""
+
+
+UNREAD = Unread()
 
 
 def state_home(environ: Mapping[str, str]) -> Path:
@@ -80,8 +92,21 @@ def digest(snapshot: Snapshot) -> str:
 def identity(spec: HostSpec, machine_id: str | None = None) -> str:
     """What a host is, not what it is called: its address (or this machine) and exec
     prefix, its interpreter, and its machine id where it can be read (12 hex digits)."""
-    data = [spec.ssh or "local", list(spec.exec), spec.python, machine_id]
+    return with_machine(address_key(spec), machine_id)
+
+
+def address_key(spec: HostSpec) -> str:
+    """The identity of where a host is reached, whatever machine answers there."""
+    data = [spec.ssh or "local", list(spec.exec), spec.python, None]
     return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:12]
+
+
+def with_machine(key: str, machine_id: str | None) -> str:
+    """The identity of the machine `machine_id` reached at `key` (None: no machine id could
+    be read there: the address alone, the same on every run)."""
+    if machine_id is None:
+        return key
+    return hashlib.sha256(json.dumps([key, machine_id]).encode()).hexdigest()[:12]
 
 
 def identity_text(spec: HostSpec) -> str:
@@ -92,13 +117,13 @@ def identity_text(spec: HostSpec) -> str:
     return f"{where}, {spec.python}"
 
 
-def local_machine_id() -> str | None:
-    """This machine's id (/etc/machine-id), where it can be read."""
-    try:
-        text = read_plain(Path("/etc/machine-id"), 256).decode("ascii", "replace").strip()
-    except OSError:
-        return None
-    return text or None
+def machine_of(snapshot: Snapshot) -> str | None:
+    """The machine id the host's probe read (None: unreadable there, or not recorded)."""
+    return snapshot.system.machine_id if isinstance(snapshot.system, System) else None
+
+
+IDENTITY = "identity.json"  # in each host's folder: what it is the past of
+MIGRATED = "migrated"  # beside it, in a folder taken over from the layout before identities
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,38 +133,99 @@ class StateStore:
 
     root: Path
     keep: int = KEEP
-    identities: Mapping[str, str] = field(default_factory=dict)  # name -> identity()
+    identities: Mapping[str, str] = field(default_factory=dict)  # name -> address_key()
+    described: Mapping[str, str] = field(default_factory=dict)  # name -> identity_text()
 
     def bound(self, hosts: Iterable[HostSpec]) -> StateStore:
-        """This store with the identity of each of `hosts` (the machine id read for this
-        machine's own)."""
-        here = None
-        found = {}
-        for spec in hosts:
-            if spec.ssh is None and not spec.exec:
-                here = here or local_machine_id()
-                found[spec.name] = identity(spec, here)
-            else:
-                found[spec.name] = identity(spec)
-        return replace(self, identities=found)
+        """This store with the identity of where each of `hosts` is reached; which machine
+        answers there, its probe says (record), or the last one recorded there."""
+        specs = list(hosts)
+        return replace(
+            self,
+            identities={s.name: address_key(s) for s in specs},
+            described={s.name: identity_text(s) for s in specs},
+        )
 
     def _base(self, host: str) -> str:
         if _SAFE_HOST.match(host):
             return host
         return "_" + hashlib.sha256(host.encode()).hexdigest()[:24]
 
-    def folder(self, host: str) -> Path:
+    def folder(self, host: str, machine: str | Unread | None = UNREAD) -> Path:
         """The host's folder: its name (a digest of a name that is no safe file name),
-        then `~` and its identity when it is known."""
-        known = self.identities.get(host)
+        then `~` and its identity when it is known: of `machine` when given, else of the
+        machine last recorded at its address."""
+        key = self.identities.get(host)
         base = self._base(host)
-        return self.root / (f"{base}~{known}" if known else base)
+        if key is None:
+            return self.root / base
+        if isinstance(machine, Unread):
+            return self._current(host, base, key)
+        return self.root / f"{base}~{with_machine(key, machine)}"
 
-    def elsewhere(self, host: str) -> list[Path]:
-        """The folders of states recorded under this name for another identity (or before
-        hosts were kept by identity), that hold a state."""
+    def _pointer(self, base: str, key: str) -> Path:
+        return self.root / f"{base}~{key}.current"
+
+    def _current(self, host: str, base: str, key: str) -> Path:
+        """The folder the pointer names; with none, the address's own folder, which takes
+        over a folder of the layout before identities on first touch."""
+        pointer = self._pointer(base, key)
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            name = read_plain(pointer, 256).decode().strip()
+            if re.fullmatch(re.escape(base) + r"~[0-9a-f]{12}", name):
+                return self.root / name
+        own = self.root / f"{base}~{key}"
+        old = self.root / base
+        if own.exists() or not _holds_states(old):
+            return own
+        try:
+            os.rename(old, own)  # atomic: of two first touches, one takes it
+        except OSError:
+            return own if own.exists() else old  # read where it is, when it cannot move
+        with contextlib.suppress(OSError):
+            write_atomic(own / MIGRATED, f"{old}\n")
+            self._describe(own, host, None)
+        return own
+
+    def _describe(self, folder: Path, host: str, machine: str | None) -> None:
+        data = {"host": host, "where": self.described.get(host), "machine_id": machine}
+        write_atomic(folder / IDENTITY, json.dumps(data, sort_keys=True) + "\n")
+
+    def settle(self, host: str, machine: str | None) -> tuple[Path, Path | None]:
+        """The folder of `host` as `machine` answers at its address, made the current one;
+        and the folder that was current before, when it held another machine's states. A
+        folder of no known machine (recorded before machine ids were read, or taken over
+        from the layout before identities) is this machine's, the first one seen there."""
+        key = self.identities.get(host)
+        if key is None:
+            self.folder(host).mkdir(parents=True, exist_ok=True, mode=0o700)
+            return self.folder(host), None
         base = self._base(host)
-        own = self.folder(host)
+        before = self._current(host, base, key)
+        folder = self.folder(host, machine)
+        unknown = self.root / f"{base}~{key}"
+        if folder != unknown and not folder.exists() and _machine_in(unknown) is None:
+            with contextlib.suppress(OSError):
+                if _holds_states(unknown):
+                    os.rename(unknown, folder)
+                    before = folder if before == unknown else before
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if _machine_in(folder) != machine or not (folder / IDENTITY).exists():
+            self._describe(folder, host, machine)
+        pointer = self._pointer(base, key)
+        named = None
+        with contextlib.suppress(OSError):
+            named = read_plain(pointer, 256).decode("ascii", "replace").strip()
+        if named != folder.name:
+            write_atomic(pointer, folder.name + "\n")
+        return folder, before if before != folder and _holds_states(before) else None
+
+    def elsewhere(self, host: str, machine: str | Unread | None = UNREAD) -> list[Path]:
+        """The folders of states recorded under this name for another identity (another
+        address, interpreter or machine, or before hosts were kept by identity), that
+        hold a state."""
+        base = self._base(host)
+        own = self.folder(host, machine)
         try:
             names = os.listdir(self.root)
         except OSError:
@@ -149,10 +235,54 @@ class StateStore:
             path = self.root / name
             if path == own or not (name == base or name.startswith(base + "~")):
                 continue
-            with contextlib.suppress(OSError):
-                if any(_NAME.match(n) for n in os.listdir(path)):
-                    found.append(path)
+            if _holds_states(path):
+                found.append(path)
         return found
+
+
+def _holds_states(folder: Path) -> bool:
+    try:
+        return any(_NAME.match(n) for n in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def _machine_in(folder: Path) -> str | None:
+    """The machine id a folder's identity.json names (None: none, or no such file)."""
+    try:
+        data = json.loads(read_plain(folder / IDENTITY, 1 << 16))
+    except (OSError, ValueError):
+        return None
+    value = data.get("machine_id") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def migrated(folder: Path) -> Path | None:
+    """The folder of the layout before identities that `folder` was taken over from."""
+    try:
+        return Path(read_plain(folder / MIGRATED, 4096).decode().strip())
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def describe_folder(folder: Path) -> str:
+    """What a host's folder is the past of, in words, from its identity.json."""
+    try:
+        data = json.loads(read_plain(folder / IDENTITY, 1 << 16))
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    if "~" not in folder.name:
+        return f"{folder} (recorded before envsync kept hosts by identity, under the name alone)"
+    where = data.get("where") or "an address or interpreter no longer known"
+    machine = data.get("machine_id")
+    before = (
+        "; its first states recorded before envsync kept hosts by identity"
+        if (folder / MIGRATED).exists()
+        else ""
+    )
+    return f"{folder} ({where}, machine id {machine or 'unknown'}{before})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,9 +389,10 @@ def _moment(
 _LAST = datetime(9999, 1, 1, tzinfo=timezone.utc)
 
 
-def states_of(store: StateStore, host: str) -> list[State]:
-    """The host's recorded states, oldest first (an absent folder: none)."""
-    folder = store.folder(host)
+def states_of(store: StateStore, host: str, machine: str | Unread | None = UNREAD) -> list[State]:
+    """The host's recorded states, oldest first (an absent folder: none): of `machine`
+    when given, else of the machine last recorded at its address."""
+    folder = store.folder(host, machine)
     try:
         names = os.listdir(folder)
     except FileNotFoundError:
@@ -408,6 +539,9 @@ def _document(snapshot: Snapshot, why: Why, at: datetime, full: str) -> dict[str
 class Recorded:
     state: State  # the host's latest state now
     new: bool  # False: the host was unchanged since it (nothing written)
+    # The folder of the states recorded at this address before, when they are another
+    # machine's (its machine id changed: re-imaged, or another container behind the prefix).
+    other_machine: Path | None = None
 
 
 def record(
@@ -419,17 +553,18 @@ def record(
     the latest good one. Every file is written atomically."""
     host = snapshot.host
     full = digest(snapshot)
-    folder = store.folder(host)
+    machine = machine_of(snapshot)
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder, other = store.settle(host, machine)
     except OSError as e:
-        raise StateError(f"{folder}: cannot create the state folder: {e.strerror}") from e
+        where = store.folder(host, machine)
+        raise StateError(f"{where}: cannot create the state folder: {e.strerror}") from e
     with _locked(folder):
-        states = states_of(store, host)
+        states = states_of(store, host, machine)
         latest = states[-1] if states else None
         unchanged = latest is not None and latest.digest == full[:16]
         if latest is not None and unchanged and (latest.good or why not in GOOD):
-            return Recorded(state=latest, new=False)
+            return Recorded(state=latest, new=False, other_machine=other)
         at = now or datetime.now(timezone.utc)
         if latest is not None and at <= latest.at:
             at = latest.at + timedelta(microseconds=1)  # the clock went back: keep the order
@@ -439,12 +574,12 @@ def record(
         state = State(host=host, at=at, why=why, digest=full[:16], path=path)
         if latest is not None and latest.digest == state.digest:
             latest.path.unlink(missing_ok=True)  # the watched state, now a good one
-        _prune(store, host)
-        return Recorded(state=state, new=True)
+        _prune(store, host, machine)
+        return Recorded(state=state, new=True, other_machine=other)
 
 
-def _prune(store: StateStore, host: str) -> None:
-    states = states_of(store, host)
+def _prune(store: StateStore, host: str, machine: str | None) -> None:
+    states = states_of(store, host, machine)
     good = next((s for s in reversed(states) if s.good), None)
     extra = len(states) - max(1, store.keep)
     for state in states:

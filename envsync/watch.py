@@ -23,7 +23,16 @@ from envsync.errors import CollectError, InputError, OutputError, StateError
 from envsync.exitcodes import ExitCode
 from envsync.history import Change, change_text, changes
 from envsync.session import Session
-from envsync.states import StateStore, digest, last_good, load, record, states_of, utc_text
+from envsync.states import (
+    StateStore,
+    digest,
+    last_good,
+    load,
+    machine_of,
+    record,
+    states_of,
+    utc_text,
+)
 from envsync.vocab import FAIL_ON_DEFAULT, SEVERITIES, SEVERITY_RANK, Severity
 
 MEMORY = "watch.json"
@@ -190,7 +199,7 @@ def _watch_host(
             snap, report = comparison.snapshot, comparison.report
         else:
             snap = quiet.collect_one(host)
-        states = states_of(store, host)
+        states = states_of(store, host, machine_of(snap))
         latest = states[-1] if states else None
         seen: tuple[Change, ...] = ()
         if latest is None or latest.digest != digest(snap)[:16]:

@@ -583,17 +583,6 @@ def test_a_hosts_past_is_keyed_by_its_identity_not_its_name(
     held("18 a host's past keyed by its identity", 2)
 
 
-def test_this_machines_hosts_include_its_machine_id(tmp_path: Path) -> None:
-    from envsync.states import identity, local_machine_id
-
-    spec = HostSpec(name="h", python="/usr/bin/python3")
-    bound = StateStore(root=tmp_path).bound([spec])
-    assert bound.identities["h"] == identity(spec, local_machine_id())
-    if local_machine_id() is not None:
-        assert bound.identities["h"] != identity(spec)
-    held("18 a host's past keyed by its identity")
-
-
 def test_a_state_write_that_fails_leaves_no_temporary_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
