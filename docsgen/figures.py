@@ -149,6 +149,20 @@ def readme_with_performance(readme: str, root: Path) -> str:
     return head + README_BEGIN + "\n" + readme_performance(root) + README_END + tail
 
 
+def _matrix_run(data: dict[str, Any]) -> list[str]:
+    """The line on the kill matrix's cases that the whole run added from `pytest -m matrix`."""
+    run = data.get("matrix_run")
+    if not run:
+        return []
+    commit = f" at commit `{run['commit']}`" if run.get("commit") else ""
+    return [
+        "",
+        f"The kill matrix beyond the moments of the default run: {run['cases_added']} cases "
+        f"added from `{run['command']}`, {run['date']}{commit} ({run['tests']['passed']} "
+        f"passed, {run['tests']['failed']} failed; `{run['file']}`).",
+    ]
+
+
 def reliability(root: Path) -> str:
     path = root / RELIABILITY
     if not path.exists():
@@ -159,6 +173,7 @@ def reliability(root: Path) -> str:
         _measured(data),
         f"That run: {tests['passed']} passed, {tests['failed']} failed, "
         f"{tests['skipped']} skipped.",
+        *_matrix_run(data),
         "",
         "| figure | measured |",
         "| --- | ---: |",

@@ -92,16 +92,31 @@ def _whole_suite(config: pytest.Config) -> bool:
     option = config.option
     return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not (
         option.keyword
-        or option.markexpr
+        or option.markexpr != _default_markexpr(config)  # addopts' own -m is the default run
         or getattr(option, "lf", False)  # absent with -p no:cacheprovider
         or option.deselect
         or option.maxfail
     )
 
 
+def _default_markexpr(config: pytest.Config) -> str:
+    """The -m of pyproject's addopts (the sets left out of the default run), else ""."""
+    args = list(config.getini("addopts"))
+    return str(args[args.index("-m") + 1]) if "-m" in args[:-1] else ""
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The reliability figures this run measured; a whole run writes them for the docs."""
-    from tests.figures import FIGURES_FILE, lines, write
+    from tests.figures import (
+        FIGURES,
+        FIGURES_FILE,
+        MATRIX_FILE,
+        MATRIX_MARK,
+        MATRIX_SECTIONS,
+        lines,
+        write,
+        write_matrix,
+    )
 
     found = lines()
     if found:
@@ -109,6 +124,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for line in found:
             terminalreporter.write_line(line)
     counts = {k: len(terminalreporter.stats.get(k, [])) for k in ("passed", "failed", "skipped")}
-    if found and counts["passed"] and _whole_suite(terminalreporter.config):
-        write(REPO / FIGURES_FILE, counts)
+    config = terminalreporter.config
+    if found and counts["passed"] and _whole_suite(config):
+        write(REPO / FIGURES_FILE, counts, REPO / MATRIX_FILE)
         terminalreporter.write_line(f"(written to {FIGURES_FILE} for the docs)")
+    elif (
+        config.option.markexpr == MATRIX_MARK
+        and not (config.option.keyword or config.option.deselect or config.option.maxfail)
+        and counts["passed"]
+        and not counts["failed"]
+        and any(FIGURES.get(s) for s in MATRIX_SECTIONS)
+    ):
+        write_matrix(REPO / MATRIX_FILE, counts)
+        terminalreporter.write_line(f"(the matrix's counts written to {MATRIX_FILE})")

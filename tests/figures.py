@@ -91,22 +91,77 @@ def provenance(command: str) -> dict[str, object]:
 
 
 FIGURES_FILE = "docs/generated/reliability.json"
+# The kill matrix and the disk-full runs (tests/apply/test_kill_matrix.py): the default run
+# holds one moment per process, `pytest -m matrix` the rest (half an hour), whose counts
+# it writes to MATRIX_FILE (committed), and every whole run adds to its own.
+MATRIX_SECTIONS = (
+    "kill matrix (SIGKILL, then byte-identical or refused)",
+    "disk full (real tmpfs, byte-identical or refused)",
+)
+MATRIX_FILE = "docs/generated/kill-matrix.json"
+MATRIX_MARK = "matrix"
 
 
-def write(path: Path, counts: Mapping[str, int]) -> None:
-    """The figures of a full run, with the test counts and where they were measured."""
+def _write_json(path: Path, data: Mapping[str, object]) -> None:
     import json
 
-    data = {
-        **provenance(".venv/bin/python -m pytest -q"),
-        "tests": dict(counts),
-        "figures": {section: dict(sorted(v.items())) for section, v in sorted(FIGURES.items())},
-        "totals": {section: total(section) for section in sorted(FIGURES)},
-    }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)
+
+
+def write(path: Path, counts: Mapping[str, int], matrix: Path | None = None) -> None:
+    """The figures of a full run, with the test counts and where they were measured; the
+    cases of the last `-m matrix` run (`matrix`, its file) added to the matrix's sections,
+    and that run said."""
+    import json
+
+    figures = {section: dict(v) for section, v in FIGURES.items()}
+    data: dict[str, object] = {
+        **provenance(".venv/bin/python -m pytest -q"),
+        "tests": dict(counts),
+    }
+    kept = json.loads(matrix.read_text()) if matrix is not None and matrix.exists() else None
+    if kept is not None:
+        added = 0
+        for section, cases in kept["figures"].items():
+            mine = figures.setdefault(section, {})
+            for case, n in cases.items():
+                if case not in mine:  # the default run's own count stands
+                    mine[case] = n
+                    added += 1
+        data["matrix_run"] = {
+            "file": MATRIX_FILE,
+            "command": kept["command"],
+            "date": kept["date"],
+            "commit": kept["commit"],
+            "tests": kept["tests"],
+            "cases_added": added,
+        }
+    data["figures"] = {section: dict(sorted(v.items())) for section, v in sorted(figures.items())}
+    data["totals"] = {
+        section: None if section in UNTOTALLED else sum(figures[section].values())
+        for section in sorted(figures)
+    }
+    _write_json(path, data)
+
+
+def write_matrix(path: Path, counts: Mapping[str, int]) -> None:
+    """The counts of a `pytest -m matrix` run (the kill matrix beyond the default run's
+    moments, and the disk-full runs), for the whole runs to add."""
+    _write_json(
+        path,
+        {
+            **provenance(f".venv/bin/python -m pytest -q -m {MATRIX_MARK}"),
+            "tests": dict(counts),
+            "figures": {
+                section: dict(sorted(FIGURES[section].items()))
+                for section in MATRIX_SECTIONS
+                if FIGURES.get(section)
+            },
+        },
+    )
 
 
 # Issue 32's items 6 to 18: each case a test showed held (a check that failed before).
