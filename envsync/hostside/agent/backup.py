@@ -21,7 +21,16 @@ import time
 from ..shared import is_temp_name
 from .failure import Failure, refuse
 from .installer import start_tracing
-from .paths import STATE, canonical, dist_files, in_package, installations, state_dir, within
+from .paths import (
+    STATE,
+    canonical,
+    dist_files,
+    in_package,
+    installations,
+    open_log,
+    state_dir,
+    within,
+)
 from .provenance import appeared, attribute
 from .record import (
     close_over,
@@ -236,7 +245,7 @@ def write_backup(where: str, manifest: dict[str, Any]) -> None:
         os.fsync(f.fileno())
     manifest["tar_sha256"] = sha256(tar_path)
     write_json(os.path.join(where, "manifest.json"), manifest)
-    open(os.path.join(where, "journal.jsonl"), "a").close()
+    os.close(open_log(os.path.join(where, "journal.jsonl")))
 
 
 def after_record(where: str, manifest: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -254,7 +263,7 @@ def after_record(where: str, manifest: dict[str, Any]) -> tuple[dict[str, Any], 
 
 
 def journal(where: str, event: str) -> None:
-    with open(os.path.join(where, "journal.jsonl"), "a") as f:
+    with os.fdopen(open_log(os.path.join(where, "journal.jsonl")), "a") as f:
         f.write(json.dumps({"at": time.time(), "event": event}) + "\n")
         f.flush()
         os.fsync(f.fileno())

@@ -41,7 +41,11 @@ def _envsync_trace():
     log = os.environ.pop("ENVSYNC_TRACE", "")
     if not log or not hasattr(sys, "addaudithook"):
         return
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    import stat
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
+    fd = os.open(log, flags, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise OSError("envsync: the trace is not a regular file: " + log)
     write, fspath, abspath, fsdecode = os.write, os.fspath, os.path.abspath, os.fsdecode
     changing = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     def note(path, moved=False):
@@ -87,7 +91,9 @@ def append(path: str, lines: Iterable[object]) -> None:
     data = "".join(json.dumps(line) + "\n" for line in lines)
     if not data:
         return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    from .paths import open_log
+
+    fd = open_log(path)
     try:
         os.write(fd, data.encode())
         os.fsync(fd)

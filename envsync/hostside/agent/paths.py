@@ -46,6 +46,20 @@ def state_file_mode() -> int:
         return 0o600
 
 
+def open_log(path: str, truncate: bool = False, mode: int = 0o600) -> int:
+    """A descriptor to append to (`truncate`: to rewrite) a log of envsync's own (a
+    backup's journal and trace, a service's output): never through a link in its last
+    part, never a FIFO, socket or device (OSError), as envsync opens its logs."""
+    import errno
+
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
+    fd = os.open(path, flags | (os.O_TRUNC if truncate else os.O_APPEND), mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
+
+
 def site_dirs() -> list[str]:
     import site
     import sysconfig

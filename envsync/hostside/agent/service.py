@@ -17,7 +17,7 @@ import shutil
 import time
 
 from .failure import Failure, refuse
-from .paths import STATE, state_dir, state_file_mode
+from .paths import STATE, open_log, state_dir, state_file_mode
 from .transfer import put, write_json
 
 TYPE_CHECKING = False
@@ -195,7 +195,7 @@ def op_start(op: dict[str, Any]) -> dict[str, Any]:
     env = dict(os.environ)
     env.update(op.get("env") or {})
     env[MARK] = mark
-    with open(log_file, "wb") as log:
+    with os.fdopen(open_log(log_file, truncate=True, mode=state_file_mode()), "wb") as log:
         try:
             proc = subprocess.Popen(
                 op["argv"],
