@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from envsync.documents import open_plain
 from envsync.hostside.chunks import cut
 from envsync.hostside.shared import temp_name, text_digest
 
@@ -73,7 +74,7 @@ def known(request: str) -> dict[str, str]:
     """The digests of the parts the last answer to `request` had ("graph": its modules;
     "distributions", "native"), those of which envsync holds a copy."""
     try:
-        data = json.loads((folder() / f"known-{request}").read_bytes())
+        data = json.loads(_read(folder() / f"known-{request}"))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict):
@@ -139,7 +140,7 @@ def load(digest: str, name: str = "graph") -> bytes:
     where = folder()
     path = where / f"{_kind(name)}-{digest}.json"
     try:
-        text = path.read_bytes()
+        text = _read(path)
         if name == "graph":
             index = json.loads(text)
             if not isinstance(index, list) or not all(isinstance(c, str) for c in index):
@@ -178,10 +179,16 @@ def _read_used(path: Path) -> bytes:
     """A kept file's bytes, its time refreshed as used (least recently used goes first)."""
     from envsync.hostside.store import touch
 
-    with path.open("rb") as f:
+    with os.fdopen(open_plain(path), "rb") as f:
         data = f.read()
         touch(str(path), os.fstat(f.fileno()).st_mtime_ns)
     return data
+
+
+def _read(path: Path) -> bytes:
+    """A kept file's bytes, never through a link nor from a FIFO (OSError: as if absent)."""
+    with os.fdopen(open_plain(path), "rb") as f:
+        return f.read()
 
 
 def _touch(path: Path) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsync.documents import write_atomic
+from envsync.documents import read_plain, write_atomic
 from envsync.errors import OutputError
 from envsync.states import state_home
 
@@ -35,7 +35,7 @@ def record(store: Path, host: str, rate: float, reference: str | None) -> Figure
     """Keep `host`'s figure; the reference's last one to compare it with (None: unknown,
     or the host is the reference)."""
     try:
-        known = json.loads(store.read_text())
+        known = json.loads(read_plain(store))
     except (OSError, ValueError):
         known = {}
     if not isinstance(known, dict):
