@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+from .files import open_regular
 from .shared import env_key
 from .store import write_file
 
@@ -45,7 +46,7 @@ def load_cache(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path, follow=False), "rb") as f:
             data = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
         return {}

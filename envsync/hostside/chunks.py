@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import zlib
 
+from .files import open_regular
 from .shared import text_digest
 from .store import remove, touch, write_file
 
@@ -63,7 +64,7 @@ def load_chunks(folder: str, digests: list[str]) -> bytes | None:
     for digest in digests:
         path = chunk_path(folder, digest)
         try:
-            with open(path, "rb") as f:
+            with os.fdopen(open_regular(path, follow=False), "rb") as f:
                 data = f.read()
                 used = os.fstat(f.fileno()).st_mtime_ns
         except OSError:

@@ -24,6 +24,7 @@ import time
 
 from .caches import cache_path, save_text
 from .chunks import load_chunks, save_chunks
+from .files import open_regular
 from .roots import script_path
 from .shared import Stamp, racy, stamp, text_digest
 from .startup import startup_graph
@@ -151,7 +152,7 @@ def still_valid(path: str, chunks: str) -> RawJSON | None:
     now = time.time_ns()
     del REFRESHED[:]
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path, follow=False), "rb") as f:
             stamps = json.loads(f.readline().decode("utf-8"))
             if not all(holds(row, now) for row in stamps):
                 return None

@@ -23,6 +23,7 @@ import json
 import os
 import time
 
+from .files import open_regular
 from .shared import temp_name
 
 TYPE_CHECKING = False
@@ -93,7 +94,7 @@ class Store:
         if path is None:
             return None
         try:
-            with open(path, "rb") as f:
+            with os.fdopen(open_regular(path, follow=False), "rb") as f:
                 data = f.read()
                 st = os.fstat(f.fileno())
         except OSError:
