@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from envsync.errors import CollectError, InputError, OutputError, StateError
+from envsync.hostidentity import machine_of, migrated
 from envsync.model import Snapshot
 from envsync.session import Session
 from envsync.states import (
@@ -21,8 +22,6 @@ from envsync.states import (
     Why,
     last_good,
     load,
-    machine_of,
-    migrated,
     record,
     states_of,
 )
@@ -285,7 +284,7 @@ def _identity_changed(
     identity: each folder, and what it is the past of."""
     if host not in session.inventory.hosts:
         return None
-    from envsync.states import describe_folder, identity_text
+    from envsync.hostidentity import describe_folder, identity_text
 
     spec = session.inventory.hosts[host]
     notes = []

@@ -41,8 +41,17 @@ from typing import Any, Literal, cast
 from envsync.codec import from_data, to_data
 from envsync.documents import open_plain, read_json_object, read_plain, write_atomic
 from envsync.errors import DecodeError, StateError
+from envsync.hostidentity import (
+    IDENTITY,
+    MIGRATED,
+    address_key,
+    identity_text,
+    machine_in,
+    machine_of,
+    with_machine,
+)
 from envsync.inventory import HostSpec
-from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot, System
+from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
 
 STATE_SCHEMA_VERSION = 1
 KEEP = 20  # states kept per host by default (and always the latest good one)
@@ -87,43 +96,6 @@ def digest(snapshot: Snapshot) -> str:
 
     text = json.dumps(view(snapshot), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def identity(spec: HostSpec, machine_id: str | None = None) -> str:
-    """What a host is, not what it is called: its address (or this machine) and exec
-    prefix, its interpreter, and its machine id where it can be read (12 hex digits)."""
-    return with_machine(address_key(spec), machine_id)
-
-
-def address_key(spec: HostSpec) -> str:
-    """The identity of where a host is reached, whatever machine answers there."""
-    data = [spec.ssh or "local", list(spec.exec), spec.python, None]
-    return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:12]
-
-
-def with_machine(key: str, machine_id: str | None) -> str:
-    """The identity of the machine `machine_id` reached at `key` (None: no machine id could
-    be read there: the address alone, the same on every run)."""
-    if machine_id is None:
-        return key
-    return hashlib.sha256(json.dumps([key, machine_id]).encode()).hexdigest()[:12]
-
-
-def identity_text(spec: HostSpec) -> str:
-    """The identity in words: `root@10.0.0.7:22, /opt/venv/bin/python`."""
-    where = spec.ssh or "this machine"
-    if spec.exec:
-        where += " through " + " ".join(spec.exec)
-    return f"{where}, {spec.python}"
-
-
-def machine_of(snapshot: Snapshot) -> str | None:
-    """The machine id the host's probe read (None: unreadable there, or not recorded)."""
-    return snapshot.system.machine_id if isinstance(snapshot.system, System) else None
-
-
-IDENTITY = "identity.json"  # in each host's folder: what it is the past of
-MIGRATED = "migrated"  # beside it, in a folder taken over from the layout before identities
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,13 +176,13 @@ class StateStore:
         before = self._current(host, base, key)
         folder = self.folder(host, machine)
         unknown = self.root / f"{base}~{key}"
-        if folder != unknown and not folder.exists() and _machine_in(unknown) is None:
+        if folder != unknown and not folder.exists() and machine_in(unknown) is None:
             with contextlib.suppress(OSError):
                 if _holds_states(unknown):
                     os.rename(unknown, folder)
                     before = folder if before == unknown else before
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if _machine_in(folder) != machine or not (folder / IDENTITY).exists():
+        if machine_in(folder) != machine or not (folder / IDENTITY).exists():
             self._describe(folder, host, machine)
         pointer = self._pointer(base, key)
         named = None
@@ -245,44 +217,6 @@ def _holds_states(folder: Path) -> bool:
         return any(_NAME.match(n) for n in os.listdir(folder))
     except OSError:
         return False
-
-
-def _machine_in(folder: Path) -> str | None:
-    """The machine id a folder's identity.json names (None: none, or no such file)."""
-    try:
-        data = json.loads(read_plain(folder / IDENTITY, 1 << 16))
-    except (OSError, ValueError):
-        return None
-    value = data.get("machine_id") if isinstance(data, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def migrated(folder: Path) -> Path | None:
-    """The folder of the layout before identities that `folder` was taken over from."""
-    try:
-        return Path(read_plain(folder / MIGRATED, 4096).decode().strip())
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def describe_folder(folder: Path) -> str:
-    """What a host's folder is the past of, in words, from its identity.json."""
-    try:
-        data = json.loads(read_plain(folder / IDENTITY, 1 << 16))
-    except (OSError, ValueError):
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    if "~" not in folder.name:
-        return f"{folder} (recorded before envsync kept hosts by identity, under the name alone)"
-    where = data.get("where") or "an address or interpreter no longer known"
-    machine = data.get("machine_id")
-    before = (
-        "; its first states recorded before envsync kept hosts by identity"
-        if (folder / MIGRATED).exists()
-        else ""
-    )
-    return f"{folder} ({where}, machine id {machine or 'unknown'}{before})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

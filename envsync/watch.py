@@ -22,13 +22,13 @@ from envsync.documents import read_json_object, write_atomic
 from envsync.errors import CollectError, InputError, OutputError, StateError
 from envsync.exitcodes import ExitCode
 from envsync.history import Change, change_text, changes
+from envsync.hostidentity import machine_of
 from envsync.session import Session
 from envsync.states import (
     StateStore,
     digest,
     last_good,
     load,
-    machine_of,
     record,
     states_of,
     utc_text,

@@ -16,20 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from envsync.hostidentity import MIGRATED, address_key, identity, machine_of
 from envsync.hostside import machine
 from envsync.inventory import HostSpec
 from envsync.model import Snapshot, System
 from envsync.snapshot import load_snapshot
-from envsync.states import (
-    MIGRATED,
-    StateStore,
-    address_key,
-    identity,
-    last_good,
-    machine_of,
-    record,
-    states_of,
-)
+from envsync.states import StateStore, last_good, record, states_of
 from tests.figures import held
 from tests.helpers import make_venv, run_cli
 

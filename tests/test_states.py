@@ -522,7 +522,7 @@ def test_a_hosts_past_is_keyed_by_its_identity_not_its_name(
 ) -> None:
     """Two inventories that both call a host ct200 (staging and production): each machine
     has a history of its own, and `history ct200` says when the name's identity changed."""
-    from envsync.states import identity
+    from envsync.hostidentity import identity
     from tests.helpers import run_cli
 
     root = tmp_path / "states"
