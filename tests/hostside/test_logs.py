@@ -14,7 +14,7 @@ from envsync.hostside.agent import backup, installer
 from envsync.hostside.agent.paths import open_log
 from tests.figures import held
 
-ITEM = "11 logs appended to without following links or waiting on FIFOs"
+ITEM = "11 logs appended to as regular files only"
 
 
 @pytest.mark.parametrize("kind", ["link", "fifo", "folder"])
