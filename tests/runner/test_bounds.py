@@ -93,7 +93,7 @@ WRITER = (
     "import subprocess, sys\n"
     "subprocess.Popen([sys.executable, '-c', 'import sys, time\\n"
     "for i in range(40):\\n"
-    "    sys.stdout.write(\"%02d\\\\n\" % i); sys.stdout.flush(); time.sleep(0.05)'])\n"
+    '    sys.stdout.write("%02d\\\\n" % i); sys.stdout.flush(); time.sleep(0.05)\'])\n'
 )
 
 
