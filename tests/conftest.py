@@ -87,18 +87,12 @@ def jump_bed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
     bed.stop()
 
 
-# The marker expression pyproject's addopts gives: the default run, whole (a run that
-# names another expression is a selection).
-DEFAULT_MARKS = "not quickstart and not matrix"
-
-
 def _whole_suite(config: pytest.Config) -> bool:
-    """This run is the suite as CI runs it: no paths, no selection, nothing deselected but
-    what the configured addopts leave out (the sets behind markers)."""
+    """This run is the suite as CI runs it: no paths, no selection, nothing deselected."""
     option = config.option
     return config.args_source == pytest.Config.ArgsSource.TESTPATHS and not (
         option.keyword
-        or option.markexpr not in ("", DEFAULT_MARKS)
+        or option.markexpr
         or getattr(option, "lf", False)  # absent with -p no:cacheprovider
         or option.deselect
         or option.maxfail
