@@ -227,6 +227,11 @@ def measure(runs: int = 3, changes: int = 20, nodes: int = 8, compare: bool = Tr
             took = measured(argv, env)
             check = measured(pip_check, env)
             out.add(name, took.wall / check.wall, took.peak_kib)
+            print(  # as it goes: a long run says where it is
+                f"  {name}: {took.wall:.2f} s, pip check {check.wall:.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
             if compare_it and compare:
                 warm = _report(argv, env)
                 _clear(folder / "cold")
@@ -277,7 +282,7 @@ def measure(runs: int = 3, changes: int = 20, nodes: int = 8, compare: bool = Tr
         for i in range(max(1, runs // 2)):
             subprocess.run([*cli(), "repair", "--apply", "--deadline", "120"], env=env, check=True)
             step("diff after repair --apply", diff, compare_it=i == 0)
-            subprocess.run([*cli(), "rollback", "ct200"], env=env, check=True)
+            subprocess.run([*cli(), "rollback", "ct200"], env=env, check=True, capture_output=True)
             step("diff after rollback", diff, compare_it=i == 0)
         subprocess.run([*cli(), "stop", "ct200"], env=env, capture_output=True, check=False)
         subprocess.run([*pip, "uninstall", "-y", "soundfile"], check=True)
