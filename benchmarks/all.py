@@ -16,13 +16,16 @@ peak RSS of each process is read by GNU time (`time` on Debian), which runs it. 
               only sleeps, then answers as a warm host does: the graph named by digest),
               each in a process of its own (peak RSS)
   crash       the smoke test's verdict after the process died, local
+  change      what a change costs (benchmarks/change.py): a diff after an edit, a pip
+              install, a repair and a rollback, cold hosts, a cold fleet, the caches; each
+              step's verdicts compared with a --no-cache diff of the same state
 
 The SSH parts need root and sshd; without them they are left out, and said so. What it
 prints it also writes, with the date, the machine and the commit, to
 docs/generated/performance.json (--json), which the docs' performance page shows; the
 README's performance section is generated from that file (never edited by hand).
 
-    .venv/bin/python -m benchmarks.all [--runs 7] [--json PATH]
+    .venv/bin/python -m benchmarks.all [--runs 7] [--json PATH] [--no-change]
 """
 
 from __future__ import annotations
@@ -318,6 +321,13 @@ def main() -> int:
         default=str(REPO / "docs" / "generated" / "performance.json"),
         help="also write the figures here, for the docs (default: %(default)s)",
     )
+    parser.add_argument(
+        "--no-change", action="store_true", help="skip what a change costs (benchmarks/change.py)"
+    )
+    parser.add_argument(
+        "--changes", type=int, default=50, help="diffs after one change each, for the caches"
+    )
+    parser.add_argument("--nodes", type=int, default=8, help="the cold fleet's nodes")
     parser.add_argument("--simulate", type=int, metavar="HOSTS", help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, default=8, help=argparse.SUPPRESS)
     parser.add_argument("--latency", type=float, default=0.05, help=argparse.SUPPRESS)
@@ -406,6 +416,12 @@ def main() -> int:
             for s in servers:
                 s.stop()
 
+    change = None
+    if not args.no_change:  # on copies of ct200, with caches of their own
+        from benchmarks.change import measure, print_results
+
+        change = measure(min(args.runs, 3), args.changes, args.nodes)
+        print_results(change)
     print(f"runs: {args.runs}, interleaved, fresh processes; medians (peak RSS: largest)")
     for name, value in medians.items():
         print(f"  {name:24s} {value * 1000:8.1f} ms  {rss[name] / 1024:6.1f} MiB")
@@ -431,6 +447,10 @@ def main() -> int:
     for where, limit in (("local", 0.3), ("ssh", 1.0)):
         if where in crash:
             rows.append(("crash verdict after death, s", crash[where], limit, f"({where})"))
+    if change is not None:
+        from benchmarks.change import rows as change_rows
+
+        rows += change_rows(change)
     print("ratios:")
     for label, value, limit, note in rows:
         met = "met" if value <= limit else "NOT met"
@@ -470,6 +490,13 @@ def main() -> int:
         ],
         "left_out": f"the SSH fleets ({why})" if why else None,
     }
+    if change is not None:
+        record["steps"] = [
+            {"name": name, "ratio": round(value, 3), "rss_mib": round(change.peaks[name] / 1024, 1)}
+            for name, value in change.medians().items()
+        ]
+        record["change_figures"] = {k: round(v, 3) for k, v in change.seconds.items()}
+        record["verdicts_differ"] = change.mismatches
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.with_suffix(".tmp").write_text(json.dumps(record, indent=2) + "\n")
@@ -479,6 +506,9 @@ def main() -> int:
         readme = REPO / "README.md"
         readme.write_text(readme_with_performance(readme.read_text(), REPO))
         print(f"(the performance section of {readme} written from it)")
+    if change is not None and change.mismatches:
+        print("the verdicts of a step differ from a --no-cache diff of the same state")
+        return 1
     return 0
 
 

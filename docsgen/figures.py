@@ -58,7 +58,15 @@ README_BEGIN = (
 )
 README_END = "<!-- end of the generated performance section -->"
 # the ratios the README shows (the performance page shows them all)
-README_RATIOS = ("diff warm", "diff cold", "snapshot warm", "256 sim.", "1000 sim.")
+README_RATIOS = (
+    "diff warm",
+    "diff cold",
+    "diff after one edited file",
+    "cold target, warm reference",
+    "snapshot warm",
+    "256 sim.",
+    "1000 sim.",
+)
 
 
 def readme_performance(root: Path) -> str:

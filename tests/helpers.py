@@ -66,10 +66,72 @@ VENVS: list[Path] = []
 
 
 def make_venv(root: Path, *, with_pip: bool = False) -> Path:
-    """A real venv; returns its python."""
-    venv.EnvBuilder(with_pip=with_pip, clear=True).create(root)
+    """A real venv; returns its python. `with_pip`: with what ensurepip installs (pip and
+    setuptools), copied from a venv ensurepip made once per test process (6 s each time
+    on this machine; the copy, file for file the same, takes a fraction of it)."""
+    venv.EnvBuilder(clear=True).create(root)
     VENVS.append(root)
-    return root / "bin" / "python"
+    python = root / "bin" / "python"
+    if with_pip:
+        _copy_pip(_pip_template(), root)
+    return python
+
+
+_TEMPLATE: list[Path] = []
+
+
+def _pip_template() -> Path:
+    """A venv that ensurepip gave pip to, made at first use, removed at exit."""
+    if not _TEMPLATE:
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="envsync-pip-template-"))
+        atexit.register(shutil.rmtree, folder, True)
+        venv.EnvBuilder(with_pip=True, clear=True).create(folder / "venv")
+        _TEMPLATE.append(folder / "venv")
+    return _TEMPLATE[0]
+
+
+def _copy_pip(template: Path, root: Path) -> None:
+    """What ensurepip wrote into `template` (its site-packages, its bin/pip* scripts with
+    their interpreter line) written into the venv at `root`, as ensurepip would."""
+    import shutil
+
+    source, dest = (
+        site_packages(template / "bin" / "python"),
+        site_packages(root / "bin" / "python"),
+    )
+    for entry in source.iterdir():
+        if entry.is_dir():
+            shutil.copytree(entry, dest / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, dest / entry.name)
+    scripts: dict[str, bytes] = {}
+    for script in (template / "bin").glob("pip*"):
+        head, _, body = script.read_text().partition("\n")
+        data = f"#!{root / 'bin' / Path(head[2:]).name}\n{body}".encode()
+        (root / "bin" / script.name).write_bytes(data)
+        (root / "bin" / script.name).chmod(0o755)
+        scripts[script.name] = data
+    _record_scripts(dest, scripts)
+
+
+def _record_scripts(site: Path, scripts: dict[str, bytes]) -> None:
+    """Each RECORD in `site` that names one of `scripts` (bin/NAME: its text) given the
+    digest and size of that text."""
+    for record in site.glob("*.dist-info/RECORD"):
+        lines = record.read_text().splitlines(keepends=True)
+        changed = False
+        for i, line in enumerate(lines):
+            path = line.split(",", 1)[0]
+            name = path.rsplit("/", 1)[-1]
+            if path.startswith("../") and "/bin/" in path and name in scripts:
+                lines[i] = f"{path},{_digest(scripts[name])},{len(scripts[name])}\n"
+                changed = True
+        if changed:
+            record.write_text("".join(lines))
 
 
 def state_dir(python: Path) -> Path:
@@ -134,19 +196,60 @@ def run_cli(capsys: object, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+_EXAMPLES: dict[str, Path] = {}
+
+
 def build_example(dest: Path, wheels: Path, runtime: Path | None = None) -> None:
-    """Build the built-in example's hosts into `dest` (examples/build_hosts.py)."""
-    argv = [
-        sys.executable,
-        str(REPO / "examples" / "build_hosts.py"),
-        "--dest",
-        str(dest),
-        "--wheels",
-        str(wheels),
-    ]
-    if runtime is not None:
-        argv += ["--runtime", str(runtime)]
-    subprocess.run(argv, check=True, capture_output=True)
+    """The built-in example's hosts in `dest`, as examples/build_hosts.py builds them: built
+    once per test process (two venvs, ensurepip and pip installs: half a minute), then
+    cloned for each caller, which may change its copy as it likes."""
+    template = _EXAMPLES.get(str(wheels))
+    if template is None:
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="envsync-example-template-"))
+        atexit.register(shutil.rmtree, folder, True)
+        argv = [sys.executable, str(REPO / "examples" / "build_hosts.py"), "--dest", str(folder)]
+        subprocess.run([*argv, "--wheels", str(wheels)], check=True, capture_output=True)
+        template = _EXAMPLES[str(wheels)] = folder
+    from examples.build_hosts import RUNTIME_PTH, build_runtime
+
+    shared = build_runtime(runtime.resolve()) if runtime is not None else None
+    dest.mkdir(parents=True, exist_ok=True)
+    for host in sorted(template.iterdir()):
+        if (host / "bin" / "python").exists():
+            clone_venv(host, dest / host.name)
+            if shared is not None:
+                (site_packages(dest / host.name / "bin" / "python") / RUNTIME_PTH).write_text(
+                    f"{shared}\n"
+                )
+
+
+def clone_venv(source: Path, root: Path) -> None:
+    """A copy of the venv at `source` at `root` that names its own place, as a venv built
+    there would: its scripts' interpreter line, their digests in RECORD, pyvenv.cfg's
+    command (a .pyc's source path is fixed by the interpreter as it loads it)."""
+    import shutil
+
+    shutil.copytree(source, root, symlinks=True)
+    old, new = f"#!{source}/bin/".encode(), f"#!{root}/bin/".encode()
+    scripts: dict[str, bytes] = {}
+    for script in (root / "bin").iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        with script.open("rb") as f:
+            head = f.read(len(old))
+        if head == old:
+            data = new + script.read_bytes()[len(old) :]
+            script.write_bytes(data)
+            scripts[script.name] = data
+        elif script.name.startswith("activate"):  # VIRTUAL_ENV=... (no RECORD names them)
+            script.write_text(script.read_text().replace(str(source), str(root)))
+    cfg = root / "pyvenv.cfg"
+    cfg.write_text(cfg.read_text().replace(str(source), str(root)))
+    _record_scripts(next((root / "lib").glob("python3*/site-packages")), scripts)
 
 
 def comparable(snapshot: dict) -> dict:  # type: ignore[type-arg]

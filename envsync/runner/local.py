@@ -3,7 +3,10 @@
 A command's output is read until both its pipes end, bounded twice: by its timeout (then
 its process group is killed and reading stops at once), and, once the command itself has
 exited, by a short grace for what is left in the pipes, so that a grandchild that keeps
-them open (a `setsid` child a sitecustomize left behind) never holds envsync up.
+them open (a `setsid` child a sitecustomize left behind) never holds envsync up. The grace
+runs from the exit or the last bytes read, whichever is later, and what the pipes hold when
+it ends is still read: a reader the machine did not schedule for a while never cuts short
+an output that was written whole.
 """
 
 from __future__ import annotations
@@ -112,15 +115,23 @@ def _collect(
         else:
             _close(proc.stdin)
     exited: float | None = None
+    read_at = 0.0  # when the last bytes came: the grace runs from then, or from the exit
     try:
         while selector.get_map():
             now = time.perf_counter()
             if exited is None and proc.poll() is not None:
                 exited = now
-            limit = deadline if exited is None else min(deadline, exited + EXIT_GRACE)
-            if now >= limit or stopping():
+            limit = deadline if exited is None else min(deadline, max(exited, read_at) + EXIT_GRACE)
+            if stopping():
                 break
-            for key, _ in selector.select(min(limit - now, POLL)):
+            if now >= limit:
+                # What the pipes already hold is read before giving up on them: a reader
+                # that was not scheduled for the grace (a loaded machine) must not cut
+                # the output of a command that wrote it all and exited.
+                if now >= deadline or not selector.select(0):
+                    break
+                limit = now
+            for key, _ in selector.select(max(0.0, min(limit - now, POLL))):
                 if key.fd == stdin:
                     try:
                         pending = pending[os.write(key.fd, pending[: 1 << 16]) :]
@@ -132,6 +143,7 @@ def _collect(
                     continue
                 chunk = os.read(key.fd, 1 << 16)
                 if chunk:
+                    read_at = time.perf_counter()
                     sinks[key.fd] += chunk
                     if sinks[key.fd] is err:
                         keep_tail(err)

@@ -313,13 +313,16 @@ class SSHRunner:
             cap = stdout_cap(self.max_stdout)
             deadline = started + timeout
             exited: float | None = None
+            read_at = 0.0  # the last bytes' time: the grace runs from it, or from the exit
             while True:
                 while channel.recv_ready():
+                    read_at = time.perf_counter()
                     out += channel.recv(1 << 16)
                     if cap is not None and len(out) > cap:
                         channel.close()
                         raise too_much(self.host, argv[0], cap)
                 while channel.recv_stderr_ready():
+                    read_at = time.perf_counter()
                     err += channel.recv_stderr(1 << 16)
                     keep_tail(err)
                 # Done at end of file, not at exit status: sshd may report the exit
@@ -330,10 +333,12 @@ class SSHRunner:
                     break
                 # ... but a grandchild that keeps the command's pipes open (a `setsid`
                 # child) holds the end of file back for as long as it lives: once the
-                # command has exited, what is left gets a grace, not the whole timeout.
+                # command has exited, what is left gets a grace, not the whole timeout. The
+                # grace runs from the last bytes too: output still arriving (a slow link, a
+                # loaded machine) is read whole.
                 if exited is None and channel.exit_status_ready():
                     exited = time.perf_counter()
-                if exited is not None and time.perf_counter() - exited > EXIT_GRACE:
+                if exited is not None and time.perf_counter() - max(exited, read_at) > EXIT_GRACE:
                     break
                 left = deadline - time.perf_counter()
                 if stopping():

@@ -81,6 +81,15 @@ def pip_check(python: Path) -> list[str]:
     return [line for line in out.stdout.splitlines() if line.strip()]
 
 
+@pytest.fixture(autouse=True)
+def probe_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One cache folder for every corpus harness of the run (each test's HOME is its own):
+    the engines' venvs, the stacks and the pairs share most files (torch, transformers,
+    vLLM), whose facts the host keeps by their content, as it does across a user's runs;
+    each graph and verdict is still keyed by the paths and files it read."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "corpus-cache"))
+
+
 @pytest.fixture(scope="session")
 def pairs(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Pairs:
     return Pairs(tmp_path_factory.mktemp("corpus"), wheel_cache)

@@ -79,13 +79,6 @@ def venvs() -> Path:
     return VENVS
 
 
-@pytest.fixture(autouse=True)
-def probe_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One probe cache for the module's tests: the engines' venvs share most files (torch,
-    transformers), whose facts the host keeps by hash; each test's HOME is its own."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "reach-cache"))
-
-
 @pytest.mark.parametrize(
     ("engine", "entry"),
     [(e, x) for e in ENGINES for x in e.entries],

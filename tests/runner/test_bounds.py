@@ -85,3 +85,20 @@ def test_endless_stdout_over_ssh_is_ended_at_the_cap(sshd_bed: SSHD, tmp_path: P
     finally:
         runner.close()
     held("12 probe output read with a cap")
+
+
+# A command that exits at once and leaves a child writing its output for two seconds (each
+# write 50 ms apart): all of it is read, although the command exited long before its end.
+WRITER = (
+    "import subprocess, sys\n"
+    "subprocess.Popen([sys.executable, '-c', 'import sys, time\\n"
+    "for i in range(40):\\n"
+    '    sys.stdout.write("%02d\\\\n" % i); sys.stdout.flush(); time.sleep(0.05)\'])\n'
+)
+
+
+def test_output_still_coming_after_the_exit_is_read_whole() -> None:
+    result = LocalRunner("h").run([sys.executable, "-c", WRITER], timeout=60)
+    lines = result.stdout.decode().split()
+    assert lines == [f"{i:02d}" for i in range(40)], lines
+    held("13 output written after the command's exit read whole")
