@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import IO, Literal, Protocol, get_args
 
-from envsync.collect import ProbeOptions
+from envsync.collect import ProbeOptions, first_wave, share
 from envsync.errors import CollectError, InputError
 from envsync.inventory import HostSpec, Inventory
 from envsync.model import Snapshot
@@ -128,6 +128,9 @@ class Session:
                 f"{sum(1 for d in snap.distributions if d.watched)} watched, "
                 f"collected in {snap.duration_s or 0:.2f}s",
             )
+            shared = share.note(snap.host)
+            if shared:
+                self.note(f"{source.label}: {shared}")
         elif isinstance(source, StateSource):
             self.note(f"{name}: the state of {source.spec.name} collected {snap.collected_at}")
         return snap
@@ -152,25 +155,34 @@ class Session:
             return
         shown = self.progress(len(requests)) if self.progress else contextlib.nullcontext(None)
         with shown as advance, ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
-            jobs = {
-                pool.submit(self.collect_one, name, options): i
-                for i, (name, options) in enumerate(requests)
-            }
-            try:
-                for job in as_completed(jobs):
-                    i = jobs.pop(job)  # as_completed lets go of it too: its snapshot goes with it
-                    try:
-                        result: Snapshot | CollectError = job.result()
-                    except CollectError as e:
-                        result = e
-                    del job
-                    if advance is not None:
-                        advance()
-                    yield i, result
-                    del result
-            finally:  # a caller that stops early (an error): hosts not started are not collected
-                for job in jobs:
-                    job.cancel()
+            for wave in self._waves(requests, sources):
+                jobs = {pool.submit(self.collect_one, *requests[i]): i for i in wave}
+                try:
+                    for job in as_completed(jobs):
+                        i = jobs.pop(job)  # as_completed lets go of it too: its snapshot too
+                        try:
+                            result: Snapshot | CollectError = job.result()
+                        except CollectError as e:
+                            result = e
+                        del job
+                        if advance is not None:
+                            advance()
+                        yield i, result
+                        del result
+                finally:  # a caller that stops early (an error): hosts not started are not
+                    for job in jobs:  # collected
+                        job.cancel()
+
+    def _waves(self, requests: Sequence[Request], sources: Sequence[Source]) -> list[list[int]]:
+        """The order hosts are collected in: one host first where none of its command is
+        known yet, so that the rest are given its facts (collect.first_wave), then all."""
+        asked = [
+            (s.spec, requests[i][1] or self.probe) if isinstance(s, HostSource) else None
+            for i, s in enumerate(sources)
+        ]
+        lead = first_wave(asked)
+        rest = [i for i in range(len(requests)) if i != lead]
+        return [[lead], rest] if lead is not None else [rest]
 
     def _through_engine(
         self, engine: Engine, requests: Sequence[Request], sources: Sequence[Source]
@@ -188,8 +200,10 @@ class Session:
                 except CollectError as e:
                     yield i, e
         shown = self.progress(len(asked)) if self.progress else contextlib.nullcontext(None)
+        lead = first_wave([(spec, options) for _, spec, options in asked])
+        waves = [[asked[lead]], asked[:lead] + asked[lead + 1 :]] if lead is not None else [asked]
         with shown as advance:
-            for i, result in engine.collect(asked):
+            for i, result in (answer for wave in waves for answer in engine.collect(wave)):
                 if not isinstance(result, CollectError):
                     try:
                         result = self._received(requests[i][0], sources[i], result)

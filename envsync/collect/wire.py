@@ -144,7 +144,7 @@ def load(digest: str, name: str = "graph") -> bytes:
             index = json.loads(text)
             if not isinstance(index, list) or not all(isinstance(c, str) for c in index):
                 raise ValueError("not an index of chunks")
-            text = b"".join(_read_used(where / f"chunk-{c}.json") for c in index)
+            text = b"".join(read_used(where / f"chunk-{c}.json") for c in index)
     except (OSError, ValueError) as e:
         with contextlib.suppress(OSError):  # an index whose chunks went: sent and kept anew
             path.unlink()
@@ -174,7 +174,7 @@ def bound(where: Path, limit: int | None = None, keep: set[str] | None = None) -
     return prune_folder(str(where), cap() if limit is None else limit, keep)
 
 
-def _read_used(path: Path) -> bytes:
+def read_used(path: Path) -> bytes:
     """A kept file's bytes, its time refreshed as used (least recently used goes first)."""
     from envsync.hostside.store import touch
 

@@ -1,0 +1,209 @@
+"""Facts shared across hosts: the packs of parsed facts hosts sent, given to hosts that lack them.
+
+A host that walked its startup graph sends the packs of its files' facts that envsync does
+not hold (hostside/share.py: one per distribution, by name, version and RECORD digest, and
+one per file outside its RECORD), each known by the digest of its text. envsync keeps them
+in its received folder, beside the parts (wire.py, under the same cap and LRU rule), and
+keeps two records:
+
+- per host (its name, interpreter, cache folder and host side): which packs it holds, those
+  it sent and those it was given;
+- per command (the startup roots a probe walks, and the host side): every pack its hosts'
+  graphs had, newest last.
+
+A probe is given the command's packs its host does not hold: a host never seen gets what
+the hosts of its command showed envsync (a target against a warm reference parses only
+what differs), and a host that is known gets what others learned since (a version another
+host had). A pack is given once per host: the host keeps the entries it uses. The host
+checks every pack against its own files and refuses one that does not match; envsync
+checks every copy against its digest before giving it (a damaged copy is removed).
+
+    received/pack-DIGEST.json          a pack as a host sent it
+    received/packs-host-KEY.json       {"held": [...], "index": [...]}: one host's packs
+    received/packs-command-KEY.json    {"index": [...]}: the packs of a command's graphs
+
+`first_wave`: of several hosts of one command, none of them known, one is collected first
+and the rest are then given its packs (a fleet of one image parses each file once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envsync.bundle import bundle
+from envsync.collect import wire
+from envsync.hostside.shared import text_digest
+from envsync.inventory import HostSpec
+
+INDEX_SIZE = 8192  # packs a command's record lists (the newest)
+_LOCK = threading.Lock()
+_NOTES: dict[str, str] = {}  # host -> what sharing did on its last collection here
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offer:
+    """What a probe is given: the packs' digests and texts, and the digests envsync holds
+    for its host (not sent back)."""
+
+    host: str  # the host's record key
+    command: str  # the command's record key
+    give: tuple[str, ...] = ()
+    texts: tuple[bytes, ...] = ()
+    held: tuple[str, ...] = ()
+
+    def options(self) -> dict[str, list[str]]:
+        """The probe's "share" option."""
+        return {"give": list(self.give), "held": list(self.held)}
+
+    def payload(self) -> bytes:
+        """What follows the bundle on the probe's stdin: the texts, a line each."""
+        return b"".join(text + b"\n" for text in self.texts)
+
+
+def _key(*parts: object) -> str:
+    return text_digest(json.dumps([*parts, bundle().digest]).encode())
+
+
+def host_key(host: HostSpec, cache_dir: str | None) -> str:
+    """Whose store a record is of: the host, its interpreter, its cache folder."""
+    return _key("host", host.name, host.python, list(host.exec), cache_dir)
+
+
+def command_key(roots: Sequence[str], internal: Sequence[str], main: str | None) -> str:
+    """Which graphs' packs serve a host: those of the same startup roots."""
+    return _key("command", list(roots), list(internal), main)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _digests(record: dict[str, Any] | None, field: str) -> list[str]:
+    found = (record or {}).get(field)
+    if not isinstance(found, list):
+        return []
+    return [d for d in found if isinstance(d, str) and len(d) == 32]
+
+
+def _pack(where: Path, digest: str) -> Path:
+    return where / f"pack-{digest}.json"
+
+
+def offer(
+    host: HostSpec,
+    cache_dir: str | None,
+    roots: Sequence[str],
+    internal: Sequence[str],
+    main: str | None,
+) -> Offer | None:
+    """What to give `host`'s probe (None: no cache, or no graph: nothing is shared)."""
+    if cache_dir == "" or not roots:
+        return None
+    mine, ours = host_key(host, cache_dir), command_key(roots, internal, main)
+    where = wire.folder()
+    record = _read(where / f"packs-host-{mine}.json")
+    command = _read(where / f"packs-command-{ours}.json")
+    held = {d for d in _digests(record, "held") if _pack(where, d).is_file()}
+    give: list[str] = []
+    texts: list[bytes] = []
+    for digest in dict.fromkeys(_digests(command, "index") + _digests(record, "index")):
+        if digest in held:
+            continue
+        path = _pack(where, digest)
+        try:
+            text = wire.read_used(path)
+        except OSError:
+            continue
+        if text_digest(text) != digest:
+            with contextlib.suppress(OSError):
+                path.unlink()  # damaged here: never given, learned again
+            continue
+        give.append(digest)
+        texts.append(text)
+    return Offer(
+        host=mine,
+        command=ours,
+        give=tuple(give),
+        texts=tuple(texts),
+        held=tuple(sorted(held | set(give))),
+    )
+
+
+def receive(host: str, offered: Offer, told: Any, lines: list[bytes]) -> None:
+    """Keep the packs a host sent (`lines`: their texts, in the index's order) and what it
+    now holds; a pack whose text does not match its digest is not kept."""
+    if not isinstance(told, dict) or not isinstance(told.get("index"), list):
+        return
+    where = wire.folder()
+    index: list[str] = []
+    lost = 0
+    kept: set[str] = set()
+    try:
+        for entry in told["index"]:
+            if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], str)):
+                continue
+            digest, sent = entry[1], entry[2] is True
+            if sent:
+                text = lines.pop(0) if lines else b""
+                if text_digest(text) != digest:
+                    lost += 1
+                    continue
+                path = _pack(where, digest)
+                kept.add(str(path))
+                if not path.is_file():
+                    wire.write(path, text)
+            index.append(digest)
+        with _LOCK:
+            mine = where / f"packs-host-{offered.host}.json"
+            held = _digests(_read(mine), "held") + list(offered.give) + index
+            held = list(dict.fromkeys(held))[-INDEX_SIZE:]
+            wire.write(mine, json.dumps({"held": held, "index": index}).encode())
+            ours = where / f"packs-command-{offered.command}.json"
+            old = [d for d in _digests(_read(ours), "index") if d not in set(index)]
+            union = (old + index)[-INDEX_SIZE:]
+            wire.write(ours, json.dumps({"index": union}).encode())
+        wire.bound(where, keep=kept)
+    except OSError:
+        return
+    _note(host, told, lost)
+
+
+def _note(host: str, told: dict[str, Any], lost: int) -> None:
+    refused = [str(r) for r in told.get("refused") or []]
+    bits = []
+    if told.get("taken"):
+        bits.append(f"{told['taken']} packs of facts taken from other hosts")
+    if refused:
+        bits.append(f"{len(refused)} refused ({'; '.join(refused[:3])})")
+    if lost:
+        bits.append(f"{lost} sent that do not match their digest, not kept")
+    with _LOCK:
+        if bits:
+            _NOTES[host] = ", ".join(bits)
+        else:
+            _NOTES.pop(host, None)
+
+
+def note(host: str) -> str | None:
+    """What sharing did on `host`'s last collection in this process (None: nothing)."""
+    with _LOCK:
+        return _NOTES.pop(host, None)
+
+
+def known_host(host: HostSpec, cache_dir: str | None) -> bool:
+    return (wire.folder() / f"packs-host-{host_key(host, cache_dir)}.json").is_file()
+
+
+def known_command(roots: Sequence[str], internal: Sequence[str], main: str | None) -> bool:
+    path = wire.folder() / f"packs-command-{command_key(roots, internal, main)}.json"
+    return bool(_digests(_read(path), "index"))
