@@ -155,7 +155,7 @@ class AnsibleEngine:
             if spec.exec:
                 argv = list(exec_argv(spec.exec, argv))
             request: dict[str, Any] = {"argv": argv, "timeout": options.timeout}
-            if offered is not None and offered.texts:  # after the bundle on its stdin
+            if offered is not None:  # after the bundle on its stdin
                 request["payload"] = base64.b64encode(offered.payload()).decode()
             requests[spec.name] = base64.b64encode(json.dumps(request).encode()).decode()
             accept = self.accept_new or spec.host_key_policy == "accept-new"

@@ -57,13 +57,16 @@ class Offer:
     texts: tuple[bytes, ...] = ()
     held: tuple[str, ...] = ()
 
-    def options(self) -> dict[str, list[str]]:
-        """The probe's "share" option."""
-        return {"give": list(self.give), "held": list(self.held)}
+    def options(self) -> dict[str, int]:
+        """The probe's "share" option: how much follows the bundle on its stdin."""
+        return {"bytes": len(self.payload())}
 
     def payload(self) -> bytes:
-        """What follows the bundle on the probe's stdin: the texts, a line each."""
-        return b"".join(text + b"\n" for text in self.texts)
+        """What follows the bundle on the probe's stdin: a line of JSON (the digests given,
+        their sizes, those held), then each text on a line."""
+        sizes = [len(text) + 1 for text in self.texts]
+        head = {"give": list(self.give), "sizes": sizes, "held": list(self.held)}
+        return b"".join([json.dumps(head).encode() + b"\n", *(t + b"\n" for t in self.texts)])
 
 
 def _key(*parts: object) -> str:

@@ -4,8 +4,8 @@ It installs nothing; its only writes are its caches (caches.py). Options come as
 object in its first argument: {"host", "watch": [...], "env": [...], "deep": false,
 "roots": [...], "internal": [...], "workdir", "isolated", "main", "loader_env": {...},
 "model": {...}} (model.py), "known": {"graph": DIGEST, "distributions": DIGEST, ...},
-"share": {"give": [DIGEST...], "held": [DIGEST...]}} (share.py: the packs given follow the
-bundle on stdin, a line each).
+"share": {"bytes": N}} (share.py: the packs given, and those envsync holds, follow the
+bundle on stdin).
 
 The document is one line; a startup graph's modules follow it on a line of their own, and
 so do the distributions and the native facts, unless envsync said it holds them ("known":
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 
 def collect(
-    options: dict[str, Any], base: str | None, digest: str, given: list[bytes] | None = None
+    options: dict[str, Any], base: str | None, digest: str, given: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Every fact of a snapshot; `base` is the cache folder (None: no cache); `given`:
     the packs of facts envsync gave (share.py)."""
@@ -53,7 +53,7 @@ def collect(
     finder = ModuleFinder(paths, editable_mapping(paths))
     distributions, broken = scan_distributions(paths, options.get("watch") or [], hashes, finder)
     nccl = nccl_facts(paths, hashes)
-    share = Share(options, given or [], distributions, hashes)
+    share = Share(options, given or {}, distributions, hashes)
     facts: dict[str, Any] = {
         "schema_version": 1,
         "host": options.get("host") or "local",

@@ -7,7 +7,7 @@ RECORD's sha256]), or of one file outside every RECORD (patched, editable, untra
 store it was made for (this host side's digest and Python: `tag`).
 
 envsync gives a host the packs other hosts sent (collect/share.py), on stdin after the
-bundle, their digests in the options ("share": {"give": [...], "held": [...]}). A walk
+bundle, with their digests and the digests envsync holds (read_payload). A walk
 takes a pack's entries (store.Store.seeds) only when its text matches its digest, it was
 made for this store's tag, and its entries match this host's files: a distribution's pack
 only where this host has that distribution with a RECORD of that sha256 and every entry's
@@ -44,13 +44,29 @@ if TYPE_CHECKING:
 FIELDS = ("defines", "all", "dynamic", "stars", "imports")  # what a walk reads of facts
 
 
-def read_payload(options: dict[str, Any]) -> list[bytes]:
-    """The packs envsync gave on stdin after the bundle, one line each (none: not read)."""
+def read_payload(options: dict[str, Any]) -> dict[str, Any]:
+    """What envsync gave on stdin after the bundle ("share": {"bytes": N} says how much,
+    read exactly: a runner may leave stdin open): a line of JSON, {"give": [DIGEST...],
+    "sizes": [...], "held": [DIGEST...]}, then each pack's text and a newline."""
     share = options.get("share")
-    if not isinstance(share, dict) or not share.get("give"):
-        return []
-    data = sys.stdin.buffer.read()
-    return data.split(b"\n")[: len(share["give"])]
+    size = share.get("bytes") if isinstance(share, dict) else None
+    if not isinstance(size, int) or size <= 0:
+        return {}
+    data = sys.stdin.buffer.read(size)
+    head, _, data = data.partition(b"\n")
+    try:
+        told = json.loads(head.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    if not isinstance(told, dict):
+        return {}
+    texts = []
+    for n in told.get("sizes") or []:
+        n = n if isinstance(n, int) and n > 0 else 0
+        texts.append(data[: max(0, n - 1)])
+        data = data[n:]
+    told["texts"] = texts
+    return told
 
 
 class Share:
@@ -60,16 +76,14 @@ class Share:
     def __init__(
         self,
         options: dict[str, Any],
-        given: list[bytes],
+        given: dict[str, Any],
         distributions: list[dict[str, Any]],
         hashes: HashCache | None = None,
     ) -> None:
-        share = options.get("share")
-        self.enabled = isinstance(share, dict)
-        share = share if isinstance(share, dict) else {}
-        self.give = [str(d) for d in share.get("give") or []]
-        self.held = {str(d) for d in share.get("held") or []}
-        self.given = given
+        self.enabled = isinstance(options.get("share"), dict)
+        self.give = [str(d) for d in given.get("give") or []]
+        self.held = {str(d) for d in given.get("held") or []}
+        self.given: list[bytes] = list(given.get("texts") or [])
         self.distributions = distributions
         self.hashes = hashes
         self.refused: list[str] = []
