@@ -22,6 +22,11 @@ checks every copy against its digest before giving it (a damaged copy is removed
     received/packs-host-KEY.json       {"held": [...], "index": [...]}: one host's packs
     received/packs-command-KEY.json    {"index": [...]}: the packs of a command's graphs
 
+A record carries an HMAC made with this machine's key of kept verdicts (verdicts.py): a
+record planted in the cache folder, or restored from another machine's, names no pack
+that is given. A pack is trusted as the host that sent it is: its facts are checked
+against the receiving host's files (their content digests), not parsed again.
+
 `first_wave`: of several hosts of one command, none of them known, one is collected first
 and the rest are then given its packs (a fleet of one image parses each file once).
 """
@@ -29,6 +34,8 @@ and the rest are then given its packs (a fleet of one image parses each file onc
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import threading
 from collections.abc import Sequence
@@ -40,6 +47,7 @@ from envsync.bundle import bundle
 from envsync.collect import wire
 from envsync.hostside.shared import text_digest
 from envsync.inventory import HostSpec
+from envsync.verdicts import secret
 
 INDEX_SIZE = 8192  # packs a command's record lists (the newest)
 _LOCK = threading.Lock()
@@ -83,12 +91,33 @@ def command_key(roots: Sequence[str], internal: Sequence[str], main: str | None)
     return _key("command", list(roots), list(internal), main)
 
 
+def _mac(key: bytes, body: dict[str, Any]) -> str:
+    text = json.dumps(body, sort_keys=True).encode()
+    return hmac.new(key, b"envsync-packs\n" + text, hashlib.sha256).hexdigest()
+
+
 def _read(path: Path) -> dict[str, Any] | None:
+    """A record, if this machine's envsync wrote it (its HMAC, with the key of kept
+    verdicts): a record planted in the cache folder, or restored from another machine's,
+    is not read, so that no pack it names is given to a host."""
+    key = secret()
     try:
         data = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    if key is None or not isinstance(data, dict) or not isinstance(data.get("mac"), str):
+        return None
+    body = data.get("body")
+    if not isinstance(body, dict) or not hmac.compare_digest(data["mac"], _mac(key, body)):
+        return None
+    return body
+
+
+def _write(path: Path, body: dict[str, Any]) -> None:
+    key = secret()
+    if key is None:
+        return
+    wire.write(path, json.dumps({"body": body, "mac": _mac(key, body)}).encode())
 
 
 def _digests(record: dict[str, Any] | None, field: str) -> list[str]:
@@ -170,11 +199,11 @@ def receive(host: str, offered: Offer, told: Any, lines: list[bytes]) -> None:
             mine = where / f"packs-host-{offered.host}.json"
             held = _digests(_read(mine), "held") + list(offered.give) + index
             held = list(dict.fromkeys(held))[-INDEX_SIZE:]
-            wire.write(mine, json.dumps({"held": held, "index": index}).encode())
+            _write(mine, {"held": held, "index": index})
             ours = where / f"packs-command-{offered.command}.json"
             old = [d for d in _digests(_read(ours), "index") if d not in set(index)]
             union = (old + index)[-INDEX_SIZE:]
-            wire.write(ours, json.dumps({"index": union}).encode())
+            _write(ours, {"index": union})
         wire.bound(where, keep=kept)
     except OSError:
         return

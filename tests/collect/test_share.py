@@ -138,9 +138,11 @@ def _rewrite(path: Path, pack: dict[str, object]) -> None:
     new = path.with_name(f"pack-{text_digest(text)}.json")
     new.write_bytes(text)
     command = next(wire.folder().glob("packs-command-*.json"))
-    index = json.loads(command.read_bytes())["index"]
+    record = share._read(command)
+    assert record is not None
     old = path.name[len("pack-") : -len(".json")]
-    command.write_text(json.dumps({"index": [text_digest(text) if d == old else d for d in index]}))
+    index = [text_digest(text) if d == old else d for d in record["index"]]
+    share._write(command, {"index": index})  # as envsync keeps what a host sent
 
 
 @pytest.mark.parametrize("tamper", ["text", "entry"])
@@ -179,6 +181,21 @@ def test_a_tampered_pack_is_refused_and_the_verdict_is_unchanged(
     else:  # envsync found its own copy damaged: removed, never given
         assert not path.exists()
     assert _parsed(first) > 20
+
+
+def test_a_record_envsync_did_not_write_gives_nothing(
+    tmp_path: Path, venvs: tuple[Path, Path]
+) -> None:
+    """A record planted in the cache folder (or restored from another machine's) carries
+    no HMAC of this machine's key: no pack it names is given."""
+    ref, tgt = venvs
+    _collect(_host("ref", ref, tmp_path / "ref-cache"))
+    command = next(wire.folder().glob("packs-command-*.json"))
+    body = share._read(command)
+    assert body is not None and body["index"]
+    command.write_text(json.dumps({"body": body, "mac": "0" * 64}))
+    target = _collect(_host("tgt", tgt, tmp_path / "tgt-cache"))
+    assert _parsed(target) > 20
 
 
 def test_no_cache_shares_nothing(tmp_path: Path, venvs: tuple[Path, Path]) -> None:
