@@ -26,6 +26,8 @@ ago goes first (`envsync cache info|prune|clear`).
         distributions-DIGEST.json       the distributions (and native-DIGEST.json: the
                                         native facts) as a host sent them
         known-REQUEST                   the digests the last answer to a request had
+        pack-DIGEST.json, packs-*.json  packs of parsed facts, given to other hosts, and
+                                        their records (share.py)
         verdict-KEY.json                a report (envsync/verdicts.py)
 """
 

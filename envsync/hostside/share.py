@@ -69,6 +69,10 @@ def read_payload(options: dict[str, Any]) -> dict[str, Any]:
     return told
 
 
+class Skip(str):
+    """Why a pack is not for this host (not a refusal)."""
+
+
 class Share:
     """What this run shares: the packs given (checked when a walk needs them), the
     distributions they are checked against, and the packs made after the walk."""
@@ -105,16 +109,20 @@ class Share:
         for n, digest in enumerate(self.give):
             text = self.given[n] if n < len(self.given) else b""
             why = self.check(text, digest, tag)
+            if isinstance(why, Skip):
+                continue  # not for this host: another Python, another version
             if isinstance(why, str):
                 self.refused.append(f"pack {digest[:12]}: {why}")
                 continue
             self.taken += 1
             for key, facts in why.items():
                 store.seeds.setdefault(key, facts)
+                store.missing.discard(key)
         self.given = []
 
     def check(self, text: bytes, digest: str, tag: str) -> dict[str, Any] | str:
-        """A given pack's entries, or why it is refused."""
+        """A given pack's entries, or why it is refused (a Skip: why it is not for this
+        host, which is no fault of the pack)."""
         if text_digest(text) != digest:
             return "its text does not match its digest"
         try:
@@ -124,7 +132,7 @@ class Share:
         if not isinstance(pack, dict) or not isinstance(pack.get("entries"), dict):
             return "not a pack"
         if pack.get("tag") != tag:
-            return "made for another host side or Python"
+            return Skip("made for another host side or Python")
         identity = pack.get("id")
         entries: dict[str, Any] = pack["entries"]
         for key, facts in entries.items():
@@ -140,10 +148,10 @@ class Share:
         _, name, version, record_sha = identity
         dist = self._dists.get((str(name), str(version)))
         if dist is None:
-            return f"{name} {version} is not installed here"
+            return Skip(f"{name} {version} is not installed here")
         rows = self.record(dist, str(record_sha))
         if rows is None:
-            return f"{name} {version} has another RECORD here"
+            return Skip(f"{name} {version} has another RECORD here")
         for key in entries:
             parts = key.split(":")
             if len(parts) < 3 or rows.get(module_path(parts[1], parts[2] == "1")) != parts[0]:
