@@ -20,7 +20,7 @@ from envsync.model import Snapshot
 from envsync.runner import Runners
 from envsync.runner.local import LocalRunner
 from envsync.session import Session
-from tests.helpers import OLD_NS, fetch, make_venv, pip_install, site_packages
+from tests.helpers import OLD_NS, fetch, make_venv, pip_install, run_cli, site_packages
 
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
 pytestmark = pytest.mark.slow
@@ -205,3 +205,31 @@ def test_no_cache_shares_nothing(tmp_path: Path, venvs: tuple[Path, Path]) -> No
     assert share.offer(spec, none.cache_dir, none.roots, none.internal, none.main) is None
     _collect(spec, none)
     assert _packs() == []
+
+
+def test_packs_are_shown_by_cache_info_and_pruned_under_its_cap(
+    tmp_path: Path,
+    venvs: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ref, tgt = venvs
+    _collect(_host("ref", ref, tmp_path / "ref-cache"))
+    code, out, _ = run_cli(capsys, "cache", "info", "--format", "json")
+    assert code == 0
+    received = next(c for c in json.loads(out)["caches"] if c["name"] == "received")
+    kinds = {k["kind"]: k for k in received["kinds"]}
+    assert kinds["pack"]["entries"] == len(_packs()) > 1 and "packs" in kinds
+    # under a cap smaller than the packs, the least recently used go; what is gone is
+    # parsed again, with the same facts
+    monkeypatch.setenv("ENVSYNC_CACHE_MB", "0.01")
+    code, _, _ = run_cli(capsys, "cache", "prune")
+    assert code == 0
+    assert sum(p.stat().st_size for p in wire.folder().rglob("*") if p.is_file()) <= 10486
+    target = _collect(_host("tgt", tgt, tmp_path / "tgt-cache"))
+    assert _parsed(target) > 20
+    alone = _collect(
+        _host("tgt", tgt, tmp_path / "none"),
+        ProbeOptions(roots=OPTIONS.roots, internal=OPTIONS.internal, cache_dir=""),
+    )
+    assert _verdict(target) == _verdict(alone)
