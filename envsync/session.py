@@ -130,7 +130,8 @@ class Session:
             )
             shared = share.note(snap.host)
             if shared:
-                self.note(f"{source.label}: {shared}")
+                parsed = snap.startup.parsed if snap.startup else 0
+                self.note(f"{source.label}: {shared}, {parsed} files parsed there")
         elif isinstance(source, StateSource):
             self.note(f"{name}: the state of {source.spec.name} collected {snap.collected_at}")
         return snap

@@ -64,10 +64,13 @@ class Offer:
     give: tuple[str, ...] = ()
     texts: tuple[bytes, ...] = ()
     held: tuple[str, ...] = ()
+    # envsync holds no record of the host: its graph is walked even where its own cache
+    # holds it whole (cheap with its facts at hand), so that it sends its packs
+    walk: bool = False
 
-    def options(self) -> dict[str, int]:
+    def options(self) -> dict[str, Any]:
         """The probe's "share" option: how much follows the bundle on its stdin."""
-        return {"bytes": len(self.payload())}
+        return {"bytes": len(self.payload()), "walk": self.walk}
 
     def payload(self) -> bytes:
         """What follows the bundle on the probe's stdin: a line of JSON (the digests given,
@@ -168,6 +171,7 @@ def offer(
         give=tuple(give),
         texts=tuple(texts),
         held=tuple(sorted(held | set(give))),
+        walk=record is None and secret() is not None,
     )
 
 

@@ -189,7 +189,7 @@ def cached_startup_graph(
     path = pattern % graph_key(options, finder)
     chunks = cache_path(base, "chunks", digest) or ""
     valid = still_valid(path, chunks)
-    if valid is not None:
+    if valid is not None and not (share is not None and share.walk):
         return valid
     graph = startup_graph(options, finder, base, digest, hashes, share)
     if graph is None:

@@ -84,7 +84,10 @@ class Share:
         distributions: list[dict[str, Any]],
         hashes: HashCache | None = None,
     ) -> None:
-        self.enabled = isinstance(options.get("share"), dict)
+        share = options.get("share")
+        self.enabled = isinstance(share, dict)
+        # envsync knows nothing this host holds: walk even a graph cached whole
+        self.walk = isinstance(share, dict) and share.get("walk") is True
         self.give = [str(d) for d in given.get("give") or []]
         self.held = {str(d) for d in given.get("held") or []}
         self.given: list[bytes] = list(given.get("texts") or [])

@@ -233,3 +233,19 @@ def test_packs_are_shown_by_cache_info_and_pruned_under_its_cap(
         ProbeOptions(roots=OPTIONS.roots, internal=OPTIONS.internal, cache_dir=""),
     )
     assert _verdict(target) == _verdict(alone)
+
+
+def test_a_warm_host_envsync_has_no_record_of_sends_its_packs(
+    tmp_path: Path, venvs: tuple[Path, Path]
+) -> None:
+    """envsync's cache cleared, the reference's own still warm: its next collection walks
+    its graph from its facts (nothing parsed) to send them, and a new target is given them."""
+    import shutil
+
+    ref, tgt = venvs
+    reference = _host("ref", ref, tmp_path / "ref-cache")
+    _collect(reference)
+    shutil.rmtree(wire.folder())
+    again = _collect(reference)
+    assert _parsed(again) == 0 and _packs()
+    assert _parsed(_collect(_host("tgt", tgt, tmp_path / "tgt-cache"))) == 1
