@@ -98,7 +98,8 @@ class AnsibleEngine:
 
     def _round(self, batch: Sequence[Request]) -> Iterator[tuple[int, Snapshot | CollectError]]:
         pending = {spec.name: (i, spec, options) for i, spec, options in batch}
-        offers = {spec.name: offer(spec, options) for _, spec, options in batch}
+        # one round: no asking again (a store made anew is given every pack at once)
+        offers = {spec.name: offer(spec, options, check=False) for _, spec, options in batch}
         with tempfile.TemporaryDirectory(prefix="envsync-ansible-") as folder:
             argv = self._write(Path(folder), batch, offers)
             env = ansible_env(

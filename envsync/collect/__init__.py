@@ -119,6 +119,12 @@ def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None)
         result = runner.run(argv, input=stdin, timeout=options.timeout)
         try:
             return read_result(host, result, options, offered)
+        except share.Again:  # its facts store was made anew: every pack given
+            offered = offer(host, options, fresh=True)
+            stdin = probe_source() + (offered.payload() if offered else b"")
+            argv = probe_argv(host, options, known=held, offered=offered)
+            result = runner.run(argv, input=stdin, timeout=options.timeout)
+            return read_result(host, result, options, offered)
         except wire.Stale:
             assert request is not None
             wire.forget(request)
@@ -132,9 +138,21 @@ def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None)
         ) from e
 
 
-def offer(host: HostSpec, options: ProbeOptions) -> share.Offer | None:
-    """The packs of facts to give `host`'s probe (share.py; None: no cache, no graph)."""
-    return share.offer(host, options.cache_dir, options.roots, options.internal, options.main)
+def offer(
+    host: HostSpec, options: ProbeOptions, *, check: bool = True, fresh: bool = False
+) -> share.Offer | None:
+    """The packs of facts to give `host`'s probe (share.py; None: no cache, no graph);
+    `check`: the probe may answer share.Again (its facts store was made anew); `fresh`:
+    asked again, every pack given."""
+    return share.offer(
+        host,
+        options.cache_dir,
+        options.roots,
+        options.internal,
+        options.main,
+        check=check,
+        fresh=fresh,
+    )
 
 
 def first_wave(requests: Sequence[tuple[HostSpec, ProbeOptions] | None]) -> int | None:
@@ -218,6 +236,8 @@ def parse_probe_output(
             f"{host}: probe output is not JSON ({e.__class__.__name__}: {e}); it began {head!r}",
             tip="is the host's `python` a Python 3.8+ interpreter?",
         ) from e
+    if isinstance(data, dict) and "share_again" in data:
+        raise share.Again(f"{host}: its facts store was made anew")
     lines = rest.split(b"\n")
     digests: dict[str, str] = {}
     texts: dict[str, bytes] = {}

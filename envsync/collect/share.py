@@ -64,6 +64,9 @@ class Offer:
     give: tuple[str, ...] = ()
     texts: tuple[bytes, ...] = ()
     held: tuple[str, ...] = ()
+    # the id of the host's facts store as it last said (None: not checked): a store made
+    # anew since answers "again" (Again), and is given every pack
+    store: str | None = None
     # envsync holds no record of the host: its graph is walked even where its own cache
     # holds it whole (cheap with its facts at hand), so that it sends its packs
     walk: bool = False
@@ -76,7 +79,12 @@ class Offer:
         """What follows the bundle on the probe's stdin: a line of JSON (the digests given,
         their sizes, those held), then each text on a line."""
         sizes = [len(text) + 1 for text in self.texts]
-        head = {"give": list(self.give), "sizes": sizes, "held": list(self.held)}
+        head = {
+            "give": list(self.give),
+            "sizes": sizes,
+            "held": list(self.held),
+            "store": self.store,
+        }
         return b"".join([json.dumps(head).encode() + b"\n", *(t + b"\n" for t in self.texts)])
 
 
@@ -134,20 +142,33 @@ def _pack(where: Path, digest: str) -> Path:
     return where / f"pack-{digest}.json"
 
 
+class Again(Exception):
+    """The host's facts store is not the one envsync's record is of (made anew): what the
+    record says it holds is not there. Asked again with every pack."""
+
+
 def offer(
     host: HostSpec,
     cache_dir: str | None,
     roots: Sequence[str],
     internal: Sequence[str],
     main: str | None,
+    *,
+    check: bool = True,
+    fresh: bool = False,
 ) -> Offer | None:
-    """What to give `host`'s probe (None: no cache, or no graph: nothing is shared)."""
+    """What to give `host`'s probe (None: no cache, or no graph: nothing is shared).
+    `check`: the probe checks that its store is the one the record is of (the caller asks
+    again on Again); `fresh`: asked again, the record set aside, every pack given."""
     if cache_dir == "" or not roots:
         return None
     mine, ours = host_key(host, cache_dir), command_key(roots, internal, main)
     where = wire.folder()
     record = _read(where / f"packs-host-{mine}.json")
     command = _read(where / f"packs-command-{ours}.json")
+    store = (record or {}).get("store") if check and not fresh else None
+    if fresh:
+        record = None  # what it held is not there
     held = {d for d in _digests(record, "held") if _pack(where, d).is_file()}
     give: list[str] = []
     texts: list[bytes] = []
@@ -171,6 +192,7 @@ def offer(
         give=tuple(give),
         texts=tuple(texts),
         held=tuple(sorted(held | set(give))),
+        store=store if isinstance(store, str) else None,
         walk=record is None and secret() is not None,
     )
 
@@ -201,9 +223,14 @@ def receive(host: str, offered: Offer, told: Any, lines: list[bytes]) -> None:
             index.append(digest)
         with _LOCK:
             mine = where / f"packs-host-{offered.host}.json"
-            held = _digests(_read(mine), "held") + list(offered.give) + index
+            before = _read(mine) or {}
+            store = told.get("store") if isinstance(told.get("store"), str) else None
+            if store is not None and store != before.get("store"):
+                before = {}  # another store: it holds what it was given and sent now
+            held = _digests(before, "held") + list(offered.give) + index
             held = list(dict.fromkeys(held))[-INDEX_SIZE:]
-            _write(mine, {"held": held, "index": index})
+            record = {"held": held, "index": index, "store": store or before.get("store")}
+            _write(mine, record)
             ours = where / f"packs-command-{offered.command}.json"
             old = [d for d in _digests(_read(ours), "index") if d not in set(index)]
             union = (old + index)[-INDEX_SIZE:]

@@ -11,7 +11,8 @@ The document is one line; a startup graph's modules follow it on a line of their
 so do the distributions and the native facts, unless envsync said it holds them ("known":
 their digests): then the first line gives the digest alone (graphcache.py, dumps_facts).
 After them, a line each, the packs of facts envsync does not hold (share.py), which the
-first line's "packs" lists.
+first line's "packs" lists. Where envsync named another facts store than this host's (it
+was made anew), the answer is one line, {"share_again": ID}: envsync asks again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .machine import env_facts, gpu_facts, installer_facts, system_facts, torch_
 from .model import served_model
 from .nativescan import native_facts
 from .nccl import nccl_facts
-from .share import Share, read_payload
+from .share import Share, read_payload, stale
 from .shared import normalize, text_digest
 from .state import service_state
 from .store import bound
@@ -136,7 +137,12 @@ def dumps_facts(facts: dict[str, Any], known: dict[str, Any] | None = None) -> b
 def main(args: list[str], digest: str, cache: str | None) -> int:
     options = json.loads(args[0]) if args else {}
     known = options.get("known")
-    facts = collect(options, cache, digest, read_payload(options))
+    given = read_payload(options)
+    again = stale(options, given, cache_path(cache, "imports", digest))
+    if again is not None:  # envsync's word on what this store holds is stale: asked again
+        sys.stdout.write(json.dumps({"share_again": again}) + "\n")
+        return 0
+    facts = collect(options, cache, digest, given)
     out = dumps_facts(facts, known if isinstance(known, dict) else None)
     sys.stdout.flush()
     sys.stdout.buffer.write(out)

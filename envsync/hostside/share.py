@@ -31,6 +31,7 @@ import sys
 
 from .files import file_sha256, keep_digest, known_digest
 from .shared import text_digest
+from .store import touch, write_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,6 +70,35 @@ def read_payload(options: dict[str, Any]) -> dict[str, Any]:
     return told
 
 
+def store_id(folder: str | None) -> str | None:
+    """The id of the facts store in `folder`, made with it: a store made anew (removed,
+    pruned whole, a new disk) has another, so envsync knows it holds none of what it was
+    given (None: no store)."""
+    if not folder:
+        return None
+    path = os.path.join(folder, "id")
+    try:
+        with open(path, "rb") as f:
+            found = f.read(64).decode("ascii", "replace").strip()
+        if len(found) == 32:
+            touch(path)
+            return found
+    except OSError:
+        pass
+    made = base64.b16encode(os.urandom(16)).decode().lower()
+    return made if write_file(path, made.encode()) else None
+
+
+def stale(options: dict[str, Any], given: dict[str, Any], folder: str | None) -> str | None:
+    """This store's id, where envsync named another (what it says this host holds is not
+    here: it asks again, giving every pack); None: go on."""
+    expected = given.get("store")
+    if not isinstance(options.get("share"), dict) or not isinstance(expected, str):
+        return None
+    here = store_id(folder)
+    return here if here is not None and here != expected else None
+
+
 class Skip(str):
     """Why a pack is not for this host (not a refusal)."""
 
@@ -94,6 +124,7 @@ class Share:
         self.distributions = distributions
         self.hashes = hashes
         self.refused: list[str] = []
+        self.store: str | None = None  # the facts store's id (store_id)
         self.taken = 0  # packs taken into the store's seeds
         self.packs: list[Pack] = []
         self.made = False  # a walk ran and made the graph's packs
@@ -108,6 +139,7 @@ class Share:
         """Take the given packs' entries into `store`'s seeds (before a walk)."""
         if not store.folder:
             return
+        self.store = store_id(store.folder)
         tag = os.path.basename(store.folder)
         for n, digest in enumerate(self.give):
             text = self.given[n] if n < len(self.given) else b""
@@ -203,6 +235,7 @@ class Share:
         if not self.enabled or not store.folder:
             return
         self.made = True
+        self.store = store_id(store.folder)
         tag = os.path.basename(store.folder)
         owners: dict[str, list[dict[str, Any]]] = {}
         for dist in self.distributions:
@@ -263,6 +296,7 @@ class Share:
         if not self.enabled or not (self.made or self.give or self.refused):
             return None
         return {
+            "store": self.store,
             "index": [
                 [identity, digest, text is not None and digest not in self.held]
                 for identity, text, digest in self.packs

@@ -23,6 +23,7 @@ from envsync.session import Session
 from tests.helpers import OLD_NS, fetch, make_venv, pip_install, run_cli, site_packages
 
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
+NONE = ProbeOptions(roots=OPTIONS.roots, internal=OPTIONS.internal, cache_dir="")
 pytestmark = pytest.mark.slow
 
 
@@ -249,3 +250,20 @@ def test_a_warm_host_envsync_has_no_record_of_sends_its_packs(
     again = _collect(reference)
     assert _parsed(again) == 0 and _packs()
     assert _parsed(_collect(_host("tgt", tgt, tmp_path / "tgt-cache"))) == 1
+
+
+def test_a_host_whose_cache_was_removed_is_given_the_packs_again(
+    tmp_path: Path, venvs: tuple[Path, Path]
+) -> None:
+    """envsync's record says what the target holds; its cache folder removed (a new disk,
+    a cleared home), its facts store is another: it says so and is given every pack."""
+    import shutil
+
+    ref, tgt = venvs
+    _collect(_host("ref", ref, tmp_path / "ref-cache"))
+    target = _host("tgt", tgt, tmp_path / "tgt-cache")
+    assert _parsed(_collect(target)) == 1
+    shutil.rmtree(tmp_path / "tgt-cache")
+    again = _collect(target)
+    assert _parsed(again) == 0  # its own patched file's facts too: it sent them before
+    assert _verdict(again) == _verdict(_collect(_host("tgt", tgt, tmp_path / "x"), NONE))
