@@ -160,8 +160,8 @@ def offer(
     """What to give `host`'s probe (None: no cache, or no graph: nothing is shared).
     `check`: the probe checks that its store is the one the record is of (the caller asks
     again on Again); `fresh`: asked again, the record set aside, every pack given."""
-    if cache_dir == "" or not roots:
-        return None
+    if cache_dir == "" or not roots or secret() is None:
+        return None  # no records can be kept (no key for their HMAC): nothing shared
     mine, ours = host_key(host, cache_dir), command_key(roots, internal, main)
     where = wire.folder()
     record = _read(where / f"packs-host-{mine}.json")
@@ -193,7 +193,7 @@ def offer(
         texts=tuple(texts),
         held=tuple(sorted(held | set(give))),
         store=store if isinstance(store, str) else None,
-        walk=record is None and secret() is not None,
+        walk=record is None,
     )
 
 
@@ -268,5 +268,9 @@ def known_host(host: HostSpec, cache_dir: str | None) -> bool:
 
 
 def known_command(roots: Sequence[str], internal: Sequence[str], main: str | None) -> bool:
+    """Whether envsync holds packs of this command (True where it keeps no records: then
+    no host is collected before the others, as nothing would be given them)."""
+    if secret() is None:
+        return True
     path = wire.folder() / f"packs-command-{command_key(roots, internal, main)}.json"
     return bool(_digests(_read(path), "index"))
