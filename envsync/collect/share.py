@@ -244,8 +244,8 @@ def receive(host: str, offered: Offer, told: Any, lines: list[bytes]) -> None:
 def _note(host: str, told: dict[str, Any], lost: int) -> None:
     refused = [str(r) for r in told.get("refused") or []]
     bits = []
-    if told.get("taken"):
-        bits.append(f"{told['taken']} packs of facts taken from other hosts")
+    if told.get("seeded"):  # the packs' facts a walk used (those of its files)
+        bits.append(f"{told['seeded']} files' facts from other hosts")
     if refused:
         bits.append(f"{len(refused)} refused ({'; '.join(refused[:3])})")
     if lost:

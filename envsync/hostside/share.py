@@ -125,10 +125,12 @@ class Share:
         self.hashes = hashes
         self.refused: list[str] = []
         self.store: str | None = None  # the facts store's id (store_id)
+        self.seeded_by: Store | None = None  # the store seeded (its count of seeds used)
         self.taken = 0  # packs taken into the store's seeds
         self.packs: list[Pack] = []
         self.made = False  # a walk ran and made the graph's packs
         self._records: dict[str, dict[str, str] | None] = {}
+        self._record_shas: dict[str, str | None] = {}
         self._dists: dict[tuple[str, str], dict[str, Any]] = {
             (str(d.get("name")), str(d.get("version"))): d for d in distributions
         }
@@ -140,6 +142,7 @@ class Share:
         if not store.folder:
             return
         self.store = store_id(store.folder)
+        self.seeded_by = store
         tag = os.path.basename(store.folder)
         for n, digest in enumerate(self.give):
             text = self.given[n] if n < len(self.given) else b""
@@ -196,10 +199,15 @@ class Share:
     # -- RECORD: a distribution's files and their digests
 
     def record_sha(self, dist: dict[str, Any]) -> str | None:
-        """The sha256 of a distribution's RECORD file (None: it has none)."""
+        """The sha256 of a distribution's RECORD file (None: it has none), once a run."""
         if not dist.get("location") or not dist.get("metadata_dir"):
             return None
         path = os.path.join(dist["location"], dist["metadata_dir"], "RECORD")
+        if path not in self._record_shas:
+            self._record_shas[path] = self._hash_record(path)
+        return self._record_shas[path]
+
+    def _hash_record(self, path: str) -> str | None:
         try:
             st = os.lstat(path)
             known = known_digest(path, st, self.hashes)
@@ -302,6 +310,7 @@ class Share:
                 for identity, text, digest in self.packs
             ],
             "taken": self.taken,
+            "seeded": self.seeded_by.seeded if self.seeded_by is not None else 0,
             "refused": self.refused,
         }
 
