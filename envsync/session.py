@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import IO, Literal, Protocol, get_args
@@ -25,6 +25,7 @@ from envsync.snapshot import HostSource, SnapshotDocument, Source, StateSource, 
 from envsync.states import StateStore, pick
 
 JOBS = 8  # hosts collected at once by default
+FIRST_WAVE_S = 60.0  # how long the others wait for the first host of a new command
 # What collects the hosts: envsync's own runners, or Ansible (envsync/ansible/engine.py).
 EngineName = Literal["envsync", "ansible"]
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
@@ -156,34 +157,39 @@ class Session:
             return
         shown = self.progress(len(requests)) if self.progress else contextlib.nullcontext(None)
         with shown as advance, ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
-            for wave in self._waves(requests, sources):
-                jobs = {pool.submit(self.collect_one, *requests[i]): i for i in wave}
-                try:
-                    for job in as_completed(jobs):
-                        i = jobs.pop(job)  # as_completed lets go of it too: its snapshot too
-                        try:
-                            result: Snapshot | CollectError = job.result()
-                        except CollectError as e:
-                            result = e
-                        del job
-                        if advance is not None:
-                            advance()
-                        yield i, result
-                        del result
-                finally:  # a caller that stops early (an error): hosts not started are not
-                    for job in jobs:  # collected
-                        job.cancel()
+            jobs: dict[Future[Snapshot], int] = {}
+            lead = self._lead(requests, sources)
+            if lead is not None:  # its facts are given to the rest (collect.first_wave)
+                jobs[pool.submit(self.collect_one, *requests[lead])] = lead
+                wait(jobs, timeout=FIRST_WAVE_S)  # a host that hangs holds no one long
+            for i, (name, options) in enumerate(requests):
+                if i != lead:
+                    jobs[pool.submit(self.collect_one, name, options)] = i
+            try:
+                for job in as_completed(jobs):
+                    i = jobs.pop(job)  # as_completed lets go of it too: its snapshot goes with it
+                    try:
+                        result: Snapshot | CollectError = job.result()
+                    except CollectError as e:
+                        result = e
+                    del job
+                    if advance is not None:
+                        advance()
+                    yield i, result
+                    del result
+            finally:  # a caller that stops early (an error): hosts not started are not collected
+                for job in jobs:
+                    job.cancel()
 
-    def _waves(self, requests: Sequence[Request], sources: Sequence[Source]) -> list[list[int]]:
-        """The order hosts are collected in: one host first where none of its command is
-        known yet, so that the rest are given its facts (collect.first_wave), then all."""
-        asked = [
-            (s.spec, requests[i][1] or self.probe) if isinstance(s, HostSource) else None
-            for i, s in enumerate(sources)
-        ]
-        lead = first_wave(asked)
-        rest = [i for i in range(len(requests)) if i != lead]
-        return [[lead], rest] if lead is not None else [rest]
+    def _lead(self, requests: Sequence[Request], sources: Sequence[Source]) -> int | None:
+        """The host collected before the others, where envsync knows none of its command
+        yet, so that the rest are given its facts (collect.first_wave); None: all at once."""
+        return first_wave(
+            [
+                (s.spec, requests[i][1] or self.probe) if isinstance(s, HostSource) else None
+                for i, s in enumerate(sources)
+            ]
+        )
 
     def _through_engine(
         self, engine: Engine, requests: Sequence[Request], sources: Sequence[Source]
