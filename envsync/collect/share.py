@@ -47,7 +47,6 @@ from envsync.bundle import bundle
 from envsync.collect import wire
 from envsync.hostside.shared import text_digest
 from envsync.inventory import HostSpec
-from envsync.verdicts import secret
 
 INDEX_SIZE = 8192  # packs a command's record lists (the newest)
 _LOCK = threading.Lock()
@@ -100,6 +99,13 @@ def host_key(host: HostSpec, cache_dir: str | None) -> str:
 def command_key(roots: Sequence[str], internal: Sequence[str], main: str | None) -> str:
     """Which graphs' packs serve a host: those of the same startup roots."""
     return _key("command", list(roots), list(internal), main)
+
+
+def secret() -> bytes | None:
+    """The key of kept verdicts (verdicts.py imports what imports this: read when used)."""
+    from envsync.verdicts import secret as verdict_secret
+
+    return verdict_secret()
 
 
 def _mac(key: bytes, body: dict[str, Any]) -> str:
