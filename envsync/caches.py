@@ -2,8 +2,9 @@
 
 Two folders, both under $XDG_CACHE_HOME/envsync (default ~/.cache/envsync):
 
-- `received/`: what hosts sent (graphs in chunks, distributions, native facts) and the kept
-  verdicts (collect/wire.py), capped by ENVSYNC_CACHE_MB (default 1024);
+- `received/`: what hosts sent (graphs in chunks, distributions, native facts, the packs
+  of parsed facts that envsync gives other hosts) and the kept verdicts (collect/wire.py,
+  collect/share.py), capped by ENVSYNC_CACHE_MB (default 1024);
 - the rest: this machine's own host-side caches, as every host keeps them (parsed facts
   by content, startup graphs, file hashes, native verdicts, the host side's copies),
   capped by ENVSYNC_HOST_CACHE_MB (default 512) on each host.

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import IO, Literal, Protocol, get_args
 
-from envsync.collect import ProbeOptions
+from envsync.collect import ProbeOptions, first_wave, share
 from envsync.errors import CollectError, InputError
 from envsync.inventory import HostSpec, Inventory
 from envsync.model import Snapshot
@@ -25,6 +25,7 @@ from envsync.snapshot import HostSource, SnapshotDocument, Source, StateSource, 
 from envsync.states import StateStore, pick
 
 JOBS = 8  # hosts collected at once by default
+FIRST_WAVE_S = 60.0  # how long the others wait for the first host of a new command
 # What collects the hosts: envsync's own runners, or Ansible (envsync/ansible/engine.py).
 EngineName = Literal["envsync", "ansible"]
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
@@ -128,6 +129,10 @@ class Session:
                 f"{sum(1 for d in snap.distributions if d.watched)} watched, "
                 f"collected in {snap.duration_s or 0:.2f}s",
             )
+            shared = share.note(snap.host)
+            if shared:
+                parsed = snap.startup.parsed if snap.startup else 0
+                self.note(f"{source.label}: {shared}, {parsed} files parsed there")
         elif isinstance(source, StateSource):
             self.note(f"{name}: the state of {source.spec.name} collected {snap.collected_at}")
         return snap
@@ -152,10 +157,14 @@ class Session:
             return
         shown = self.progress(len(requests)) if self.progress else contextlib.nullcontext(None)
         with shown as advance, ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
-            jobs = {
-                pool.submit(self.collect_one, name, options): i
-                for i, (name, options) in enumerate(requests)
-            }
+            jobs: dict[Future[Snapshot], int] = {}
+            lead = self._lead(requests, sources)
+            if lead is not None:  # its facts are given to the rest (collect.first_wave)
+                jobs[pool.submit(self.collect_one, *requests[lead])] = lead
+                wait(jobs, timeout=FIRST_WAVE_S)  # a host that hangs holds no one long
+            for i, (name, options) in enumerate(requests):
+                if i != lead:
+                    jobs[pool.submit(self.collect_one, name, options)] = i
             try:
                 for job in as_completed(jobs):
                     i = jobs.pop(job)  # as_completed lets go of it too: its snapshot goes with it
@@ -171,6 +180,16 @@ class Session:
             finally:  # a caller that stops early (an error): hosts not started are not collected
                 for job in jobs:
                     job.cancel()
+
+    def _lead(self, requests: Sequence[Request], sources: Sequence[Source]) -> int | None:
+        """The host collected before the others, where envsync knows none of its command
+        yet, so that the rest are given its facts (collect.first_wave); None: all at once."""
+        return first_wave(
+            [
+                (s.spec, requests[i][1] or self.probe) if isinstance(s, HostSource) else None
+                for i, s in enumerate(sources)
+            ]
+        )
 
     def _through_engine(
         self, engine: Engine, requests: Sequence[Request], sources: Sequence[Source]
@@ -188,8 +207,10 @@ class Session:
                 except CollectError as e:
                     yield i, e
         shown = self.progress(len(asked)) if self.progress else contextlib.nullcontext(None)
+        lead = first_wave([(spec, options) for _, spec, options in asked])
+        waves = [[asked[lead]], asked[:lead] + asked[lead + 1 :]] if lead is not None else [asked]
         with shown as advance:
-            for i, result in engine.collect(asked):
+            for i, result in (answer for wave in waves for answer in engine.collect(wave)):
                 if not isinstance(result, CollectError):
                     try:
                         result = self._received(requests[i][0], sources[i], result)

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from envsync.ansible.inventory import ansible_env, ansible_program, generated_inventory
-from envsync.collect import ProbeOptions, probe_argv, probe_source, read_result
+from envsync.collect import ProbeOptions, offer, probe_argv, probe_source, read_result
+from envsync.collect.share import Offer
 from envsync.errors import CollectError, EnvsyncError
 from envsync.inventory import HostSpec, Inventory
 from envsync.model import Snapshot
@@ -97,8 +98,10 @@ class AnsibleEngine:
 
     def _round(self, batch: Sequence[Request]) -> Iterator[tuple[int, Snapshot | CollectError]]:
         pending = {spec.name: (i, spec, options) for i, spec, options in batch}
+        # one round: no asking again (a store made anew is given every pack at once)
+        offers = {spec.name: offer(spec, options, check=False) for _, spec, options in batch}
         with tempfile.TemporaryDirectory(prefix="envsync-ansible-") as folder:
-            argv = self._write(Path(folder), batch)
+            argv = self._write(Path(folder), batch, offers)
             env = ansible_env(
                 {
                     "ANSIBLE_LIBRARY": str(HERE / "library"),
@@ -124,7 +127,7 @@ class AnsibleEngine:
                 except OSError as e:
                     raise CollectError(f"ansible-playbook: cannot run {argv[0]}: {e}") from e
                 try:
-                    yield from self._read(proc, pending)
+                    yield from self._read(proc, pending, offers)
                     proc.wait()
                 finally:
                     _end(proc)  # a caller that stopped early: Ansible is stopped
@@ -139,17 +142,22 @@ class AnsibleEngine:
                     ),
                 )
 
-    def _write(self, folder: Path, batch: Sequence[Request]) -> list[str]:
+    def _write(
+        self, folder: Path, batch: Sequence[Request], offers: dict[str, Offer | None]
+    ) -> list[str]:
         """The playbook, its variables and (for envsync.toml) the inventory; the command."""
         requests: dict[str, str] = {}
         ssh_args: dict[str, str] = {}
         interpreters: dict[str, str] = {}
         longest = 0.0
         for _, spec, options in batch:
-            argv = probe_argv(spec, options)
+            offered = offers.get(spec.name)
+            argv = probe_argv(spec, options, offered=offered)
             if spec.exec:
                 argv = list(exec_argv(spec.exec, argv))
-            request = {"argv": argv, "timeout": options.timeout}
+            request: dict[str, Any] = {"argv": argv, "timeout": options.timeout}
+            if offered is not None:  # after the bundle on its stdin
+                request["payload"] = base64.b64encode(offered.payload()).decode()
             requests[spec.name] = base64.b64encode(json.dumps(request).encode()).decode()
             accept = self.accept_new or spec.host_key_policy == "accept-new"
             policy = "accept-new" if accept else "yes"
@@ -189,7 +197,10 @@ class AnsibleEngine:
         ]
 
     def _read(
-        self, proc: subprocess.Popen[bytes], pending: dict[str, Request]
+        self,
+        proc: subprocess.Popen[bytes],
+        pending: dict[str, Request],
+        offers: dict[str, Offer | None],
     ) -> Iterator[tuple[int, Snapshot | CollectError]]:
         assert proc.stdout is not None
         for raw in proc.stdout:
@@ -200,7 +211,9 @@ class AnsibleEngine:
             if not isinstance(line, dict) or line.get("host") not in pending:
                 continue
             i, spec, options = pending.pop(line["host"])
-            yield i, _snapshot(spec, options, str(line.get("status")), line.get("result") or {})
+            result = line.get("result") or {}
+            offered = offers.get(spec.name)
+            yield i, _snapshot(spec, options, str(line.get("status")), result, offered)
 
 
 def unsafe_yaml(value: Any) -> str:
@@ -219,7 +232,11 @@ def unsafe_yaml(value: Any) -> str:
 
 
 def _snapshot(
-    spec: HostSpec, options: ProbeOptions, status: str, result: dict[str, Any]
+    spec: HostSpec,
+    options: ProbeOptions,
+    status: str,
+    result: dict[str, Any],
+    offered: Offer | None = None,
 ) -> Snapshot | CollectError:
     """One host's answer as its snapshot, or why there is none."""
     message = str(result.get("msg") or "").strip()
@@ -258,7 +275,7 @@ def _snapshot(
         duration_s=float(result.get("duration") or 0.0),
     )
     try:
-        return read_result(spec, command, options)
+        return read_result(spec, command, options, offered)
     except CollectError as e:
         return e
     except EnvsyncError as e:

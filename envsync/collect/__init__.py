@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, get_type_hints
 
 from envsync.bundle import host_argv, host_input
 from envsync.codec import decode, from_data
-from envsync.collect import wire
+from envsync.collect import share, wire
 from envsync.documents import NESTED, too_large
 from envsync.errors import CollectError, CommandNotFound, DecodeError
 from envsync.hostside import protocol
@@ -64,11 +64,16 @@ class ModelQuery:
 
 
 def probe_argv(
-    host: HostSpec, options: ProbeOptions, *, known: Mapping[str, str] | None = None
+    host: HostSpec,
+    options: ProbeOptions,
+    *,
+    known: Mapping[str, str] | None = None,
+    offered: share.Offer | None = None,
 ) -> list[str]:
     """The probe's command; `known`: the digests of the parts envsync holds for this
     request ("graph": the startup graph's modules; "distributions", "native"): the host
-    does not send again those that are the same."""
+    does not send again those that are the same; `offered`: the packs of facts given on
+    stdin, and those envsync holds (share.py)."""
     payload: dict[str, object] = {
         "host": host.name,
         "watch": list(host.watch),
@@ -92,6 +97,8 @@ def probe_argv(
         }
     if known:
         payload["known"] = dict(known)
+    if offered is not None:
+        payload["share"] = offered.options()
     options_json = json.dumps(payload, separators=(",", ":"))
     return host_argv(host.python, protocol.COLLECT, [options_json], cache_dir=options.cache_dir)
 
@@ -105,24 +112,68 @@ def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None)
     options = options or ProbeOptions()
     request = _request(host, options)
     held = wire.known(request) if request else {}
+    offered = offer(host, options)
+    stdin = probe_source() + (offered.payload() if offered else b"")
     try:
-        result = runner.run(
-            probe_argv(host, options, known=held), input=probe_source(), timeout=options.timeout
-        )
+        argv = probe_argv(host, options, known=held, offered=offered)
+        result = runner.run(argv, input=stdin, timeout=options.timeout)
         try:
-            return read_result(host, result, options)
+            return read_result(host, result, options, offered)
+        except share.Again:  # its facts store was made anew: every pack given
+            offered = offer(host, options, fresh=True)
+            stdin = probe_source() + (offered.payload() if offered else b"")
+            argv = probe_argv(host, options, known=held, offered=offered)
+            result = runner.run(argv, input=stdin, timeout=options.timeout)
+            return read_result(host, result, options, offered)
         except wire.Stale:
             assert request is not None
             wire.forget(request)
-            result = runner.run(
-                probe_argv(host, options), input=probe_source(), timeout=options.timeout
-            )
-            return read_result(host, result, options)
+            argv = probe_argv(host, options, offered=offered)
+            result = runner.run(argv, input=stdin, timeout=options.timeout)
+            return read_result(host, result, options, offered)
     except CommandNotFound as e:
         raise CollectError(
             f"{host.name}: python {host.python!r} not found",
             tip=f"set hosts.{host.name}.python to the service's interpreter",
         ) from e
+
+
+def offer(
+    host: HostSpec, options: ProbeOptions, *, check: bool = True, fresh: bool = False
+) -> share.Offer | None:
+    """The packs of facts to give `host`'s probe (share.py; None: no cache, no graph);
+    `check`: the probe may answer share.Again (its facts store was made anew); `fresh`:
+    asked again, every pack given."""
+    return share.offer(
+        host,
+        options.cache_dir,
+        options.roots,
+        options.internal,
+        options.main,
+        check=check,
+        fresh=fresh,
+    )
+
+
+def first_wave(requests: Sequence[tuple[HostSpec, ProbeOptions] | None]) -> int | None:
+    """Of several hosts to collect at once, the one to collect before the others (None:
+    all at once): where two or more walk the same startup graph's roots and envsync knows
+    none of them nor any pack of that command, the first one's packs are then given to
+    the rest, so that each file is parsed once in all."""
+    groups: dict[str, list[tuple[int, HostSpec, ProbeOptions]]] = {}
+    for i, asked in enumerate(requests):
+        if asked is None or asked[1].cache_dir == "" or not asked[1].roots:
+            continue
+        host, options = asked
+        key = share.command_key(options.roots, options.internal, options.main)
+        groups.setdefault(key, []).append((i, host, options))
+    for group in groups.values():
+        options = group[0][2]
+        if len(group) < 2 or share.known_command(options.roots, options.internal, options.main):
+            continue
+        if not any(share.known_host(host, o.cache_dir) for _, host, o in group):
+            return group[0][0]
+    return None
 
 
 def _request(host: HostSpec, options: ProbeOptions) -> str | None:
@@ -132,8 +183,14 @@ def _request(host: HostSpec, options: ProbeOptions) -> str | None:
     return wire.request_key([host.name, *probe_argv(host, options)])
 
 
-def read_result(host: HostSpec, result: CommandResult, options: ProbeOptions) -> Snapshot:
-    """The snapshot in the probe's result, however it ran (a runner, or an engine)."""
+def read_result(
+    host: HostSpec,
+    result: CommandResult,
+    options: ProbeOptions,
+    offered: share.Offer | None = None,
+) -> Snapshot:
+    """The snapshot in the probe's result, however it ran (a runner, or an engine);
+    `offered`: the packs it was given (what it sends back is kept)."""
     if result.returncode != 0:
         tail = result.stderr_tail()
         if result.returncode == 127 or (
@@ -144,17 +201,27 @@ def read_result(host: HostSpec, result: CommandResult, options: ProbeOptions) ->
             f"{host.name}: probe failed with exit code {result.returncode}: {tail or 'no output'}"
         )
     return parse_probe_output(
-        host.name, result.stdout, lazy_graph=options.lazy_graph, request=_request(host, options)
+        host.name,
+        result.stdout,
+        lazy_graph=options.lazy_graph,
+        request=_request(host, options),
+        offered=offered,
     )
 
 
 def parse_probe_output(
-    host: str, stdout: bytes, *, lazy_graph: bool = False, request: str | None = None
+    host: str,
+    stdout: bytes,
+    *,
+    lazy_graph: bool = False,
+    request: str | None = None,
+    offered: share.Offer | None = None,
 ) -> Snapshot:
     """The snapshot of a probe's output: its document, then the startup graph's modules,
     the distributions and the native facts on lines of their own or, those the host said
-    are unchanged, from what envsync kept (wire.Stale when it has no good copy).
-    `request`: keep what was sent under its key."""
+    are unchanged, from what envsync kept (wire.Stale when it has no good copy), then the
+    packs of facts it sent. `request`: keep what was sent under its key; `offered`: the
+    packs it was given (share.py: what it sent is kept)."""
     why = too_large(len(stdout), host, "the probe's output")
     if why:
         raise CollectError(why)
@@ -169,6 +236,8 @@ def parse_probe_output(
             f"{host}: probe output is not JSON ({e.__class__.__name__}: {e}); it began {head!r}",
             tip="is the host's `python` a Python 3.8+ interpreter?",
         ) from e
+    if isinstance(data, dict) and "share_again" in data:
+        raise share.Again(f"{host}: its facts store was made anew")
     lines = rest.split(b"\n")
     digests: dict[str, str] = {}
     texts: dict[str, bytes] = {}
@@ -187,6 +256,9 @@ def parse_probe_output(
         lazy, raw = True, graph["modules"]  # a graph in one document
         data["startup"] = {**graph, "modules": {}}
     parts = _parts(host, data, lines, digests, texts) if isinstance(data, dict) else {}
+    told = data.pop("packs", None) if isinstance(data, dict) else None
+    if offered is not None:
+        share.receive(host, offered, told, lines)
     try:
         snap = from_data(Snapshot, data, host)
         if parts:

@@ -26,6 +26,8 @@ ago goes first (`envsync cache info|prune|clear`).
         distributions-DIGEST.json       the distributions (and native-DIGEST.json: the
                                         native facts) as a host sent them
         known-REQUEST                   the digests the last answer to a request had
+        pack-DIGEST.json, packs-*.json  packs of parsed facts, given to other hosts, and
+                                        their records (share.py)
         verdict-KEY.json                a report (envsync/verdicts.py)
 """
 
@@ -145,7 +147,7 @@ def load(digest: str, name: str = "graph") -> bytes:
             index = json.loads(text)
             if not isinstance(index, list) or not all(isinstance(c, str) for c in index):
                 raise ValueError("not an index of chunks")
-            text = b"".join(_read_used(where / f"chunk-{c}.json") for c in index)
+            text = b"".join(read_used(where / f"chunk-{c}.json") for c in index)
     except (OSError, ValueError) as e:
         with contextlib.suppress(OSError):  # an index whose chunks went: sent and kept anew
             path.unlink()
@@ -175,7 +177,7 @@ def bound(where: Path, limit: int | None = None, keep: set[str] | None = None) -
     return prune_folder(str(where), cap() if limit is None else limit, keep)
 
 
-def _read_used(path: Path) -> bytes:
+def read_used(path: Path) -> bytes:
     """A kept file's bytes, its time refreshed as used (least recently used goes first)."""
     from envsync.hostside.store import touch
 

@@ -3,11 +3,16 @@
 It installs nothing; its only writes are its caches (caches.py). Options come as one JSON
 object in its first argument: {"host", "watch": [...], "env": [...], "deep": false,
 "roots": [...], "internal": [...], "workdir", "isolated", "main", "loader_env": {...},
-"model": {...}} (model.py), "known": {"graph": DIGEST, "distributions": DIGEST, ...}}.
+"model": {...}} (model.py), "known": {"graph": DIGEST, "distributions": DIGEST, ...},
+"share": {"bytes": N}} (share.py: the packs given, and those envsync holds, follow the
+bundle on stdin).
 
 The document is one line; a startup graph's modules follow it on a line of their own, and
 so do the distributions and the native facts, unless envsync said it holds them ("known":
 their digests): then the first line gives the digest alone (graphcache.py, dumps_facts).
+After them, a line each, the packs of facts envsync does not hold (share.py), which the
+first line's "packs" lists. Where envsync named another facts store than this host's (it
+was made anew), the answer is one line, {"share_again": ID}: envsync asks again.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from .machine import env_facts, gpu_facts, installer_facts, system_facts, torch_
 from .model import served_model
 from .nativescan import native_facts
 from .nccl import nccl_facts
+from .share import Share, read_payload, stale
 from .shared import normalize, text_digest
 from .state import service_state
 from .store import bound
@@ -35,8 +41,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str, Any]:
-    """Every fact of a snapshot; `base` is the cache folder (None: no cache)."""
+def collect(
+    options: dict[str, Any], base: str | None, digest: str, given: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Every fact of a snapshot; `base` is the cache folder (None: no cache); `given`:
+    the packs of facts envsync gave (share.py)."""
     started = time.time()
     paths = [p for p in sys.path if p]
     hashes_path = cache_path(base, "hashes", digest)
@@ -45,6 +54,7 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
     finder = ModuleFinder(paths, editable_mapping(paths))
     distributions, broken = scan_distributions(paths, options.get("watch") or [], hashes, finder)
     nccl = nccl_facts(paths, hashes)
+    share = Share(options, given or {}, distributions, hashes)
     facts: dict[str, Any] = {
         "schema_version": 1,
         "host": options.get("host") or "local",
@@ -59,7 +69,7 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
         "gpu": gpu_facts(),
         "system": system_facts(),
         "env": env_facts(options.get("env") or []),
-        "startup": cached_startup_graph(options, finder, base, digest, hashes),
+        "startup": cached_startup_graph(options, finder, base, digest, hashes, share),
         "installers": installer_facts(finder),
         "model": served_model(options.get("model"), finder),
     }
@@ -70,6 +80,8 @@ def collect(options: dict[str, Any], base: str | None, digest: str) -> dict[str,
     if hashes_path and hashes is not None and hashes != before:
         save_cache(hashes_path, hashes)
     facts["service_flags"], facts["crash"] = service_state()
+    if share.enabled:
+        facts["packs"] = share
     bound(base)  # the cache folder under its cap, when this run wrote into it
     facts["duration_s"] = round(time.time() - started, 4)
     return facts
@@ -89,6 +101,11 @@ def dumps_facts(facts: dict[str, Any], known: dict[str, Any] | None = None) -> b
     rest = dict(facts)
     lines: list[bytes] = []
     parts: dict[str, list[Any]] = {}
+    share = rest.pop("packs", None)
+    if isinstance(share, Share):
+        told = share.header()
+        if told is not None:  # the packs' texts go last, after every part
+            rest["packs"] = told
     for name in PARTS:
         value = rest.pop(name, None)
         if value is None:
@@ -101,6 +118,8 @@ def dumps_facts(facts: dict[str, Any], known: dict[str, Any] | None = None) -> b
         if sent:
             lines.append(text + b"\n")
     rest["parts"] = parts
+    if "packs" in rest and isinstance(share, Share):
+        lines.extend(share.lines())
     raw = rest.pop("startup", None)
     if not isinstance(raw, RawJSON):
         rest["startup"] = raw
@@ -118,7 +137,13 @@ def dumps_facts(facts: dict[str, Any], known: dict[str, Any] | None = None) -> b
 def main(args: list[str], digest: str, cache: str | None) -> int:
     options = json.loads(args[0]) if args else {}
     known = options.get("known")
-    out = dumps_facts(collect(options, cache, digest), known if isinstance(known, dict) else None)
+    given = read_payload(options)
+    again = stale(options, given, cache_path(cache, "imports", digest))
+    if again is not None:  # envsync's word on what this store holds is stale: asked again
+        sys.stdout.write(json.dumps({"share_again": again}) + "\n")
+        return 0
+    facts = collect(options, cache, digest, given)
+    out = dumps_facts(facts, known if isinstance(known, dict) else None)
     sys.stdout.flush()
     sys.stdout.buffer.write(out)
     sys.stdout.buffer.flush()

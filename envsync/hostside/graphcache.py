@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from typing import Any, List, Optional
 
     from .finder import ModuleFinder
+    from .share import Share
 
     Stamped = Optional[List[int]]
 
@@ -179,18 +180,19 @@ def cached_startup_graph(
     base: str | None,
     digest: str,
     hashes: dict[str, list[Any]] | None = None,
+    share: Share | None = None,
 ) -> RawJSON | None:
     """The startup graph (None: no roots), from the cache while it is still valid."""
     pattern = cache_path(base, "graph", digest)
     if not pattern or not options.get("roots"):
-        graph = startup_graph(options, finder, base, digest, hashes)
+        graph = startup_graph(options, finder, base, digest, hashes, share)
         return None if graph is None else encoded(graph)
     path = pattern % graph_key(options, finder)
     chunks = cache_path(base, "chunks", digest) or ""
     valid = still_valid(path, chunks)
-    if valid is not None:
+    if valid is not None and not (share is not None and share.walk):
         return valid
-    graph = startup_graph(options, finder, base, digest, hashes)
+    graph = startup_graph(options, finder, base, digest, hashes, share)
     if graph is None:
         return None
     extra = list(finder.paths)

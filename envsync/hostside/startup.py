@@ -30,6 +30,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List
 
+    from .share import Share
+
     HashCache = Dict[str, List[Any]]
 
 
@@ -39,10 +41,12 @@ def startup_graph(
     base: str | None,
     digest: str,
     hashes: HashCache | None = None,
+    share: Share | None = None,
 ) -> dict[str, Any] | None:
     """The graph of the roots in `options` (None: no roots), with parsed facts kept by
     content (store.py) and files' digests by their stat (`hashes`: the probe's cache of
-    file hashes, updated in place)."""
+    file hashes, updated in place); `share`: the packs other hosts' facts came in, taken
+    before the walk, and the graph's own packs made after it (share.py)."""
     roots = options.get("roots") or []
     if not roots:
         return None
@@ -50,6 +54,8 @@ def startup_graph(
     internal = tuple(options.get("internal") or [r.partition(".")[0] for r in roots])
     internal += tuple(r.partition(".")[0] for r in roots if r.partition(".")[0] not in internal)
     store = open_store(cache_path(base, "imports", digest))
+    if share is not None:
+        share.seed(store)
     if main_file:
         # A script: its folder first on sys.path, as Python puts it (not with -I or -P).
         paths = list(finder.paths)
@@ -82,6 +88,8 @@ def startup_graph(
         graph.want(root, True)
     graph.run()
     modules = graph.modules
+    if share is not None:
+        share.make(graph.keys, modules, store)
     # The standard library does not drift apart from the interpreter: keep it out.
     stdlib = {n for n, m in modules.items() if m["kind"] in ("stdlib", "builtin")}
     for name in stdlib:
@@ -149,6 +157,7 @@ class GraphBuilder:
         self.mentions = Mentions(finder, store, lambda path: self.content(path)[0])
         self.parsed = 0
         self.cached = 0
+        self.keys: dict[str, str] = {}  # module -> the store key of its facts
         self.ahead = Ahead(1)  # run() starts the workers
         self.considered: set[str] = set()  # names parse_ahead looked at
 
@@ -329,6 +338,7 @@ class GraphBuilder:
             facts: dict[str, Any] | None = self.store.get(key)
             if facts is not None:
                 self.cached += 1
+                self.keys[name] = key
                 return facts
             if data is None:
                 data = read_bytes(origin)
@@ -346,6 +356,7 @@ class GraphBuilder:
         facts = value
         self.store.put(key, facts)
         self.parsed += 1
+        self.keys[name] = key
         return facts
 
     def open_doors(

@@ -70,13 +70,17 @@ def read_entry(data: bytes, key: str) -> Any:
 
 class Store:
     """Entries by key under `folder` (None: nothing kept). `memo` holds what a run read or
-    wrote; `dropped` counts the damaged entries it removed."""
+    wrote; `dropped` counts the damaged entries it removed. `seeds`: entries other hosts
+    learned (share.py, checked there), each kept here when a lookup first uses it
+    (`seeded` counts them)."""
 
     def __init__(self, folder: str | None) -> None:
         self.folder = folder
         self.memo: dict[str, Any] = {}
         self.missing: set[str] = set()
         self.dropped = 0
+        self.seeds: dict[str, Any] = {}
+        self.seeded = 0
 
     def path(self, key: str) -> str | None:
         if not self.folder:
@@ -98,8 +102,7 @@ class Store:
                 data = f.read()
                 st = os.fstat(f.fileno())
         except OSError:
-            self.missing.add(key)
-            return None
+            return self.seeded_value(key)
         try:
             value = read_entry(data, key)
         except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
@@ -109,6 +112,16 @@ class Store:
             return None
         touch(path, st.st_mtime_ns)
         self.memo[key] = value
+        return value
+
+    def seeded_value(self, key: str) -> Any:
+        """A seed for a key this store does not hold, kept now that it is used."""
+        value = self.seeds.pop(key, None)
+        if value is None:
+            self.missing.add(key)
+            return None
+        self.seeded += 1
+        self.put(key, value)
         return value
 
     def __contains__(self, key: str) -> bool:

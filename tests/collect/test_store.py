@@ -7,6 +7,7 @@ stat), and the counts of parsed and cached modules are the graph's own.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -52,6 +53,11 @@ def _facts_folder() -> Path:
     return found[0]
 
 
+def _is_facts(entry: Path) -> bool:
+    """An entry of a module's facts (not the digest of a pack of them, share.py)."""
+    return not json.loads(entry.read_bytes().partition(b"\n")[0])[0].startswith("pack:")
+
+
 @pytest.fixture
 def rich_venv(tmp_path: Path, wheel_cache: Path) -> Path:
     return _rich_venv(tmp_path / "venv", wheel_cache)
@@ -90,7 +96,7 @@ def test_two_environments_of_the_same_wheels_parse_each_file_once(
 
 def test_a_damaged_entry_is_dropped_and_learned_again(rich_venv: Path) -> None:
     first = _graph(rich_venv, OPTIONS)
-    entries = sorted(_facts_folder().rglob("*.json"))
+    entries = [p for p in sorted(_facts_folder().rglob("*.json")) if _is_facts(p)]
     assert len(entries) >= first.parsed
     for path in entries[:5]:  # cut short, and another entry's bytes under this name
         path.write_bytes(path.read_bytes()[:-7])

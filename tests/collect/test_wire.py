@@ -65,6 +65,11 @@ def _parts(output: bytes) -> dict[str, bool]:
     return {name: sent for name, (_, sent) in head["parts"].items()}
 
 
+def _packs_sent(output: bytes) -> int:
+    head = json.loads(output.partition(b"\n")[0])
+    return sum(1 for _, _, sent in (head.get("packs") or {}).get("index", []) if sent)
+
+
 def _copies(kind: str = "modules") -> list[Path]:
     return sorted(wire.folder().glob(f"{kind}-*.json"))
 
@@ -75,8 +80,10 @@ def test_unchanged_modules_cross_the_wire_once(venv: Path) -> None:
     second = _collect(venv, runner)
     third = _collect(venv, runner)
     assert [_sent(o) for o in runner.outputs] == [True, False, False]
-    # the document, the modules, the distributions, the native facts; then the document
-    assert [o.count(b"\n") for o in runner.outputs] == [4, 1, 1]
+    # the document, the modules, the distributions, the native facts (and the packs of
+    # facts parsed, collect/share.py); then the document
+    assert [o.count(b"\n") - _packs_sent(o) for o in runner.outputs] == [4, 1, 1]
+    assert _packs_sent(runner.outputs[0]) > 0 and _packs_sent(runner.outputs[1]) == 0
     assert [_parts(o) for o in runner.outputs] == [
         {"distributions": True, "native": True},
         {"distributions": False, "native": False},

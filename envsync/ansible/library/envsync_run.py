@@ -84,6 +84,7 @@ def main() -> None:
     try:
         request = json.loads(base64.b64decode(args["request"]))
         stdin = base64.b64decode(args.get("stdin") or "")
+        stdin += base64.b64decode(request.get("payload") or "")  # after the bundle
     except (KeyError, ValueError, TypeError) as e:
         _answer({"failed": True, "msg": f"envsync_run: a malformed request: {e}"})
         return

@@ -1,0 +1,123 @@
+"""The host's checks of a pack of facts it is given: each way a pack can lie, refused."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from envsync.hostside.share import Share, Skip, module_path, record_rows
+from envsync.hostside.shared import text_digest
+from envsync.hostside.store import Store
+
+FACTS = {"defines": ["f"], "all": None, "dynamic": False, "stars": [], "imports": []}
+TAG = "facts-abc-py311"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+@pytest.fixture
+def dist(tmp_path: Path) -> dict[str, object]:
+    """A distribution `pkg` 1.0 on disk: pkg/__init__.py, pkg/mod.py and its RECORD."""
+    site = tmp_path / "site"
+    (site / "pkg").mkdir(parents=True)
+    files = {"pkg/__init__.py": b"", "pkg/mod.py": b"def f(): pass\n"}
+    rows = []
+    for rel, data in files.items():
+        (site / rel).write_bytes(data)
+        rows.append(f"{rel},sha256={_b64(data)},{len(data)}")
+    meta = site / "pkg-1.0.dist-info"
+    meta.mkdir()
+    (meta / "RECORD").write_text("\n".join([*rows, "pkg-1.0.dist-info/RECORD,,"]) + "\n")
+    return {
+        "name": "pkg",
+        "version": "1.0",
+        "location": str(site),
+        "metadata_dir": meta.name,
+        "top_level": ["pkg"],
+        "sha": {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()},
+        "record": hashlib.sha256((meta / "RECORD").read_bytes()).hexdigest(),
+    }
+
+
+def _text(identity: list[object], entries: dict[str, object], tag: str = TAG) -> bytes:
+    pack = {"v": 1, "tag": tag, "id": identity, "entries": entries}
+    return json.dumps(pack, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _share(dist: dict[str, object]) -> Share:
+    return Share({"share": {}}, {}, [dist])
+
+
+def test_record_rows_reads_the_digests_of_module_files(dist: dict[str, object]) -> None:
+    meta = Path(str(dist["location"])) / str(dist["metadata_dir"])
+    rows = record_rows((meta / "RECORD").read_text())
+    assert rows == dist["sha"]
+    assert module_path("pkg.mod", False) == "pkg/mod.py"
+    assert module_path("pkg", True) == "pkg/__init__.py"
+
+
+def test_a_pack_that_matches_the_hosts_record_is_taken(dist: dict[str, object]) -> None:
+    sha = dist["sha"]["pkg/mod.py"]  # type: ignore[index]
+    entries = {f"{sha}:pkg.mod:0": FACTS}
+    text = _text(["dist", "pkg", "1.0", dist["record"]], entries)
+    assert _share(dist).check(text, text_digest(text), TAG) == entries
+
+
+@pytest.mark.parametrize(
+    ("lie", "why"),
+    [
+        ("digest", "does not match its digest"),
+        ("entry", "does not match pkg's RECORD"),
+        ("path", "does not match pkg's RECORD"),
+        ("facts", "are not facts"),
+        ("file", "another file's content"),
+    ],
+)
+def test_a_pack_that_lies_is_refused(dist: dict[str, object], lie: str, why: str) -> None:
+    sha = str(dist["sha"]["pkg/mod.py"])  # type: ignore[index]
+    identity: list[object] = ["dist", "pkg", "1.0", dist["record"]]
+    entries: dict[str, object] = {f"{sha}:pkg.mod:0": FACTS}
+    if lie == "entry":  # facts filed under content the host's file does not have
+        entries = {f"{'0' * 64}:pkg.mod:0": FACTS}
+    elif lie == "path":  # the content of pkg/mod.py, said to be another module's
+        entries = {f"{sha}:pkg.other:0": FACTS}
+    elif lie == "facts":
+        entries = {f"{sha}:pkg.mod:0": {"defines": []}}
+    elif lie == "file":
+        identity = ["file", sha]
+        entries = {f"{'1' * 64}:pkg.mod:0": FACTS}
+    text = _text(identity, entries)
+    digest = text_digest(text)
+    if lie == "digest":
+        text = text.replace(b'"f"', b'"g"')
+    found = _share(dist).check(text, digest, TAG)
+    assert isinstance(found, str) and not isinstance(found, Skip)
+    assert why in found
+
+
+@pytest.mark.parametrize("other", ["tag", "version", "record"])
+def test_a_pack_for_another_host_is_skipped_not_refused(
+    dist: dict[str, object], other: str
+) -> None:
+    sha = dist["sha"]["pkg/mod.py"]  # type: ignore[index]
+    identity = ["dist", "pkg", "2.0" if other == "version" else "1.0", dist["record"]]
+    if other == "record":
+        identity[3] = "f" * 64
+    text = _text(identity, {f"{sha}:pkg.mod:0": FACTS}, "other" if other == "tag" else TAG)
+    assert isinstance(_share(dist).check(text, text_digest(text), TAG), Skip)
+
+
+def test_seeds_are_kept_only_when_a_walk_uses_them(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / TAG))
+    store.seeds["k"] = FACTS
+    assert store.get("other") is None
+    assert store.get("k") == FACTS and store.seeded == 1
+    assert list((tmp_path / TAG).rglob("*.json"))  # kept on disk now
+    fresh = Store(str(tmp_path / TAG))
+    assert fresh.get("k") == FACTS and fresh.seeded == 0
