@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from envsync.errors import CollectError, InputError, OutputError, StateError
+from envsync.identity import compared
 from envsync.model import Snapshot
 from envsync.session import Session
 from envsync.states import State, StateStore, Why, last_good, load, record, states_of
@@ -217,8 +218,6 @@ def history(session: Session, host: str, *, live: bool = False) -> History:
     assert before is not None
     newest = before
     if live:
-        from envsync.states import digest
-
         try:
             now = session.collect_one(host)
         except CollectError as e:
@@ -230,7 +229,7 @@ def history(session: Session, host: str, *, live: bool = False) -> History:
                 at=now.collected_at or "",
                 why="now",
                 good=False,
-                digest=digest(now)[:16],
+                digest=compared(now)[:16],
                 changes=changes(before, now),
             )
         )

@@ -36,8 +36,10 @@ from typing import Any, Literal, cast
 from envsync.codec import from_data, to_data
 from envsync.documents import open_plain, read_json_object, read_plain, write_atomic
 from envsync.errors import DecodeError, StateError
+from envsync.identity import compared
 from envsync.inventory import HostSpec
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
+from envsync.seal import state_home
 
 STATE_SCHEMA_VERSION = 1
 KEEP = 20  # states kept per host by default (and always the latest good one)
@@ -51,12 +53,6 @@ _STAMP = "%Y%m%dT%H%M%S.%fZ"
 _SAFE_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")
 
 
-def state_home(environ: Mapping[str, str]) -> Path:
-    """envsync's folder of state on this machine: `$XDG_STATE_HOME/envsync`."""
-    base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "envsync"
-
-
 def default_dir(environ: Mapping[str, str]) -> Path:
     """Where states are kept: `$ENVSYNC_STATE_DIR`, else `$XDG_STATE_HOME/envsync/states`."""
     explicit = environ.get("ENVSYNC_STATE_DIR")
@@ -66,15 +62,6 @@ def default_dir(environ: Mapping[str, str]) -> Path:
 def utc_text(when: datetime) -> str:
     """A time as states and reports spell it: `2026-12-01T10:02:03Z`."""
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def digest(snapshot: Snapshot) -> str:
-    """The sha256 of what `diff` compares of a snapshot (its view): two snapshots of an
-    unchanged host have the same digest, whenever and however fast they were taken."""
-    from envsync.diff import view
-
-    text = json.dumps(view(snapshot), sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def identity(spec: HostSpec, machine_id: str | None = None) -> str:
@@ -418,7 +405,7 @@ def record(
     gets a good state in place of that one. Oldest states beyond `keep` are removed, never
     the latest good one. Every file is written atomically."""
     host = snapshot.host
-    full = digest(snapshot)
+    full = compared(snapshot)
     folder = store.folder(host)
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)

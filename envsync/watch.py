@@ -22,8 +22,9 @@ from envsync.documents import read_json_object, write_atomic
 from envsync.errors import CollectError, InputError, OutputError, StateError
 from envsync.exitcodes import ExitCode
 from envsync.history import Change, change_text, changes
+from envsync.identity import compared, environment
 from envsync.session import Session
-from envsync.states import StateStore, digest, last_good, load, record, states_of, utc_text
+from envsync.states import StateStore, last_good, load, record, states_of, utc_text
 from envsync.vocab import FAIL_ON_DEFAULT, SEVERITIES, SEVERITY_RANK, Severity
 
 MEMORY = "watch.json"
@@ -108,7 +109,7 @@ class HostStatus:
     changes: int = 0  # changes seen since the last run
     last_good: float | None = None  # when its last good state was recorded (epoch seconds)
     code: ExitCode = ExitCode.OK  # what this host makes a `--once` exit with
-    digest: str | None = None  # its environment's digest (classes.environment_digest)
+    digest: str | None = None  # its environment's digest (identity.environment)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,7 +178,6 @@ def _watch_host(
     session: Session, store: StateStore, host: str, options: WatchOptions, events: list[Event]
 ) -> HostStatus:
     from envsync import compare  # the classifier: only when a run starts
-    from envsync.classes import environment_digest
 
     memory = _memory(store, host)
     quiet = replace(session, notes=lambda message: None)
@@ -193,7 +193,7 @@ def _watch_host(
         states = states_of(store, host)
         latest = states[-1] if states else None
         seen: tuple[Change, ...] = ()
-        if latest is None or latest.digest != digest(snap)[:16]:
+        if latest is None or latest.digest != compared(snap)[:16]:
             if latest is None:
                 events.append(FirstSeen(host=host, against=against))
             else:
@@ -237,7 +237,7 @@ def _watch_host(
     return HostStatus(
         host=host,
         up=True,
-        digest=environment_digest(snap),
+        digest=environment(snap),
         # As the report names its reference (a lock's host, `h@good`): as `check` says it.
         against=report.reference if report is not None else None,
         counts=counts,

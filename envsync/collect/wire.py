@@ -205,6 +205,16 @@ def decoded(name: str, digest: str, make: Callable[[], T]) -> T:
     return value
 
 
+def digest_of(name: str, value: object) -> str | None:
+    """The digest of the part `name` that `value` is the very decoded object of (a view of
+    a snapshot is keyed by it: envsync/identity.py); None when it is not one."""
+    with _LOCK:
+        for (kind, digest), found in _DECODED.items():
+            if kind == name and found is value:
+                return digest
+    return None
+
+
 def forget(request: str) -> None:
     try:
         (folder() / f"known-{request}").unlink()
