@@ -165,6 +165,7 @@ def _key(finding: Any) -> list[Any]:
 
 def watch_once(session: Session, options: WatchOptions) -> WatchRun:
     """Check each host once, and say what changed since the last run."""
+    session = session.fresh()  # each run looks anew
     store = _store(session)
     at = utc_text(datetime.now(timezone.utc))
     events: list[Event] = []
