@@ -16,11 +16,14 @@ snapshot (kept while the snapshot lives), and no other module hashes a snapshot.
 | `verdict_input` | everything a classification reads: the whole     | when it was collected and  |
 |                 | snapshot, the graph's modules by the digest of   | how long it took           |
 |                 | their text                                       |                            |
+| `patch_set`     | a watched distribution's patched, added and      | the rest                   |
+|                 | missing files with their hashes                  |                            |
 
 A recorded state is known by `compared` (states.py: a state keeps no graph); hosts are one
 class by `environment` (compare.class_key, watch's status); a saved plan holds its
 target's `plan_target` (apply refuses a target that moved); a kept verdict is keyed by
-`verdict_input` (verdicts.py). `compared` and `plan_target` are spelled as they always
+`verdict_input` (verdicts.py); a server's nodes agree on each `patch_set` (gate.py).
+`compared` and `plan_target` are spelled as they always
 were: recorded states and saved plans keep matching the hosts they came from.
 
 Cheap, by what the wire already says: `verdict_input` names the graph's modules, the
@@ -41,7 +44,7 @@ import json
 import threading
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -49,7 +52,7 @@ from envsync.codec import to_data
 from envsync.collect import wire
 from envsync.diff import view
 from envsync.documents import read_plain
-from envsync.model import ModuleFacts, Snapshot, StartupGraph, Unavailable
+from envsync.model import Distribution, ModuleFacts, Snapshot, StartupGraph, Unavailable
 from envsync.seal import mac, secret, verifies
 
 DIGEST_LENGTH = 16  # hex digits of `environment`: 64 bits, no collision among any fleet's classes
@@ -128,6 +131,14 @@ def host_class(snap: Snapshot, service: Any) -> str:
     """A class of hosts: the environment, and the service it runs (`service`: JSON data)."""
     shape = hashlib.sha256(json.dumps(service).encode()).hexdigest()[:8]
     return f"{environment(snap)}:{shape}"
+
+
+def patch_set(dist: Distribution, changed: Sequence[str]) -> str:
+    """A watched distribution's local patches (the `changed` files, with their hashes):
+    what a server's nodes must agree on (gate.py)."""
+    files = dist.files or {}
+    text = "\n".join(f"{p} {files.get(p, '-')}" for p in changed)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _environment(snap: Snapshot) -> str:
