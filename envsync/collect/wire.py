@@ -27,6 +27,9 @@ ago goes first (`envsync cache info|prune|clear`).
                                         native facts) as a host sent them
         known-REQUEST                   the digests the last answer to a request had
         verdict-KEY.json                a report (envsync/verdicts.py)
+        rows-DIGEST.json                what a graph's modules are to a host's class,
+                                        derived once from the modules DIGEST, sealed
+                                        (envsync/identity.py)
 """
 
 from __future__ import annotations
