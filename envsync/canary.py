@@ -255,6 +255,7 @@ def _one(
             wait=options.wait,
             on_stale=session.note,
         ) as lock:
+            session.changed(host)  # collected before its lock was held: not trusted under it
             snap = session.collect_one(host, target.options)
             if class_key(target, snap) != planned.key:
                 raise StalePlan(
@@ -308,7 +309,10 @@ def _roll_back(session: Session, options: RepairOptions, result: HostResult) -> 
         ) as lock:
             # the apply names its backup by its folder; the agent restores it by its name
             ident = result.backup.rstrip("/").rpartition("/")[2]
-            rollback(spec, session.runners(spec), ident, lock=lock)
+            try:
+                rollback(spec, session.runners(spec), ident, lock=lock)
+            finally:
+                session.changed(result.host)
     except EnvsyncError as e:
         return replace(result, outcome="failed", detail=f"{result.detail}; rollback failed: {e}")
     session.note(f"{result.host}: rolled back {result.backup}")

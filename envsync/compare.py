@@ -8,15 +8,13 @@ commands: deepdiff and the classifier are not light.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from envsync import verdicts
-from envsync.classes import HostClass, environment_digest, fold_reports
+from envsync.classes import HostClass, fold_reports
 from envsync.classify.launched import Providers, Startup
 from envsync.classify.launched import questions as native_questions
 from envsync.classify.rules import (
@@ -35,6 +33,7 @@ from envsync.errors import CollectError, InputError, SnapshotError
 from envsync.findings import Finding, Report
 from envsync.gate import NodeFacts, node_facts, server_report
 from envsync.hostside.shared import LOADER_ENV
+from envsync.identity import host_class
 from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.launch import effective_command, entrypoint, launch_of, parse_flags, script_rule
 from envsync.model import ImportOutcome, Snapshot, Unavailable
@@ -333,10 +332,9 @@ def class_key(target: Target, snap: Snapshot) -> str:
     # make its startup another.
     service = target.service
     shape = [list(service.command), service.workdir] if service else []
-    service_key = json.dumps(
-        [shape, target.entrypoint, target.launcher, target.shown, target.unreadable]
+    return host_class(
+        snap, [shape, target.entrypoint, target.launcher, target.shown, target.unreadable]
     )
-    return f"{environment_digest(snap)}:{hashlib.sha256(service_key.encode()).hexdigest()[:8]}"
 
 
 def _compare_each(

@@ -13,11 +13,11 @@ variables.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from envsync.findings import Evidence, Finding, Report, short_hash
+from envsync.identity import patch_set
 from envsync.model import GpuInfo, Interpreter, Nccl, Snapshot, Torch
 from envsync.nodeset import fold
 from envsync.vocab import Kind
@@ -126,9 +126,7 @@ def _engine(snapshot: Snapshot) -> str | None:
         if not changed:
             parts.append(f"{dist.name} {dist.version}, no local patches")
             continue
-        files = dist.files or {}
-        text = "\n".join(f"{p} {files.get(p, '-')}" for p in changed)
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        digest = patch_set(dist, changed)
         parts.append(
             f"{dist.name} {dist.version}, {len(changed)} patched file(s) "
             f"(patch set {short_hash(digest)})"

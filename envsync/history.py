@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from envsync.errors import CollectError, InputError, OutputError, StateError
 from envsync.hostidentity import machine_of, migrated
+from envsync.identity import compared
 from envsync.model import Snapshot
 from envsync.session import Session
 from envsync.states import (
@@ -231,15 +232,13 @@ def history(session: Session, host: str, *, live: bool = False) -> History:
     if changed:
         session.note(changed)
     if now is not None:
-        from envsync.states import digest
-
         entries.append(
             Entry(
                 ref=host,
                 at=now.collected_at or "",
                 why="now",
                 good=False,
-                digest=digest(now)[:16],
+                digest=compared(now)[:16],
                 changes=changes(newest, now),
             )
         )

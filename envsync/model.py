@@ -449,8 +449,15 @@ class ServedModel:
     modules: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
+class _Weak:
+    """A slot for weak references (dataclass's weakref_slot, before Python 3.11): the
+    views envsync hashes of a snapshot are kept while it lives (identity.py)."""
+
+    __slots__ = ("__weakref__",)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Snapshot:
+class Snapshot(_Weak):
     """Everything envsync knows of one Python environment on one host."""
 
     schema_version: int = SNAPSHOT_SCHEMA_VERSION

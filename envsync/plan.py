@@ -7,7 +7,6 @@ changed since is refused.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shlex
@@ -24,6 +23,7 @@ from envsync.codec import from_data, to_data
 from envsync.documents import read_json_object
 from envsync.errors import DecodeError, InputError, PlanError
 from envsync.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
+from envsync.identity import plan_target
 from envsync.launch import with_flags
 from envsync.markers import applies
 from envsync.model import Distribution, Snapshot, Unavailable, why_files_cannot_serve, why_no_files
@@ -210,22 +210,6 @@ class Plan:
     flags: Mapping[str, str] = field(default_factory=dict)  # effective flags after the plan
 
 
-def fingerprint(snapshot: Snapshot) -> str:
-    """What a plan depends on: every distribution and version, watched files' hashes,
-    and the effective service flags envsync keeps on the host."""
-    data = {
-        "distributions": {
-            d.name: [d.version, d.location, dict(d.files) if d.files is not None else None]
-            for d in snapshot.distributions
-        },
-        "python": None
-        if isinstance(snapshot.interpreter, Unavailable)
-        else [snapshot.interpreter.executable, snapshot.interpreter.version],
-        "service_flags": dict(snapshot.service_flags or {}),
-    }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
 def _dependencies(
     name: str, reference: Snapshot, target: Snapshot, seen: set[str], held: list[str]
 ) -> list[Distribution]:
@@ -396,7 +380,7 @@ def make_plan(
     return Plan(
         reference=reference.host,
         target=target.host,
-        target_fingerprint=fingerprint(target),
+        target_fingerprint=plan_target(target),
         prefer=prefer,
         only=only,
         steps=tuple(steps),

@@ -177,17 +177,20 @@ def carry_out(
     host of a canary rollout)."""
     tgt_name = spec.name
     count = len(plan.steps)
-    applied = apply_plan(
-        plan,
-        target_spec=spec,
-        target=snap,
-        runners=session.runners,
-        reference_spec=reference_spec,
-        reference=reference,
-        pip_options=spec.pip_options,
-        on_step=lambda i, step: session.note(f"{tgt_name}: step {i}/{count}: {step.summary}"),
-        lock=lock,
-    )
+    try:
+        applied = apply_plan(
+            plan,
+            target_spec=spec,
+            target=snap,
+            runners=session.runners,
+            reference_spec=reference_spec,
+            reference=reference,
+            pip_options=spec.pip_options,
+            on_step=lambda i, step: session.note(f"{tgt_name}: step {i}/{count}: {step.summary}"),
+            lock=lock,
+        )
+    finally:
+        session.changed(tgt_name)  # applied, or rolled back: collected again when next asked
     session.note(
         f"{tgt_name}: applied {applied.steps} step(s) in {applied.duration_s:.1f}s; "
         f"backup {applied.backup} (envsync rollback {tgt_name} restores it)",
@@ -245,7 +248,10 @@ def rollback_host(
         wait=wait,
         on_stale=session.note,
     ) as lock:
-        result = rollback(spec, session.runners(spec), backup, force=force, lock=lock)
+        try:
+            result = rollback(spec, session.runners(spec), backup, force=force, lock=lock)
+        finally:
+            session.changed(spec.name)
     return Rollback(
         host=host,
         backup=result.backup,

@@ -10,10 +10,12 @@ arguments, and a program using envsync as a library builds its own:
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Literal, Protocol, get_args
 
 from envsync.collect import ProbeOptions, first_wave, share
@@ -49,10 +51,78 @@ def _quiet(message: str) -> None:
     """Notes go nowhere unless the session is given somewhere to send them."""
 
 
+class Collected:
+    """The snapshots a command collected of its live hosts, by the host and the probe's
+    options: each host is collected once per command. What changes a host (an apply, a
+    rollback, a crash kept or cleared) and taking its lock after it was collected make
+    the command forget it, so that it is collected again. A snapshot is remembered while
+    the command holds it (a weak reference): a fleet's command that lets each snapshot go
+    once compared still holds at most `jobs` of them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by: dict[str, list[tuple[str, ProbeOptions, weakref.ref[Snapshot]]]] = {}
+
+    def _entries(self, name: str) -> list[tuple[str, ProbeOptions, Snapshot]]:
+        with self._lock:
+            entries = list(self._by.get(name, ()))
+        out = []
+        for shape, options, ref in entries:
+            snap = ref()
+            if snap is not None:
+                out.append((shape, options, snap))
+        return out
+
+    def get(self, spec: HostSpec, options: ProbeOptions) -> Snapshot | None:
+        """The host's snapshot under these options; a request without a graph (no roots,
+        no model) is also answered by one with a graph, the graph left out."""
+        shape = repr(spec)
+        plain = not options.roots and options.model is None
+        entries = self._entries(spec.name)
+        for kept_shape, kept, snap in entries:
+            if kept_shape == shape and kept == options:
+                return snap
+        for kept_shape, kept, snap in entries:
+            if plain and kept_shape == shape and _without_graph(kept) == options:
+                return replace(snap, startup=None, native=None, model=None)
+        return None
+
+    def put(self, spec: HostSpec, options: ProbeOptions, snap: Snapshot) -> None:
+        with self._lock:
+            alive = [e for e in self._by.get(spec.name, ()) if e[2]() is not None]
+            self._by[spec.name] = [*alive, (repr(spec), options, weakref.ref(snap))]
+
+    def any(self, name: str) -> Snapshot | None:
+        """A snapshot of the host collected since it last changed, under any options."""
+        entries = self._entries(name)
+        return entries[-1][2] if entries else None
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._by.pop(name, None)
+
+
+def _without_graph(options: ProbeOptions) -> ProbeOptions:
+    return replace(
+        options,
+        roots=(),
+        internal=(),
+        workdir=None,
+        isolated=False,
+        loader_env=(),
+        main=None,
+        lazy_graph=False,
+        model=None,
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Session:
     """What holds for a whole run: the inventory, the hosts' runners (one connection per
-    host), how hosts are collected, and where progress notes go."""
+    host), how hosts are collected, and where progress notes go. A live host is collected
+    once per session (per command, in the CLI), and again only after envsync changed it:
+    a program that keeps a session across changes of its own takes `fresh()` for a new
+    look."""
 
     inventory: Inventory
     runners: Runners
@@ -64,6 +134,9 @@ class Session:
     engine: Engine | None = None  # None: envsync's own runners, `jobs` hosts at once
     # Where hosts' states are recorded and read (`HOST@good`); None: neither.
     states: StateStore | None = None
+    # What this command collected of each live host (shared by the sessions `replace`
+    # makes of this one; `fresh()` starts anew)
+    collected: Collected = field(default_factory=Collected, repr=False, compare=False)
 
     def __enter__(self) -> Session:
         return self
@@ -77,6 +150,15 @@ class Session:
 
     def note(self, message: str) -> None:
         self.notes(message)
+
+    def fresh(self) -> Session:
+        """This session, remembering nothing collected (a new round of `watch`)."""
+        return replace(self, collected=Collected())
+
+    def changed(self, host: str) -> None:
+        """The host changed (or may have: its lock was taken after it was collected):
+        collected again when next asked."""
+        self.collected.forget(host)
 
     def host(self, name: str) -> HostSpec:
         """An inventory host (or `local`), not a file: for stages that act on a host."""
@@ -102,16 +184,34 @@ class Session:
         """The snapshot a HOST argument names: collected live (through the engine, if
         any), or read from its file or the state folder."""
         source = resolve(name, self.inventory)
+        wanted = options or self.probe
+        if isinstance(source, HostSource):
+            kept = self.collected.get(source.spec, wanted)
+            if kept is not None:
+                self._reused(source, kept)
+                return kept
         if self.engine is not None and isinstance(source, HostSource):
-            answers = list(self.engine.collect([(0, source.spec, options or self.probe)]))
+            answers = list(self.engine.collect([(0, source.spec, wanted)]))
             if not answers:
                 raise CollectError(f"{name}: the engine gave no result")
             result = answers[0][1]
             if isinstance(result, CollectError):
                 raise result
-            return self._received(name, source, result)
-        snap = take(source, self.runners, options or self.probe, self.states)
-        return self._received(name, source, snap)
+            return self._keep(source, wanted, self._received(name, source, result))
+        snap = take(source, self.runners, wanted, self.states)
+        return self._keep(source, wanted, self._received(name, source, snap))
+
+    def _reused(self, source: Source, snap: Snapshot) -> None:
+        self.note(
+            f"{source.label}: {len(snap.distributions)} distributions, "
+            f"{sum(1 for d in snap.distributions if d.watched)} watched, "
+            "as collected earlier in this command (unchanged since)"
+        )
+
+    def _keep(self, source: Source, options: ProbeOptions, snap: Snapshot) -> Snapshot:
+        if isinstance(source, HostSource):
+            self.collected.put(source.spec, options, snap)
+        return snap
 
     def _received(self, name: str, source: Source, snap: Snapshot) -> Snapshot:
         """A snapshot as it arrives: malformed metadata refused, the note of its host."""
@@ -195,17 +295,24 @@ class Session:
         self, engine: Engine, requests: Sequence[Request], sources: Sequence[Source]
     ) -> Iterator[tuple[int, Snapshot | CollectError]]:
         """The hosts through the engine (all at once, each as it arrives), files read here."""
-        asked = [
-            (i, s.spec, requests[i][1] or self.probe)
-            for i, s in enumerate(sources)
-            if isinstance(s, HostSource)
-        ]
+        asked = []
         for i, source in enumerate(sources):
-            if not isinstance(source, HostSource):
+            wanted = requests[i][1] or self.probe
+            kept = (
+                self.collected.get(source.spec, wanted) if isinstance(source, HostSource) else None
+            )
+            if kept is not None:
+                self._reused(source, kept)
+                yield i, kept
+            elif isinstance(source, HostSource):
+                asked.append((i, source.spec, wanted))
+            else:
                 try:
                     yield i, self.collect_one(requests[i][0], requests[i][1])
                 except CollectError as e:
                     yield i, e
+        if not asked:
+            return
         shown = self.progress(len(asked)) if self.progress else contextlib.nullcontext(None)
         lead = first_wave([(spec, options) for _, spec, options in asked])
         waves = [[asked[lead]], asked[:lead] + asked[lead + 1 :]] if lead is not None else [asked]
@@ -214,6 +321,7 @@ class Session:
                 if not isinstance(result, CollectError):
                     try:
                         result = self._received(requests[i][0], sources[i], result)
+                        self._keep(sources[i], requests[i][1] or self.probe, result)
                     except CollectError as e:
                         result = e
                 if advance is not None:

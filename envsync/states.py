@@ -41,6 +41,7 @@ from typing import Any, Literal, cast
 from envsync.codec import from_data, to_data
 from envsync.documents import open_plain, read_json_object, read_plain, write_atomic
 from envsync.errors import DecodeError, StateError
+from envsync.identity import compared
 from envsync.hostidentity import (
     IDENTITY,
     MIGRATED,
@@ -52,6 +53,7 @@ from envsync.hostidentity import (
 )
 from envsync.inventory import HostSpec
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
+from envsync.seal import state_home
 
 STATE_SCHEMA_VERSION = 1
 KEEP = 20  # states kept per host by default (and always the latest good one)
@@ -72,12 +74,6 @@ class Unread:
 UNREAD = Unread()
 
 
-def state_home(environ: Mapping[str, str]) -> Path:
-    """envsync's folder of state on this machine: `$XDG_STATE_HOME/envsync`."""
-    base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "envsync"
-
-
 def default_dir(environ: Mapping[str, str]) -> Path:
     """Where states are kept: `$ENVSYNC_STATE_DIR`, else `$XDG_STATE_HOME/envsync/states`."""
     explicit = environ.get("ENVSYNC_STATE_DIR")
@@ -87,15 +83,6 @@ def default_dir(environ: Mapping[str, str]) -> Path:
 def utc_text(when: datetime) -> str:
     """A time as states and reports spell it: `2026-12-01T10:02:03Z`."""
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def digest(snapshot: Snapshot) -> str:
-    """The sha256 of what `diff` compares of a snapshot (its view): two snapshots of an
-    unchanged host have the same digest, whenever and however fast they were taken."""
-    from envsync.diff import view
-
-    text = json.dumps(view(snapshot), sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -486,7 +473,7 @@ def record(
     gets a good state in place of that one. Oldest states beyond `keep` are removed, never
     the latest good one. Every file is written atomically."""
     host = snapshot.host
-    full = digest(snapshot)
+    full = compared(snapshot)
     machine = machine_of(snapshot)
     try:
         folder, other = store.settle(host, machine)

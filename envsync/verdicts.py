@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import hmac
 import json
-import os
-import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -30,7 +26,9 @@ from envsync.documents import read_plain, write_atomic
 from envsync.errors import DecodeError, OutputError
 from envsync.findings import Report
 from envsync.hostside.shared import sweep_temps
+from envsync.identity import verdict_input
 from envsync.model import Snapshot
+from envsync.seal import mac, secret, verifies
 
 
 @cache
@@ -49,30 +47,12 @@ def files_key(root: Path) -> str:
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:24]
 
 
-def snapshot_key(snap: Snapshot) -> str | None:
-    """A snapshot by its facts (None: its graph's modules have no digest to key them by)."""
-    graph = snap.startup
-    digest = None
-    if graph is not None:
-        digest = getattr(graph.modules, "digest", None)
-        if digest is None and graph.modules:
-            return None
-    bare = replace(
-        snap,
-        collected_at=None,
-        duration_s=None,
-        startup=None if graph is None else replace(graph, modules={}, parsed=0, cached=0),
-    )
-    text = json.dumps([to_data(bare), digest], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def key(*parts: Any) -> str | None:
     """The key of a classification's inputs (None: one of them cannot be keyed)."""
     data: list[Any] = [code_key()]
     for part in parts:
         if isinstance(part, Snapshot):
-            found = snapshot_key(part)
+            found = verdict_input(part)
             if found is None:
                 return None
             data.append(found)
@@ -91,51 +71,6 @@ def key(*parts: Any) -> str | None:
 # that no kept entry can lower a verdict. Where both folders may be shared, --no-cache (or
 # a cache per job) is the safe setting.
 ENTRY_SCHEMA = 1
-SECRET_NAME = "verdict-key"
-
-
-def _secret_path() -> Path:
-    from envsync.states import state_home
-
-    return state_home(os.environ) / SECRET_NAME
-
-
-def secret() -> bytes | None:
-    """This machine's key for kept verdicts, made once (random, 0600); None where it can
-    be neither read nor made (then nothing is kept)."""
-    path = _secret_path()
-    try:
-        key = read_plain(path, 256)
-        if len(key) >= 32:
-            return key
-    except OSError:
-        pass
-    key = secrets.token_hex(32).encode()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f".{SECRET_NAME}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, key)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, path)  # the first to make it wins; the others read it
-        finally:
-            os.unlink(tmp)
-    except FileExistsError:
-        pass
-    except OSError:
-        return None
-    try:
-        key = read_plain(path, 256)
-    except OSError:
-        return None
-    return key if len(key) >= 32 else None
-
-
-def _mac(key: bytes, found: str, report: bytes) -> str:
-    return hmac.new(key, found.encode() + b"\n" + report, hashlib.sha256).hexdigest()
 
 
 def _path(found: str) -> Path:
@@ -160,9 +95,7 @@ def recall(found: str) -> Report | None:
         if not isinstance(entry, dict) or entry.get("schema") != ENTRY_SCHEMA:
             raise ValueError("not an entry")
         report = json.dumps(entry["report"], sort_keys=True, separators=(",", ":")).encode()
-        if entry.get("inputs") != found or not hmac.compare_digest(
-            str(entry.get("mac")), _mac(key, found, report)
-        ):
+        if entry.get("inputs") != found or not verifies(key, found, report, entry.get("mac")):
             raise ValueError("does not verify")
         return from_data(Report, entry["report"], "verdict")
     except (KeyError, TypeError, ValueError, DecodeError, RecursionError):
@@ -182,7 +115,7 @@ def remember(found: str, report: Report) -> None:
     data = to_data(report)
     text = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     entry = {"schema": ENTRY_SCHEMA, "inputs": found, "report": data}
-    entry["mac"] = _mac(key, found, text)
+    entry["mac"] = mac(key, found, text)
     where = wire.folder()
     try:
         where.mkdir(parents=True, exist_ok=True)

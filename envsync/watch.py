@@ -22,11 +22,11 @@ from envsync.documents import read_json_object, write_atomic
 from envsync.errors import CollectError, InputError, OutputError, StateError
 from envsync.exitcodes import ExitCode
 from envsync.history import Change, change_text, changes
+from envsync.identity import compared, environment
 from envsync.hostidentity import machine_of
 from envsync.session import Session
 from envsync.states import (
     StateStore,
-    digest,
     last_good,
     load,
     record,
@@ -117,7 +117,7 @@ class HostStatus:
     changes: int = 0  # changes seen since the last run
     last_good: float | None = None  # when its last good state was recorded (epoch seconds)
     code: ExitCode = ExitCode.OK  # what this host makes a `--once` exit with
-    digest: str | None = None  # its environment's digest (classes.environment_digest)
+    digest: str | None = None  # its environment's digest (identity.environment)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,6 +173,7 @@ def _key(finding: Any) -> list[Any]:
 
 def watch_once(session: Session, options: WatchOptions) -> WatchRun:
     """Check each host once, and say what changed since the last run."""
+    session = session.fresh()  # each run looks anew
     store = _store(session)
     at = utc_text(datetime.now(timezone.utc))
     events: list[Event] = []
@@ -186,7 +187,6 @@ def _watch_host(
     session: Session, store: StateStore, host: str, options: WatchOptions, events: list[Event]
 ) -> HostStatus:
     from envsync import compare  # the classifier: only when a run starts
-    from envsync.classes import environment_digest
 
     memory = _memory(store, host)
     quiet = replace(session, notes=lambda message: None)
@@ -202,7 +202,7 @@ def _watch_host(
         states = states_of(store, host, machine_of(snap))
         latest = states[-1] if states else None
         seen: tuple[Change, ...] = ()
-        if latest is None or latest.digest != digest(snap)[:16]:
+        if latest is None or latest.digest != compared(snap)[:16]:
             if latest is None:
                 events.append(FirstSeen(host=host, against=against))
             else:
@@ -246,7 +246,7 @@ def _watch_host(
     return HostStatus(
         host=host,
         up=True,
-        digest=environment_digest(snap),
+        digest=environment(snap),
         # As the report names its reference (a lock's host, `h@good`): as `check` says it.
         against=report.reference if report is not None else None,
         counts=counts,

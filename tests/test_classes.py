@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from envsync import compare
-from envsync.classes import environment_digest
 from envsync.codec import from_data
+from envsync.identity import environment as environment_digest
 from envsync.model import Crash, Snapshot, System
 from envsync.report import render_fleet
 from tests import fleet_sim

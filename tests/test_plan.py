@@ -11,8 +11,9 @@ import pytest
 
 from envsync.codec import from_data
 from envsync.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
+from envsync.identity import plan_target as fingerprint
 from envsync.model import Distribution, Snapshot
-from envsync.plan import Plan, describe, fingerprint, make_plan
+from envsync.plan import Plan, describe, make_plan
 from tests.figures import held
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"

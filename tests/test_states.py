@@ -18,6 +18,7 @@ import pytest
 
 from envsync.errors import StateError
 from envsync.exitcodes import ExitCode
+from envsync.identity import compared as digest
 from envsync.inventory import HostSpec, Inventory
 from envsync.model import Distribution, Snapshot
 from envsync.snapshot import FileSource, HostSource, StateSource, load_snapshot, resolve
@@ -26,7 +27,6 @@ from envsync.states import (
     Back,
     LastGood,
     StateStore,
-    digest,
     last_good,
     load,
     parse_selector,

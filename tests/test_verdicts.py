@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from envsync import verdicts
+from envsync import seal, verdicts
 from envsync.classify import Startup, classify
 from envsync.classify.rules import load_packs
 from envsync.codec import from_data
@@ -263,11 +263,11 @@ def test_a_poisoned_entry_never_lowers_a_verdict(poison: str, tmp_path: Path) ->
         entry["mac"] = hashlib.sha256(entry["inputs"].encode() + b"\n" + text).hexdigest()
         kept.write_text(json.dumps(entry))
     elif poison == "another machine's entry":
-        verdicts._secret_path().write_bytes(b"k" * 64)  # this machine's key is another now
+        seal.secret_path().write_bytes(b"k" * 64)  # this machine's key is another now
         _poison(kept, findings=[])
         entry2 = json.loads(kept.read_text())
         text = json.dumps(entry2["report"], sort_keys=True, separators=(",", ":")).encode()
-        entry2["mac"] = verdicts._mac(b"x" * 64, entry2["inputs"], text)  # signed elsewhere
+        entry2["mac"] = seal.mac(b"x" * 64, entry2["inputs"], text)  # signed elsewhere
         kept.write_text(json.dumps(entry2))
     else:
         other = replace(TARGET, host="ct201")
@@ -291,7 +291,7 @@ def test_a_poisoned_entry_never_lowers_a_verdict(poison: str, tmp_path: Path) ->
 def test_the_key_is_private_and_outside_the_cache_folder() -> None:
     counted = Counted()
     _once(counted, REFERENCE, TARGET, STARTUP, {})
-    path = verdicts._secret_path()
+    path = seal.secret_path()
     assert path.stat().st_mode & 0o777 == 0o600
     assert wire.folder() not in path.parents
     held("7 kept verdicts bound to their inputs")

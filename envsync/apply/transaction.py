@@ -23,6 +23,7 @@ from envsync.errors import (
     StalePlan,
 )
 from envsync.hostside.shared import normalize
+from envsync.identity import plan_target
 from envsync.inventory import HostSpec
 from envsync.model import Snapshot, Unavailable
 from envsync.plan import (
@@ -129,9 +130,7 @@ def apply_plan(
 
     `lock` is the token of the target's lock (hostlock.target_lock) this command holds.
     """
-    from envsync.plan import fingerprint
-
-    if fingerprint(target) != plan.target_fingerprint:
+    if plan_target(target) != plan.target_fingerprint:
         raise StalePlan(
             f"{target_spec.name}: the target changed since the plan was made "
             "(packages, watched files or service flags differ); refusing to apply",

@@ -29,6 +29,9 @@ ago goes first (`envsync cache info|prune|clear`).
         pack-DIGEST.json, packs-*.json  packs of parsed facts, given to other hosts, and
                                         their records (share.py)
         verdict-KEY.json                a report (envsync/verdicts.py)
+        rows-DIGEST.json                what a graph's modules are to a host's class,
+                                        derived once from the modules DIGEST, sealed
+                                        (envsync/identity.py)
 """
 
 from __future__ import annotations
@@ -212,6 +215,16 @@ def decoded(name: str, digest: str, make: Callable[[], T]) -> T:
         while len(_DECODED) > _DECODED_SIZE:
             _DECODED.popitem(last=False)
     return value
+
+
+def digest_of(name: str, value: object) -> str | None:
+    """The digest of the part `name` that `value` is the very decoded object of (a view of
+    a snapshot is keyed by it: envsync/identity.py); None when it is not one."""
+    with _LOCK:
+        for (kind, digest), found in _DECODED.items():
+            if kind == name and found is value:
+                return digest
+    return None
 
 
 def forget(request: str) -> None:

@@ -103,7 +103,7 @@ class HostMetrics:
     reference: str | None = None  # what its findings were compared with (None: nothing)
     counts: Mapping[str, int] = field(default_factory=dict)  # findings by severity
     blocking: int = 0  # findings at or above --fail-on
-    digest: str | None = None  # the environment's digest (classes.environment_digest)
+    digest: str | None = None  # the environment's digest (identity.environment)
     changes: int | None = None  # changes seen since the last run (watch)
     last_good: float | None = None  # when its last good state was recorded (watch)
 

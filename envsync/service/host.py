@@ -53,7 +53,10 @@ def service_of(spec: HostSpec) -> ServiceSpec:
 
 def _service_state(session: Session, spec: HostSpec) -> Snapshot:
     """What envsync keeps on the host for the service (flags of `repair`, the last crash),
-    read by the probe."""
+    read by the probe (or as this command last collected the host, unchanged since)."""
+    known = session.collected.any(spec.name)
+    if known is not None:
+        return known
     # Only that is wanted: no watched files hashed, no variables recorded, no graph.
     return collect(
         replace(spec, watch=(), env=()),
@@ -84,6 +87,7 @@ def run_service(
     if restart:
         if state.crash is not None:
             keep_crash(spec, runner, None)  # this start tells anew
+            session.changed(spec.name)
         deployment = deploy(spec, runner, service, flags, lock=lock)
         shown = " ".join(redact.command(deployment.command))
         session.note(f"{spec.name}: started {shown} ({deployment.mode})")
@@ -95,6 +99,7 @@ def run_service(
     if verdict.kind == "ready":
         if state.crash is not None and not restart:
             keep_crash(spec, runner, None)  # ready again: the crash is no longer the truth
+            session.changed(spec.name)
         if verdict.tokens_per_s and store is not None:
             figure = record(store, spec.name, verdict.tokens_per_s, session.inventory.reference)
             run = replace(run, reference=figure)
@@ -118,6 +123,7 @@ def run_service(
         )
         # Ground truth for diff, check and repair on this host until it is next ready.
         keep_crash(spec, runner, crash)
+        session.changed(spec.name)
     return run
 
 

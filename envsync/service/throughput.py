@@ -15,7 +15,7 @@ from pathlib import Path
 
 from envsync.documents import read_plain, write_atomic
 from envsync.errors import OutputError
-from envsync.states import state_home
+from envsync.seal import state_home
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
