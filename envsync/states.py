@@ -41,7 +41,6 @@ from typing import Any, Literal, cast
 from envsync.codec import from_data, to_data
 from envsync.documents import open_plain, read_json_object, read_plain, write_atomic
 from envsync.errors import DecodeError, StateError
-from envsync.identity import compared
 from envsync.hostidentity import (
     IDENTITY,
     MIGRATED,
@@ -51,6 +50,7 @@ from envsync.hostidentity import (
     machine_of,
     with_machine,
 )
+from envsync.identity import compared
 from envsync.inventory import HostSpec
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
 from envsync.seal import state_home

@@ -22,8 +22,8 @@ from envsync.documents import read_json_object, write_atomic
 from envsync.errors import CollectError, InputError, OutputError, StateError
 from envsync.exitcodes import ExitCode
 from envsync.history import Change, change_text, changes
-from envsync.identity import compared, environment
 from envsync.hostidentity import machine_of
+from envsync.identity import compared, environment
 from envsync.session import Session
 from envsync.states import (
     StateStore,

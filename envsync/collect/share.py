@@ -102,10 +102,10 @@ def command_key(roots: Sequence[str], internal: Sequence[str], main: str | None)
 
 
 def secret() -> bytes | None:
-    """The key of kept verdicts (verdicts.py imports what imports this: read when used)."""
-    from envsync.verdicts import secret as verdict_secret
+    """This machine's key, that of kept verdicts too (seal.py)."""
+    from envsync.seal import secret as machine_secret
 
-    return verdict_secret()
+    return machine_secret()
 
 
 def _mac(key: bytes, body: dict[str, Any]) -> str:
