@@ -24,6 +24,45 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     monkeypatch.setenv(STRICT_ENV, "raise")
 
 
+# `pytest -m quick`, the inner loop's layer (a few minutes): every test but the slow ones
+# (real venvs from real wheels), those on a heavy bed (the example's hosts, sshd, containers,
+# the wheel cache, the corpus pairs), and these modules, which start real probes, services or
+# loaders by the dozen.
+HEAVY_FIXTURES = frozenset(
+    {"example_hosts", "sshd_bed", "containers", "jump_bed", "wheel_cache", "pairs"}
+)
+HEAVY_MODULES = frozenset(
+    {
+        "tests.test_secrets",
+        "tests.test_watch",
+        "tests.test_hostile_input",
+        "tests.test_verdicts",
+        "tests.hostside.native.test_real_loader",
+        "tests.hostside.native.test_elf",
+        "tests.hostside.test_parallel",
+        "tests.hostside.test_bundle_cache",
+        "tests.classify.test_contexts",
+        "tests.classify.test_native_diff",
+        "tests.classify.test_one_story",
+        "tests.collect.test_wire",
+        "tests.service.test_bounds",
+        "tests.service.test_smoke",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = getattr(item, "module", None)
+        if (
+            item.get_closest_marker("slow")
+            or HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or (module is not None and module.__name__ in HEAVY_MODULES)
+        ):
+            continue
+        item.add_marker(pytest.mark.quick)
+
+
 @pytest.fixture(scope="session")
 def wheel_cache() -> Path:
     """Real wheels from the package index, fetched once (shared with the example)."""
