@@ -127,6 +127,30 @@ def source_text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
+def _edges(value: Any, *fields: str) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(e, dict) and all(isinstance(e.get(f), str) for f in fields) for e in value
+    )
+
+
+def well_formed(facts: Any) -> bool:
+    """Kept facts of the shape analyse.py makes, as far as the walk reads them: an entry
+    whose text matches its digest may still be planted, and must not stop the probe."""
+    return (
+        isinstance(facts, dict)
+        and _edges(facts.get("imports"), "module", "context")
+        and all(isinstance(e.get("names"), list) for e in facts["imports"])
+        and _edges(facts.get("doors"), "context", "statement")
+        and all(
+            isinstance(facts.get(k), list) and all(isinstance(v, str) for v in facts[k])
+            for k in ("defines", "stars")
+        )
+        and isinstance(facts.get("all"), (list, type(None)))
+        and isinstance(facts.get("dynamic"), bool)
+        and isinstance(facts.get("lazy"), (dict, type(None)))
+    )
+
+
 class GraphBuilder:
     """Reads modules from a queue, each once (again when it is to be followed after all)."""
 
@@ -336,6 +360,9 @@ class GraphBuilder:
             info["sha256"] = digest
             key, as_main, runs = self.key(name, digest, True if is_package else None)
             facts: dict[str, Any] | None = self.store.get(key)
+            if facts is not None and not well_formed(facts):
+                self.store.drop(key)  # a planted entry: learned again, never used
+                facts = None
             if facts is not None:
                 self.cached += 1
                 self.keys[name] = key

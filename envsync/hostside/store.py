@@ -124,6 +124,14 @@ class Store:
         self.put(key, value)
         return value
 
+    def drop(self, key: str) -> None:
+        """Forget `key`'s entry (one found unfit where it is used), and remove its file."""
+        self.memo.pop(key, None)
+        self.dropped += 1
+        path = self.path(key)
+        if path is not None:
+            remove(path)
+
     def __contains__(self, key: str) -> bool:
         return self.get(key) is not None
 

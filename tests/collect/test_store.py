@@ -108,6 +108,22 @@ def test_a_damaged_entry_is_dropped_and_learned_again(rich_venv: Path) -> None:
         assert again.modules[name].defines == info.defines, name
 
 
+def test_a_planted_entry_of_the_wrong_shape_is_dropped_and_learned_again(
+    rich_venv: Path,
+) -> None:
+    # An entry whose text matches its digest (anyone who can write the folder can make
+    # one) but whose facts are not facts: never used, never a stop of the probe.
+    first = _graph(rich_venv, OPTIONS)
+    entries = [p for p in sorted(_facts_folder().rglob("*.json")) if _is_facts(p)]
+    for path, bad in zip(entries[:4], ({}, {"imports": 1}, [], {"imports": [{}]}), strict=True):
+        key = json.loads(path.read_bytes().partition(b"\n")[0])[0]  # [key, digest]
+        path.write_bytes(host_store.entry_text(key, bad))
+    again = _graph(rich_venv, ProbeOptions(roots=("svc.main", "rich.text"), internal=("svc",)))
+    assert 4 <= again.parsed < first.parsed
+    for name, info in first.modules.items():
+        assert again.modules[name].defines == info.defines, name
+
+
 def test_the_host_cache_stays_under_its_cap(
     rich_venv: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
