@@ -15,6 +15,7 @@ makes the finding `fatal` with that line.
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
@@ -60,26 +61,35 @@ def satisfies(req: Requirement, version: str) -> bool:
         return False
 
 
+def unmet(
+    dependent: Distribution, target: Snapshot, name: str | None = None
+) -> Iterator[tuple[str, Requirement, Distribution | None]]:
+    """The Requires-Dist of `dependent` (on `name` only, when given) that apply to the
+    target (its Python, its platform, no extra) and that its installed versions violate:
+    the requirement's text, parsed, and the target's distribution (None: it lacks it)."""
+    for text in dependent.requires:
+        req = _parse(text)
+        if req is None or (name is not None and canonicalize_name(req.name) != name):
+            continue
+        if applies(req, target) is not True:
+            continue  # not for the target's platform, or an extra; or not readable
+        have = target.distribution(canonicalize_name(req.name))
+        if have is None or not satisfies(req, have.version):
+            yield text, req, have
+
+
 def violations(
     name: str, reference: Snapshot, target: Snapshot, analysis: Analysis | None
 ) -> list[Violation]:
     """The target's requirements on `name` that the target's installed version violates."""
     ref_dist = reference.distribution(name)
-    tgt_dist = target.distribution(name)
     out = []
     for dependent in target.distributions:
         if dependent.name == name:
             continue
-        for text in dependent.requires:
-            req = _parse(text)
-            if req is None or canonicalize_name(req.name) != name:
-                continue
-            if applies(req, target) is not True:
-                continue  # not for the target's platform, or an extra; or not readable
-            if tgt_dist is not None and satisfies(req, tgt_dist.version):
-                continue
+        for text, req, have in unmet(dependent, target, name):
             meets = ref_dist is not None and _reference_meets(req, dependent, reference)
-            out.append(_violation(dependent, text, req, meets, ref_dist, tgt_dist, analysis))
+            out.append(_violation(dependent, text, req, meets, ref_dist, have, analysis))
     return out
 
 
