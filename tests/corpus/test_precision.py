@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -254,8 +255,9 @@ def imports_cleanly(python: Path, module: str) -> tuple[bool, str]:
         text=True,
         timeout=600,
     )
-    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
-    return done.returncode == 0, last
+    # the exception's own line (a message may go on below it: transformers' "Try: ...")
+    raised = [ln for ln in done.stderr.splitlines() if re.match(r"\w+(Error|Exception): ", ln)]
+    return done.returncode == 0, raised[-1] if raised else ""
 
 
 def test_violated_requirements_of_the_runtime(
@@ -279,13 +281,11 @@ def test_violated_requirements_of_the_runtime(
         '[service]\ncommand = ["{python}", "-m", "svc.main"]\n'
         + "".join(f'[hosts.{h}]\npython = "{p}"\n' for h, p in hosts.items())
     )
-    code = main(
-        # one host at a time: the first reads the runtime's modules, the others find them
-        # in the facts store
-        ["--inventory", str(root / "envsync.toml"), "-q", "diff", "-j", "1", "--format", "json"]
-        + ["ref"]
-        + [f"t{n}" for n in range(len(cases))]
-    )
+    # one host at a time: the first reads the runtime's modules, the others find them in
+    # the facts store
+    diff = ["--inventory", str(root / "envsync.toml"), "-q", "diff", "-j", "1"]
+    diff += ["--format", "json"]
+    code = main([*diff, "ref", *(f"t{n}" for n in range(len(cases)))])
     assert code == 1
     report = json.loads(capsys.readouterr().out)
     verdicts = {
@@ -296,6 +296,7 @@ def test_violated_requirements_of_the_runtime(
     matrix: Counter[tuple[str, str]] = Counter()
     wrong: list[str] = []
     rows: list[str] = []
+    broken: dict[str, tuple[str, str]] = {}  # host -> (the culprit, the real import's last line)
     for n, (override, found) in enumerate(cases):
         name = override.partition("==")[0]
         finding = verdicts[f"t{n}"][name]
@@ -305,6 +306,8 @@ def test_violated_requirements_of_the_runtime(
             clean, last = imports_cleanly(hosts[f"t{n}"], modules[dependent])
             real = "imports" if clean else "breaks"
             matrix[static, real] += 1
+            if not clean:
+                broken[f"t{n}"] = (name, last)
             rows.append(f"  {override}: {dependent} requires {text}: {severity}, really {real}")
             if (real == "breaks" and static == "neither") or (
                 real == "imports" and static == "fatal"
@@ -319,3 +322,21 @@ def test_violated_requirements_of_the_runtime(
     assert sum(matrix[s, "breaks"] for s in ("fatal", "risky", "neither")) > 0
     assert sum(matrix[s, "imports"] for s in ("fatal", "risky", "neither")) > 0
     assert not wrong, "\n".join(wrong)
+
+    # --import-check where a real import breaks: fatal on the difference, with the exception
+    # (raised in the dependent, the same on both hosts, and traced to its requirement)
+    code = main([*diff, "--import-check", "ref", *sorted(broken)])
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    checked = {
+        host: {f["subject"]: f for f in c["findings"]}
+        for c in report["classes"]
+        for host in c["members"]
+    }
+    for host, (name, last) in sorted(broken.items()):
+        finding = checked[host][name]
+        first = finding["evidence"][0]
+        assert finding["severity"] == "fatal", finding
+        assert first["source"] == "import-check", first
+        assert first["detail"].startswith(f"import svc.main: {last}"), (last, first)
+    put(REQUIREMENTS, "--import-check: fatal where a real import breaks", len(broken))
