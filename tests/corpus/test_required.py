@@ -14,8 +14,11 @@ The service runs the reported statement. A real import decides first, on both ve
 then envsync, statically and with --import-check: a violated requirement is cited (the
 requirement, the dependent, the import of it startup runs) and never below `risky`; it
 is `fatal` only where the real import breaks, traced through the raising frame's
-distribution (the same on both hosts) to its requirement. The counts go to the
-reliability figures.
+distribution (the same on both hosts) to its requirement. numba's own check
+(numba/__init__.py:42, `if numpy_version > (2, 2):`, then line 45 `raise ImportError(msg)`,
+in `_ensure_critical_deps()`, which line 59 calls) is read statically as numba compares
+(the first two parts of NumPy's version as integers): fatal before any import, citing
+line 45; NumPy 2.1.3 passes it. The counts go to the reliability figures.
 """
 
 from __future__ import annotations
@@ -175,6 +178,7 @@ def test_the_static_verdict_cites_the_requirement(
         passes = case.reference.partition("==")[2]
         assert f"`{test}` holds for the target's {have}" in culprit["reason"], culprit["reason"]
         assert f"the reference's {passes} passes it" in culprit["reason"]
+        add(SECTION, "a version check that raises on the target, read statically: fatal")
     else:
         # the dependent imports the culprit: never benign or degraded, never fatal unread
         assert culprit["severity"] == "risky", culprit
