@@ -94,6 +94,9 @@ EVIDENCE = {
     "import-check": "the real-import check: the startup modules really imported in the target's "
     "interpreter, the exact exception attached",
     "requirements": "a `Requires-Dist` the reference satisfies and the target does not",
+    "version-check": "a version comparison that a module startup runs makes at import and "
+    "raises on (`if numpy_version > (2, 2): raise ImportError`), read from its source and "
+    "evaluated as the code compares, on each host's installed version",
     "facts": "torch, GPU, interpreter and system facts compared",
     "crash": "a crash envsync's smoke test watched, matched back to the finding: ground truth "
     "until the service next comes up ready",

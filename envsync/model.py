@@ -274,6 +274,28 @@ class LazyExports:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class VersionCheck:
+    """A version comparison a module runs while it is imported, whose `if` raises
+    (envsync/hostside/versionchecks.py): `if numpy_version > (2, 2): raise ImportError`."""
+
+    of: Literal["module", "dist"]  # the module's `__version__`, or the distribution's metadata
+    name: str  # the module (`numpy`) or the distribution it reads the version of
+    parts: int | None = None  # compares the first N parts as integers (compares "ints")
+    # how the code compares: "ints" (a tuple of integers), "version" (packaging's Version,
+    # LooseVersion), "str" (the version text with a string, as Python compares strings)
+    compares: Literal["ints", "version", "str"] = "version"
+    op: Literal["<", "<=", ">", ">=", "==", "!="]  # raises when `version OP value` holds
+    value: str  # the constant it compares with: "2.2" for `(2, 2)`
+    line: int  # the line of the `raise`
+    test_line: int  # the line of the `if`
+    statement: str  # the `if` statement, as the source writes it
+    raises: str  # the `raise` statement
+    exception: str | None = None  # the exception it raises (`ImportError`)
+    context: Context  # as sure as an import edge at that place
+    at: int | None = None  # the module's line that calls the function holding it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModuleFacts:
     # source | extension | namespace | missing | error | provided (put in sys.modules by
     # its parent, a module that is no package: envsync cannot read it)
@@ -288,6 +310,7 @@ class ModuleFacts:
     error: str | None = None
     lazy: LazyExports | None = None  # a module that exports names it does not bind
     doors: tuple[Door, ...] = ()  # imports of computed names: what is behind is not read
+    checks: tuple[VersionCheck, ...] = ()  # version comparisons that raise while it runs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

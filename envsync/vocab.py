@@ -58,6 +58,7 @@ EvidenceSource = Literal[
     "native",
     "import-check",
     "requirements",
+    "version-check",
     "facts",
     "crash",
 ]

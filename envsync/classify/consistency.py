@@ -6,31 +6,28 @@ check that every report passes before it is rendered.
 that finding's severity, never `benign` beside it. `problems` then checks the report: a
 package `benign` while another finding names it; two fixes that move one distribution to
 different versions (one removes what the other needs); a reason "X lacks N" where N is
-bound on the target or the import is not on the startup path. A problem is a bug in
-envsync: under ENVSYNC_CONSISTENCY=raise (the test suite sets it) it raises; in a run it
-is logged, and the report still tells one story (a `benign` so named becomes `unknown`).
+bound on the target (as the graph index looks it up: one rule) or the import is not on
+the startup path, the evidence read by the import it cites (its file and line), never by
+its words. A problem is a bug in envsync: under ENVSYNC_CONSISTENCY=raise (the test suite
+sets it) it raises; in a run it is logged, and the report still tells one story (a
+`benign` so named becomes `unknown`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from envsync.classify.graph import MODULE_ATTRIBUTES
+from envsync.classify.graph import GraphIndex
 from envsync.findings import Evidence, Finding, Fix, PinFix, SyncDistFix, SyncFileFix
-from envsync.model import StartupGraph
+from envsync.model import ImportEdge
 from envsync.vocab import PACKAGE_KINDS
 
 STRICT_ENV = "ENVSYNC_CONSISTENCY"  # "raise": a problem raises InconsistentReport
 
 log = logging.getLogger(__name__)
-
-# The name-check's own words (startup.failure_evidence): "{importer} imports {module} ...:
-# cannot import name 'N' from 'M' on the target".
-_LACKS = re.compile(r"^(\S+) imports \S+ .*: cannot import name '([^']+)' from '([^']+)'")
 
 
 class InconsistentReport(AssertionError):
@@ -91,15 +88,16 @@ def _head(finding: Finding) -> str:
 
 def problems(
     findings: Sequence[Finding],
-    graph: StartupGraph | None = None,
+    index: GraphIndex | None = None,
     reached: Collection[str] | None = None,
 ) -> list[str]:
     """What in these findings contradicts the rest: empty for a report that tells one story.
-    `graph`/`reached`: the target's startup graph and the modules startup may run, to check
+    `index`/`reached`: the target's startup graph and the modules startup may run, to check
     the names reasons say are missing (skipped without them)."""
     out: list[str] = []
     package = {f.subject: f for f in findings if f.kind in PACKAGE_KINDS}
     pins: dict[str, tuple[str, str]] = {}
+    places: Places | None = None
     for finding in findings:
         for dist, fix in _named_dists(finding):
             named = package.get(dist)
@@ -120,48 +118,64 @@ def problems(
                         f"{finding.subject}'s fix pins {fix.requirement}, which removes "
                         f"{seen[0]} that {seen[1]}'s fix installs"
                     )
-        if graph is not None and reached is not None:
-            out += _made_up(finding, graph, reached)
+        if index is not None and reached is not None:
+            if places is None and any(e.source == "name-check" for e in finding.evidence):
+                places = _places(index, reached)
+            if places is not None:
+                out += _made_up(finding, index, places)
     return out
 
 
-def _made_up(finding: Finding, graph: StartupGraph, reached: Collection[str]) -> list[str]:
-    """Name-check evidence for a name that is bound on the target, or an import that is
-    not on the startup path."""
+Places = dict[tuple[str | None, int], list[tuple[str, ImportEdge]]]
+
+
+def _places(index: GraphIndex, reached: Collection[str]) -> Places:
+    """The `from X import N` statements of the modules startup runs, by file and line."""
+    out: Places = {}
+    for importer in reached:
+        facts = index.graph.modules.get(importer)
+        for edge in facts.imports if facts is not None else ():
+            if edge.names:
+                out.setdefault((facts.file if facts else None, edge.line), []).append(
+                    (importer, edge)
+                )
+    return out
+
+
+def _made_up(finding: Finding, index: GraphIndex, places: Places) -> list[str]:
+    """Name-check evidence whose import (the statement it cites, by file and line) is in no
+    module startup runs, or imports no name that the target's module lacks, as the graph
+    index looks names up."""
     out = []
     for ev in finding.evidence:
-        if ev.source != "name-check":
-            continue
-        match = _LACKS.match(ev.detail)
-        if match is None:
-            continue
-        importer, name, module = match.groups()
-        if importer not in reached:
-            out.append(f"{finding.subject}: {importer} is not on the startup path ({ev.detail})")
-        facts = graph.modules.get(module)
-        bound = (
-            name in MODULE_ATTRIBUTES
-            or (facts is not None and facts.defines is not None and name in facts.defines)
-            or (
-                f"{module}.{name}" in graph.modules
-                and graph.modules[f"{module}.{name}"].kind != "missing"
+        if ev.source != "name-check" or ev.file is None or ev.line is None:
+            continue  # the reference's side of a failure ("on the reference, X defines N")
+        cited = places.get((ev.file, ev.line))
+        if not cited:
+            out.append(
+                f"{finding.subject}: {ev.file}:{ev.line} is no import of a module on the "
+                f"startup path ({ev.detail})"
             )
-        )
-        if bound:
-            out.append(f"{finding.subject}: {module} binds {name} on the target ({ev.detail})")
+            continue
+        for importer, edge in cited:
+            if not any(index.lookup(edge.module, n)[0] is False for n in edge.names):
+                out.append(
+                    f"{finding.subject}: {edge.module} binds every name {importer} imports "
+                    f"from it at line {edge.line} on the target ({ev.detail})"
+                )
     return out
 
 
 def settle(
     findings: Sequence[Finding],
-    graph: StartupGraph | None = None,
+    index: GraphIndex | None = None,
     reached: Collection[str] | None = None,
     *,
     where: str = "",
 ) -> list[Finding]:
     """The findings, checked: a problem raises under ENVSYNC_CONSISTENCY=raise; in a run
     it is logged and a `benign` that another finding names becomes `unknown`."""
-    found = problems(findings, graph, reached)
+    found = problems(findings, index, reached)
     if not found:
         return list(findings)
     text = f"envsync bug: an inconsistent report{f' ({where})' if where else ''}: " + "; ".join(

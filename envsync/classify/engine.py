@@ -59,8 +59,8 @@ def classify(
     ]
     findings = settle(
         reconcile(findings),
-        analysis.graph,
-        analysis.reached if analysis.graph is not None else None,
+        analysis.index,
+        analysis.reached if analysis.index is not None else None,
         where=f"{target.host} against {reference.host}",
     )
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.kind, f.subject))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from envsync.classify.dependents import Violation, violations
+from envsync.classify.dependents import Checked, Violation, version_checks, violations
 from envsync.classify.doors import Door
 from envsync.classify.graph import Failure, path_to
 from envsync.classify.launched import Startup
@@ -113,6 +113,9 @@ def classify_dist(
     found = violations(diff.subject, reference, target, analysis) if diff.kind != "extra" else []
     finding = _verdict(diff, reference, target, analysis, startup, side, found)
     names = import_names(diff.subject, reference, target)
+    checked = version_checks(diff.subject, names, reference, target, analysis)
+    if checked:
+        finding = _checked(diff, finding, checked)
     # a violated requirement lifts a verdict where the reading found nothing wrong with the
     # distribution; where it found failing imports of it, those are what the requirement
     # asks for, and they decide (the requirement stays evidence)
@@ -136,6 +139,22 @@ def classify_dist(
         reason=f"{_shown_name(diff)}: {why}; not shown to load, so not "
         f"{finding.severity} ({finding.reason})",
         evidence=tuple(dict.fromkeys((evidence, *finding.evidence))),
+    )
+
+
+def _checked(diff: Difference, finding: Finding, checked: list[Checked]) -> Finding:
+    """A version check startup runs that raises on the target's version alone decides as
+    surely as it runs (fatal at module level); one that raises on both hosts is evidence."""
+    evidence = tuple(c.evidence for c in checked)
+    first = checked[0]
+    if not first.caused or SEVERITY_RANK[first.severity] >= SEVERITY_RANK[finding.severity]:
+        return replace(finding, evidence=tuple(dict.fromkeys((*finding.evidence, *evidence))))
+    return replace(
+        finding,
+        severity=first.severity,
+        decided_by="version-check",
+        reason=f"{_shown_name(diff)}: {first.reason}.",
+        evidence=tuple(dict.fromkeys((*evidence, *finding.evidence))),
     )
 
 

@@ -17,14 +17,12 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from envsync.classify import unexplained
-from envsync.classify.dependents import satisfies
+from envsync.classify.dependents import unmet
 from envsync.classify.startup import import_names
 from envsync.findings import Evidence, Finding
-from envsync.markers import applies
 from envsync.model import Distribution, Frame, ImportOutcome, Raised, Snapshot
 from envsync.vocab import PACKAGE_KINDS
 
@@ -247,17 +245,8 @@ def _violated(
 ) -> Iterator[tuple[int, str, str]]:
     """The package findings of what `dist` requires and the target violates: (index, the
     requirement, what the target has)."""
-    for text in dist.requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
+    for text, req, have in unmet(dist, target):
         name = canonicalize_name(req.name)
-        if applies(req, target) is not True:
-            continue
-        have = target.distribution(name)
-        if have is not None and satisfies(req, have.version):
-            continue
         i = next(
             (n for n, f in enumerate(findings) if f.kind in PACKAGE_KINDS and f.subject == name),
             None,

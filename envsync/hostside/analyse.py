@@ -39,6 +39,7 @@ from .astutil import (
 )
 from .lazy import LazyExports
 from .shared import CONTEXT_RANK, RUNS, weaker
+from .versionchecks import version_checks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class Analyser:
         if self.dynamic_imports:
             self.lists = pkgutil_names(tree)
         self.visit(tree.body, "module", None)
-        self.run_called(tree)
+        called = self.run_called(tree)
         if (
             not self.dynamic
             and self.nested_binds
@@ -138,6 +139,7 @@ class Analyser:
             "hooks": hooks,
             "stars": self.stars,
             "lazy": self.lazy.facts(),
+            "checks": version_checks(tree, self.lines, called),
         }
 
     # -- edges ----------------------------------------------------------------------------
@@ -401,7 +403,7 @@ class Analyser:
 
     # -- functions the module calls while it runs -----------------------------------------
 
-    def run_called(self, tree: ast.Module) -> None:
+    def run_called(self, tree: ast.Module) -> dict[str, tuple[Context, int]]:
         """A function the module calls while it runs imports what it imports then, as
         surely as the call runs: `main()` at the bottom of a script is startup, not a
         lazy import. Each such import says at which line of the module it runs (`at`)."""
@@ -432,6 +434,7 @@ class Analyser:
             for door in doors:  # a computed import in a function that runs: it runs too
                 if node.lineno <= door["line"] <= end and door["context"] != "function":
                     self.doors.append(dict(door, context=weaker(context, door["context"])))
+        return called
 
 
 def called_at_import(

@@ -341,6 +341,8 @@ class GraphBuilder:
                 self.resolve_lazy(name, lazy, item, wanted)
         # Import edges (and doors) matter only where startup follows them.
         info["imports"] = facts["imports"] if follow else []
+        if follow and facts.get("checks"):
+            info["checks"] = facts["checks"]  # version checks that raise (versionchecks.py)
         if follow and facts.get("doors"):
             info["doors"], opened = self.open_doors(facts["doors"])
             if opened:

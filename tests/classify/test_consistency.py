@@ -15,8 +15,9 @@ from envsync.classify.consistency import (
     reconcile,
     settle,
 )
+from envsync.classify.graph import GraphIndex
 from envsync.findings import Evidence, Finding, PinFix
-from envsync.model import ModuleFacts, StartupGraph
+from envsync.model import ImportEdge, ModuleFacts, StartupGraph
 
 NATIVE = Finding(
     subject="kernel/ops.so",
@@ -69,6 +70,7 @@ def test_two_fixes_that_move_one_distribution_apart() -> None:
 
 
 def _lacks(name: str, importer: str = "svc.main") -> Finding:
+    """A finding citing `from numpy.rec import NAME` at the importer's line 1."""
     return Finding(
         subject="numpy",
         kind="version",
@@ -82,8 +84,26 @@ def _lacks(name: str, importer: str = "svc.main") -> Finding:
                 source="name-check",
                 detail=f"{importer} imports numpy.rec at module level: "
                 f"cannot import name {name!r} from 'numpy.rec' on the target",
+                file=f"{importer.replace('.', '/')}.py",
+                line=NAMES.index(name) + 1,
             ),
         ),
+    )
+
+
+NAMES = ("__doc__", "X", "Y")  # svc.main and svc.other import each at its own line
+
+
+def _edges() -> tuple[ImportEdge, ...]:
+    return tuple(
+        ImportEdge(
+            module="numpy.rec",
+            names=(n,),
+            line=i + 1,
+            context="module",
+            statement=f"from numpy.rec import {n}",
+        )
+        for i, n in enumerate(NAMES)
     )
 
 
@@ -91,7 +111,8 @@ GRAPH = StartupGraph(
     roots=("svc.main",),
     internal=("svc",),
     modules={
-        "svc.main": ModuleFacts(kind="source", file="svc/main.py", defines=()),
+        "svc.main": ModuleFacts(kind="source", file="svc/main.py", defines=(), imports=_edges()),
+        "svc.other": ModuleFacts(kind="source", file="svc/other.py", defines=(), imports=_edges()),
         "numpy.rec": ModuleFacts(kind="source", file="numpy/rec/__init__.py", defines=("X",)),
     },
 )
@@ -100,20 +121,21 @@ GRAPH = StartupGraph(
 @pytest.mark.parametrize(
     ("name", "importer", "words"),
     [
-        ("__doc__", "svc.main", "numpy.rec binds __doc__ on the target"),
-        ("X", "svc.main", "numpy.rec binds X on the target"),
-        ("Y", "svc.other", "svc.other is not on the startup path"),
+        ("__doc__", "svc.main", "numpy.rec binds every name svc.main imports from it at line 1"),
+        ("X", "svc.main", "numpy.rec binds every name svc.main imports from it at line 2"),
+        ("Y", "svc.other", "svc/other.py:3 is no import of a module on the startup path"),
     ],
 )
 def test_a_reason_names_only_what_is_absent_and_imported(
     name: str, importer: str, words: str
 ) -> None:
-    (problem,) = problems([_lacks(name, importer)], GRAPH, {"svc.main", "numpy.rec"})
+    # the evidence is read by the import it cites, and names looked up by the graph index
+    (problem,) = problems([_lacks(name, importer)], GraphIndex(GRAPH), {"svc.main", "numpy.rec"})
     assert words in problem
 
 
 def test_a_real_absence_is_no_problem() -> None:
-    assert problems([_lacks("Y")], GRAPH, {"svc.main", "numpy.rec"}) == []
+    assert problems([_lacks("Y")], GraphIndex(GRAPH), {"svc.main", "numpy.rec"}) == []
 
 
 def test_under_tests_a_contradiction_raises() -> None:

@@ -14,8 +14,11 @@ The service runs the reported statement. A real import decides first, on both ve
 then envsync, statically and with --import-check: a violated requirement is cited (the
 requirement, the dependent, the import of it startup runs) and never below `risky`; it
 is `fatal` only where the real import breaks, traced through the raising frame's
-distribution (the same on both hosts) to its requirement. The counts go to the
-reliability figures.
+distribution (the same on both hosts) to its requirement. numba's own check
+(numba/__init__.py:42, `if numpy_version > (2, 2):`, then line 45 `raise ImportError(msg)`,
+in `_ensure_critical_deps()`, which line 59 calls) is read statically as numba compares
+(the first two parts of NumPy's version as integers): fatal before any import, citing
+line 45; NumPy 2.1.3 passes it. The counts go to the reliability figures.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ class Case:
     dependent: str  # "numba 0.61.2"
     raises: str | None = None  # the last line a real import on the target ends with
     raised_in: tuple[str, int] = ("", 0)  # the raising frame: file under site-packages, line
+    # the dependent's own version check that raises, as its source writes it: the `if`
+    # line and statement, then the raise (read statically, it makes the static verdict fatal)
+    checks: tuple[int, str, str] | None = None
 
 
 CASES = (
@@ -62,6 +68,9 @@ CASES = (
         dependent="numba 0.61.2",
         raises="ImportError: Numba needs NumPy 2.2 or less. Got NumPy 2.3.",
         raised_in=("numba/__init__.py", 45),
+        # numba/__init__.py:42 in _ensure_critical_deps(), which line 59 calls; line 26
+        # reads `tuple(map(int, mod.__version__.split('.')[:2]))`: NumPy 2.2.6 passes
+        checks=(42, "if numpy_version > (2, 2):", "raise ImportError(msg)"),
     ),
     Case(
         id="requests-charset-normalizer-3",
@@ -140,7 +149,11 @@ def test_a_real_import_decides_first(pair: tuple[Case, Path]) -> None:
         assert f"Requires-Dist: {case.requirement}" in metadata
     if case.raises is not None:
         file, line = case.raised_in
-        assert (site / file).read_text().splitlines()[line - 1].strip() == "raise ImportError(msg)"
+        lines = (site / file).read_text().splitlines()
+        assert lines[line - 1].strip() == "raise ImportError(msg)"
+        if case.checks is not None:
+            test_line, test, raised = case.checks
+            assert (lines[test_line - 1].strip(), lines[line - 1].strip()) == (test, raised)
 
 
 def test_the_static_verdict_cites_the_requirement(
@@ -151,13 +164,30 @@ def test_the_static_verdict_cites_the_requirement(
     assert set(found) == {_culprit(case)}, found
     culprit = found[_culprit(case)]
     cited = [e for e in culprit["evidence"] if e["source"] == "requirements"]
-    # the dependent imports the culprit: never benign or degraded, never fatal unread
-    assert culprit["severity"] == "risky", culprit
+    checked = [e for e in culprit["evidence"] if e["source"] == "version-check"]
+    words = f"{case.dependent} requires {case.requirement}"
+    if case.checks is not None:
+        # the dependent's own check, read as it compares, raises on the target alone
+        assert (culprit["severity"], culprit["decided_by"]) == ("fatal", "version-check"), culprit
+        test_line, test, raised = case.checks
+        (check,) = checked
+        file, line = case.raised_in
+        assert check["file"].endswith(file) and check["line"] == line, check
+        assert check["statement"] == raised and f"line {test_line}: {test}" in check["context"]
+        have = case.target.partition("==")[2]
+        passes = case.reference.partition("==")[2]
+        assert f"`{test}` holds for the target's {have}" in culprit["reason"], culprit["reason"]
+        assert f"the reference's {passes} passes it" in culprit["reason"]
+        add(SECTION, "a version check that raises on the target, read statically: fatal")
+    else:
+        # the dependent imports the culprit: never benign or degraded, never fatal unread
+        assert culprit["severity"] == "risky", culprit
+        assert not checked, checked
     if case.requirement is None:
         assert not cited, cited
         return
-    words = f"{case.dependent} requires {case.requirement}"
-    assert words in culprit["reason"], culprit["reason"]
+    if case.checks is None:
+        assert words in culprit["reason"], culprit["reason"]
     (req,) = cited
     have = case.target.partition("==")[2]
     assert f"the reference satisfies it, the target has {have}" in req["detail"]
@@ -176,7 +206,9 @@ def test_the_import_check_is_fatal_only_where_the_import_breaks(
         assert all(f["severity"] != "fatal" for f in found.values()), found
         add(SECTION, f"{violated}, imports cleanly: not fatal")
         return
-    assert (culprit["severity"], culprit["decided_by"]) == ("fatal", "import-check"), culprit
+    # the static reading of the version check decided already; the import check confirms
+    decided = "version-check" if case.checks else "import-check"
+    assert (culprit["severity"], culprit["decided_by"]) == ("fatal", decided), culprit
     first = culprit["evidence"][0]
     assert first["detail"] == f"import svc.main: {case.raises}"
     file, line = case.raised_in
