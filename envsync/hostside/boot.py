@@ -181,10 +181,14 @@ def verified(folder: str, digest: str) -> bool:
                 above = os.path.dirname(rel_dir)
                 for name in names:
                     parts = name.split(".")
-                    if len(parts) not in (3, 4) or parts[-1] != "pyc":
-                        return False
-                    if len(parts) == 4 and parts[2] not in ("opt-1", "opt-2"):
-                        return False
+                    if (
+                        len(parts) not in (3, 4)
+                        or parts[-1] != "pyc"
+                        or (len(parts) == 4 and parts[2] not in ("opt-1", "opt-2"))
+                    ):
+                        # a name the import system never loads (a concurrent first run's
+                        # bytecode being written: py_compile's NAME.TAG.pyc.ID): no code
+                        continue
                     source = (above + "/" if above else "") + parts[0] + ".py"
                     compiled.append((os.path.join(dirpath, name), source))
                 continue

@@ -244,6 +244,20 @@ def test_any_file_the_bundle_does_not_hold_is_refused(
     held(ITEM)
 
 
+def test_bytecode_being_written_by_another_run_is_not_a_damaged_copy(tmp_path: Path) -> None:
+    """Another first run compiles the copy while this one starts: py_compile's temporary
+    file in `__pycache__` (never imported) is no reason to move the copy away, which broke
+    the other run's imports (`No module named 'envsync_host.agent'`)."""
+    assert answered(boot(tmp_path))
+    tag = sys.implementation.cache_tag
+    temporary = copy() / PACKAGE / "agent" / "__pycache__" / f"__init__.{tag}.pyc.140234511"
+    temporary.write_bytes(b"half a bytecode file")
+    temporary.chmod(0o600)
+    out = boot(tmp_path)
+    assert answered(out), out.stderr
+    assert notes(out) == [] and temporary.exists()
+
+
 def test_a_file_others_may_write_is_refused(tmp_path: Path) -> None:
     assert answered(boot(tmp_path))
     module = copy() / PACKAGE / "protocol.py"
