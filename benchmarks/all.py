@@ -65,24 +65,13 @@ SIMULATED = (256, 1000)  # hosts of the simulated collections
 
 
 def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in KiB) of one fresh process.
+    """(wall seconds, peak RSS in KiB) of one fresh process, as GNU time reads them
+    (benchmarks/change.py `measured`): a process forked from this one would inherit this
+    one's peak RSS (Linux keeps it across exec), GNU time's small fork does not."""
+    from benchmarks.change import measured
 
-    The peak RSS comes from GNU time, whose small fork runs the command: a process forked
-    from this one would inherit this one's peak RSS (Linux keeps it across exec)."""
-    with tempfile.NamedTemporaryFile("r") as rss:
-        started = time.perf_counter()
-        proc = subprocess.run(
-            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *argv],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            check=False,
-        )
-        wall = time.perf_counter() - started
-        peak = int(rss.read().split()[-1])
-    if proc.returncode not in (0, 1):  # diff exits 1 on drift, pip check on conflicts
-        raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.decode()[-500:]}")
-    return wall, peak
+    took = measured(argv, env)  # diff exits 1 on drift, pip check on conflicts
+    return took.wall, took.peak_kib
 
 
 def interleaved(

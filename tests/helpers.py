@@ -227,6 +227,28 @@ def build_example(dest: Path, wheels: Path, runtime: Path | None = None) -> None
                 )
 
 
+def example_inventory(dest: Path, wheels: Path) -> Path:
+    """The example's ct129 and ct200 built into `dest` with the shared runtime, and an
+    inventory of them: free ports, the demo server by its path, ct200 installing from the
+    real wheels in the cache (as its index would serve them)."""
+    from tests.sshd import free_port
+
+    build_example(dest, wheels, runtime=REPO / "examples" / ".hosts" / "runtime")
+    text = (REPO / "examples" / "envsync.toml").read_text().replace('".hosts/', f'"{dest}/')
+    text = text.replace(
+        '"{inventory_dir}/demo_server.py"', f'"{REPO / "examples" / "demo_server.py"}"'
+    )
+    text = text.replace("port = 30001", f"port = {free_port()}")
+    text = text.replace(
+        "service = { port = 30002 }",
+        f"service = {{ port = {free_port()} }}\n"
+        f'pip_options = ["--no-index", "--find-links", "{wheels}"]',
+    )
+    inv = dest / "envsync.toml"
+    inv.write_text(text)
+    return inv
+
+
 def clone_venv(source: Path, root: Path) -> None:
     """A copy of the venv at `source` at `root` that names its own place, as a venv built
     there would: its scripts' interpreter line, their digests in RECORD, pyvenv.cfg's

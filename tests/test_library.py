@@ -20,29 +20,13 @@ from envsync.repair import RepairOptions, repair, rollback_host
 from envsync.runner import Runners
 from envsync.service.host import deploy_host, stop_host
 from envsync.session import Session
-from tests.helpers import REPO, build_example
-from tests.sshd import free_port
+from tests.helpers import REPO, example_inventory
 
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
-    """The example's ct129 and ct200 with the shared runtime; free ports; ct200 installs
-    from the real wheels in the cache (as its index would serve them)."""
-    dest = tmp_path_factory.mktemp("library")
-    build_example(dest, wheel_cache, runtime=REPO / "examples" / ".hosts" / "runtime")
-    text = (REPO / "examples" / "envsync.toml").read_text().replace('".hosts/', f'"{dest}/')
-    text = text.replace(
-        '"{inventory_dir}/demo_server.py"', f'"{REPO / "examples" / "demo_server.py"}"'
-    )
-    text = text.replace("port = 30001", f"port = {free_port()}")
-    text = text.replace(
-        "service = { port = 30002 }",
-        f"service = {{ port = {free_port()} }}\n"
-        f'pip_options = ["--no-index", "--find-links", "{wheel_cache}"]',
-    )
-    inv = dest / "envsync.toml"
-    inv.write_text(text)
-    return inv
+    """The example's hosts with the shared runtime (tests/helpers.py example_inventory)."""
+    return example_inventory(tmp_path_factory.mktemp("library"), wheel_cache)
 
 
 @pytest.mark.slow

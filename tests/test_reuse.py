@@ -27,27 +27,13 @@ from envsync.service.host import stop_host
 from envsync.session import Session
 from envsync.states import StateStore
 from envsync.watch import WatchOptions, watch_once
-from tests.helpers import REPO, build_example
-from tests.sshd import free_port
+from tests.helpers import example_inventory
 
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
-    dest = tmp_path_factory.mktemp("reuse")
-    build_example(dest, wheel_cache, runtime=REPO / "examples" / ".hosts" / "runtime")
-    text = (REPO / "examples" / "envsync.toml").read_text().replace('".hosts/', f'"{dest}/')
-    text = text.replace(
-        '"{inventory_dir}/demo_server.py"', f'"{REPO / "examples" / "demo_server.py"}"'
-    )
-    text = text.replace("port = 30001", f"port = {free_port()}")
-    text = text.replace(
-        "service = { port = 30002 }",
-        f"service = {{ port = {free_port()} }}\n"
-        f'pip_options = ["--no-index", "--find-links", "{wheel_cache}"]',
-    )
-    inv = dest / "envsync.toml"
-    inv.write_text(text)
-    return inv
+    """The example's hosts with the shared runtime (tests/helpers.py example_inventory)."""
+    return example_inventory(tmp_path_factory.mktemp("reuse"), wheel_cache)
 
 
 class Counted:
