@@ -9,6 +9,7 @@ import subprocess
 import sys
 import venv
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -335,3 +336,30 @@ def pep751_problems(doc: dict) -> list[str]:  # type: ignore[type-arg]
         if "directory" in p and "path" not in p["directory"]:
             out.append(f"{where}.directory: path is required")
     return out
+
+
+def within(seconds: float, call: Callable[[], object]) -> object:
+    """`call()`'s value, failing the test where it does not end in time (a FIFO waited on)."""
+    import threading
+
+    import pytest
+
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"still waiting after {seconds:g}s")
+    return out[0] if out else None
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (read from /proc)."""
+    import contextlib
+
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat_file.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat_file.parent.name))
+    return found

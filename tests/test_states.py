@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -35,7 +34,7 @@ from envsync.states import (
     states_of,
 )
 from tests.figures import held
-from tests.helpers import REPO
+from tests.helpers import REPO, children
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
 T0 = datetime(2026, 12, 1, 10, 2, 3, tzinfo=timezone.utc)
@@ -496,7 +495,7 @@ def test_sigterm_ends_a_running_diff_within_a_second(tmp_path: Path) -> None:
     inv.write_text(f'[hosts.a]\npython = "{slow}"\n[hosts.b]\npython = "{slow}"\n')
     proc = _envsync(tmp_path, "--inventory", str(inv), "diff", "a", "b")
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not _children(proc.pid):
+    while time.monotonic() < deadline and not children(proc.pid):
         time.sleep(0.05)
     time.sleep(0.3)
     sent = time.monotonic()
@@ -506,15 +505,6 @@ def test_sigterm_ends_a_running_diff_within_a_second(tmp_path: Path) -> None:
     assert code == 143 and "envsync: terminated" in err, err
     assert took < 1.0, f"{took:.2f}s"
     held("14 SIGTERM ends a command within a second")
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            if int(stat_file.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat_file.parent.name))
-    return found
 
 
 def test_a_hosts_past_is_keyed_by_its_identity_not_its_name(

@@ -6,8 +6,6 @@ file reads as absent: the part is sent again and kept anew."""
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,19 +13,9 @@ import pytest
 from envsync.collect import wire
 from envsync.hostside.shared import text_digest
 from tests.figures import held
+from tests.helpers import within
 
 ITEM = "14 state and cache files: no link followed, no FIFO waited on"
-
-
-def within(seconds: float, call: Callable[[], object]) -> object:
-    """`call()`'s value, failing the test where it does not end in time (a FIFO waited on)."""
-    out: list[object] = []
-    thread = threading.Thread(target=lambda: out.append(call()), daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"still waiting after {seconds:g}s")
-    return out[0] if out else None
 
 
 def kept(tmp_path: Path) -> tuple[str, Path]:

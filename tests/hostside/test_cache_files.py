@@ -6,8 +6,6 @@ absent: the facts are learned again."""
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,18 +13,9 @@ import pytest
 from envsync.hostside import caches, chunks, graphcache, store
 from envsync.hostside.shared import text_digest
 from tests.figures import held
+from tests.helpers import within
 
 ITEM = "14 state and cache files: no link followed, no FIFO waited on"
-
-
-def within(seconds: float, call: Callable[[], object]) -> object:
-    out: list[object] = []
-    thread = threading.Thread(target=lambda: out.append(call()), daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"still waiting after {seconds:g}s")
-    return out[0]
 
 
 def planted(path: Path, kind: str, text: bytes, tmp_path: Path) -> None:

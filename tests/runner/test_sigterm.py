@@ -16,18 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.figures import held
-from tests.helpers import REPO, make_venv, make_wheel, pip_install
+from tests.helpers import REPO, children, make_venv, make_wheel, pip_install
 
 pytestmark = pytest.mark.slow
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            if int(stat_file.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat_file.parent.name))
-    return found
 
 
 def sleeping(pid: int) -> bool:
