@@ -8,10 +8,8 @@ deploys the service the plan changed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envsync.apply import Applied, BackupInfo, apply_plan, backups, rollback
 from envsync.apply.hostlock import target_lock
@@ -25,9 +23,6 @@ from envsync.service.host import ServiceRun, run_service
 from envsync.session import Session
 from envsync.snapshot import HostSource, resolve
 from envsync.vocab import ONLY_DEFAULT, PREFER, Only, Prefer
-
-if TYPE_CHECKING:
-    from envsync.canary import Rollout
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,14 +64,6 @@ def fleet_targets(session: Session, options: RepairOptions) -> tuple[str, ...]:
     target = options.target or session.inventory.target
     hosts = session.inventory.select([target]) if target else ()
     return hosts if len(hosts) > 1 or options.batch else ()
-
-
-def repair_fleet(session: Session, options: RepairOptions, hosts: Sequence[str]) -> Rollout:
-    """`repair REF FLEET`: one plan per class of hosts and, with `apply`, canary batches
-    (canary.py)."""
-    from envsync.canary import rollout
-
-    return rollout(session, options, hosts)
 
 
 def repair(session: Session, options: RepairOptions) -> Repair:
