@@ -8,7 +8,7 @@ from types import UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from docsgen import text
-from envsync import inventory, vocab
+from envsync import inventorymodel, vocab
 from envsync.exitcodes import ExitCode
 
 
@@ -88,7 +88,7 @@ def inventory_keys() -> str:
     """Every key the inventory parser accepts, with its type, from the parser's own tables."""
     keys = {
         f"{table}.{f.name}": _type_word(get_type_hints(cls)[f.name])
-        for table, cls in inventory.TABLES.items()
+        for table, cls in inventorymodel.TABLES.items()
         for f in fields(cls)
     }
     covered("INVENTORY", text.INVENTORY, keys)

@@ -18,14 +18,14 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from envsync.apply import rollback
-from envsync.apply.hostlock import target_lock
 from envsync.compare import class_key, diff_fleet, targets
 from envsync.errors import EnvsyncError, InputError, PlanError, StalePlan
 from envsync.findings import Report
+from envsync.hold import hold_target
 from envsync.model import Snapshot
 from envsync.nodeset import fold
-from envsync.plan import Plan, make_plan
-from envsync.repair import RepairOptions, carry_out, deploy_after_apply
+from envsync.plan import Plan
+from envsync.repair import RepairOptions, carry_out, deploy_after_apply, plan_repair
 from envsync.session import Session
 from envsync.sources import HostSource
 
@@ -150,14 +150,7 @@ def rollout(session: Session, options: RepairOptions, hosts: Sequence[str]) -> R
         sample = fleet.samples[c.key]
         spec = session.host(c.hosts[0])
         try:
-            plan = make_plan(
-                c.report,
-                ref_snap,
-                sample,
-                prefer=options.prefer,
-                only=options.only,
-                installer=spec.installer,
-            )
+            plan = plan_repair(c.report, ref_snap, sample, options, spec)
             # shown for the class: its node set, not the host it was made from
             plans.append(ClassPlan(hosts=c.hosts, key=c.key, plan=replace(plan, target=c.nodeset)))
         except PlanError as e:
@@ -248,12 +241,8 @@ def _one(
     (target,) = targets(session, [host])
     backup = None
     try:
-        with target_lock(
-            spec,
-            session.runners(spec),
-            command=f"envsync repair --apply {host} (canary rollout)",
-            wait=options.wait,
-            on_stale=session.note,
+        with hold_target(
+            session, spec, f"envsync repair --apply {host} (canary rollout)", options.wait
         ) as lock:
             session.changed(host)  # collected before its lock was held: not trusted under it
             snap = session.collect_one(host, target.options)
@@ -262,14 +251,7 @@ def _one(
                     f"{host}: changed since the rollout planned its class {planned.nodeset}",
                     tip=f"run `envsync repair {reference_name} {host}` to plan it anew",
                 )
-            plan = make_plan(
-                replace(report, target=host),
-                reference,
-                snap,
-                prefer=options.prefer,
-                only=options.only,
-                installer=spec.installer,
-            )
+            plan = plan_repair(replace(report, target=host), reference, snap, options, spec)
             quiet = replace(options, deploy=False)  # deployed below, the backup known
             done = carry_out(session, quiet, spec, plan, reference, snap, reference_spec, lock)
             backup = done.applied.backup if done.applied else None
@@ -300,12 +282,8 @@ def _roll_back(session: Session, options: RepairOptions, result: HostResult) -> 
         return result
     spec = session.host(result.host)
     try:
-        with target_lock(
-            spec,
-            session.runners(spec),
-            command=f"envsync rollback {result.host} (canary rollout)",
-            wait=options.wait,
-            on_stale=session.note,
+        with hold_target(
+            session, spec, f"envsync rollback {result.host} (canary rollout)", options.wait
         ) as lock:
             # the apply names its backup by its folder; the agent restores it by its name
             ident = result.backup.rstrip("/").rpartition("/")[2]

@@ -8,16 +8,15 @@ deploys the service the plan changed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envsync.apply import Applied, BackupInfo, apply_plan, backups, rollback
-from envsync.apply.hostlock import target_lock
 from envsync.compare import diff, pair_names
 from envsync.documents import check_writable, write_atomic
 from envsync.errors import InputError
+from envsync.findings import Report
+from envsync.hold import hold_target
 from envsync.inventory import DEFAULT_DEADLINE, HostSpec
 from envsync.model import Snapshot
 from envsync.plan import Plan, container_note, dumps_plan, load_plan, make_plan
@@ -25,9 +24,6 @@ from envsync.service.host import ServiceRun, run_service
 from envsync.session import Session
 from envsync.sources import HostSource
 from envsync.vocab import ONLY_DEFAULT, PREFER, Only, Prefer
-
-if TYPE_CHECKING:
-    from envsync.canary import Rollout
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,12 +67,19 @@ def fleet_targets(session: Session, options: RepairOptions) -> tuple[str, ...]:
     return hosts if len(hosts) > 1 or options.batch else ()
 
 
-def repair_fleet(session: Session, options: RepairOptions, hosts: Sequence[str]) -> Rollout:
-    """`repair REF FLEET`: one plan per class of hosts and, with `apply`, canary batches
-    (canary.py)."""
-    from envsync.canary import rollout
-
-    return rollout(session, options, hosts)
+def plan_repair(
+    report: Report, reference: Snapshot, target: Snapshot, options: RepairOptions, spec: HostSpec
+) -> Plan:
+    """The plan `options` ask for, of `target` (on host `spec`) against `reference`: the one
+    place repair and each class of a canary rollout make theirs."""
+    return make_plan(
+        report,
+        reference,
+        target,
+        prefer=options.prefer,
+        only=options.only,
+        installer=spec.installer,
+    )
 
 
 def repair(session: Session, options: RepairOptions) -> Repair:
@@ -99,13 +102,7 @@ def repair(session: Session, options: RepairOptions) -> Repair:
     if not options.apply:
         return _plan(session, options, saved, ref_name, tgt_name, None)
     # The lock comes first: the target must not change between its snapshot and the apply.
-    with target_lock(
-        spec,
-        session.runners(spec),
-        command=f"envsync repair --apply {spec.name}",
-        wait=options.wait,
-        on_stale=session.note,
-    ) as lock:
+    with hold_target(session, spec, f"envsync repair --apply {spec.name}", options.wait) as lock:
         return _plan(session, options, saved, ref_name, tgt_name, lock)
 
 
@@ -145,14 +142,7 @@ def _plan(
     if saved is not None:
         _check_flags(session, saved, snap, str(options.plan))
     if plan is None:
-        plan = make_plan(
-            comparison.report,
-            reference,
-            snap,
-            prefer=options.prefer,
-            only=options.only,
-            installer=spec.installer,
-        )
+        plan = plan_repair(comparison.report, reference, snap, options, spec)
         if options.save:
             write_atomic(options.save, dumps_plan(plan))
     done = Repair(plan=plan, exec_prefix=spec.exec)
@@ -241,13 +231,7 @@ def rollback_host(
     back (or restore a named backup); refused, naming them, when paths changed since the
     apply, unless `force`."""
     spec = session.host(host)
-    with target_lock(
-        spec,
-        session.runners(spec),
-        command=f"envsync rollback {spec.name}",
-        wait=wait,
-        on_stale=session.note,
-    ) as lock:
+    with hold_target(session, spec, f"envsync rollback {spec.name}", wait) as lock:
         try:
             result = rollback(spec, session.runners(spec), backup, force=force, lock=lock)
         finally:

@@ -38,7 +38,7 @@ from envsync.ansible.inventory import ansible_env, ansible_program, generated_in
 from envsync.collect import ProbeOptions, offer, probe_argv, probe_source, read_result
 from envsync.collect.share import Offer
 from envsync.errors import CollectError, EnvsyncError
-from envsync.inventory import HostSpec, Inventory
+from envsync.inventorymodel import HostSpec, Inventory
 from envsync.model import Snapshot
 from envsync.runner import CommandResult, tail
 from envsync.runner.exec import exec_argv

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from envsync.classify.graph import path_to
-from envsync.classify.startup import Analysis, finding_about
+from envsync.classify.startup import Analysis, door_finding, finding_about
 from envsync.findings import Difference, Evidence, Finding, SyncFileFix
 from envsync.model import GitState, Snapshot
 from envsync.vocab import RUNS, SEVERITY_RANK
@@ -121,21 +121,12 @@ def classify_file(
     else:
         door = analysis.behind(target).door_to_module(module) if module else None
         if door is not None:
-            return finding_about(
+            return door_finding(
                 diff,
-                severity="unknown",
-                reason=f"{what}: startup may import {module}: envsync stops reading at "
-                f"{door.describe()}, and {module} could be behind it.",
-                decided_by="import-graph",
-                evidence=(
-                    Evidence(
-                        source="import-graph",
-                        detail=f"envsync stops reading at {door.describe()}",
-                        file=door.file,
-                        line=door.line,
-                        context=door.context,
-                    ),
-                ),
+                door,
+                head=f"{what}: startup may import {module}",
+                behind=str(module),
+                context=door.context,
                 fixes=(fix,),
             )
         severity, reason = "benign", f"{what}: no import path from startup reaches it."

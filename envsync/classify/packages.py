@@ -15,6 +15,7 @@ from envsync.classify.startup import (
     SEVERITY_OF_CONTEXT,
     Analysis,
     ReferenceSide,
+    door_finding,
     failure_evidence,
     failure_reason,
     finding_about,
@@ -336,24 +337,16 @@ def _verdict(
         )
     door = analysis.behind(target).door_to(name)
     if door is not None:
-        return finding_about(
+        return door_finding(
             diff,
-            severity="unknown",
-            reason=f"{name} {shown}: startup may import it: envsync stops reading at "
-            f"{door.describe()} ({door_words(door)}), and {name} could be behind it.",
-            decided_by="import-graph",
-            evidence=(
-                Evidence(
-                    source="import-graph",
-                    detail=f"envsync stops reading at {door.describe()}",
-                    file=door.file,
-                    line=door.line,
-                    context=f"{door.context}; startup path: "
-                    + " -> ".join(path_to(analysis.reached, door.module)),
-                ),
-                *requirements,
-            ),
-            fixes=tuple(fixes),
+            door,
+            head=f"{name} {shown}: startup may import it",
+            behind=name,
+            context=f"{door.context}; startup path: "
+            + " -> ".join(path_to(analysis.reached, door.module)),
+            words=door_words(door),
+            more=requirements,
+            fixes=fixes,
         )
     return finding_about(
         diff,

@@ -12,7 +12,7 @@ from envsync.classify.doors import Behind, Door, open_doors
 from envsync.classify.graph import Failure, GraphIndex, ImportsOf, Reach, path_to
 from envsync.classify.launched import Startup
 from envsync.classify.rules import Root
-from envsync.findings import Difference, Evidence, Finding
+from envsync.findings import Difference, Evidence, Finding, Fix
 from envsync.launch import parse_flags
 from envsync.model import Snapshot, StartupGraph
 from envsync.vocab import Severity
@@ -257,4 +257,39 @@ def finding_about(diff: Difference, **rest: Any) -> Finding:
     """A finding about `diff`: its subject, kind and both values, and the rest."""
     return Finding(
         subject=diff.subject, kind=diff.kind, reference=diff.reference, target=diff.target, **rest
+    )
+
+
+def door_finding(
+    diff: Difference,
+    door: Door,
+    *,
+    head: str,
+    behind: str,
+    context: str,
+    words: str = "",
+    more: Sequence[Evidence] = (),
+    fixes: Sequence[Fix] = (),
+) -> Finding:
+    """`unknown`: startup may import `behind` through `door`, where envsync stops reading
+    (`head` says what differs and what of it startup may import; `words`, what kind of door
+    it is, in parentheses after it; `context`, the door's)."""
+    return finding_about(
+        diff,
+        severity="unknown",
+        reason=f"{head}: envsync stops reading at {door.describe()}"
+        + (f" ({words})" if words else "")
+        + f", and {behind} could be behind it.",
+        decided_by="import-graph",
+        evidence=(
+            Evidence(
+                source="import-graph",
+                detail=f"envsync stops reading at {door.describe()}",
+                file=door.file,
+                line=door.line,
+                context=context,
+            ),
+            *more,
+        ),
+        fixes=tuple(fixes),
     )

@@ -157,14 +157,15 @@ def cmd_check(options: CheckOptions, session: Session) -> ExitCode:
 
 
 def cmd_repair(options: RepairOptions, session: Session) -> ExitCode:
+    from envsync.canary import rollout
     from envsync.plan import describe
-    from envsync.repair import fleet_targets, repair, repair_fleet
+    from envsync.repair import fleet_targets, repair
 
     hosts = fleet_targets(session, options)
     if hosts:
         reference = options.reference or session.inventory.reference or ""
         hint = apply_line(options, reference, options.target or "")
-        return print_rollout(repair_fleet(session, options, hosts), apply_hint=hint)
+        return print_rollout(rollout(session, options, hosts), apply_hint=hint)
     done = repair(session, options)
     if not options.apply:
         text = describe(done.plan, exec_prefix=done.exec_prefix).rstrip("\n") + "\n"

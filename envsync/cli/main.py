@@ -110,6 +110,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     invocation: Invocation = args.build(args)
     output.INVOKED[:] = list(sys.argv[1:] if argv is None else argv)
+    output.REPAIR_VALUED.update(output.valued_options(parser, "repair"))
     runners = Runners(
         accept_new=invocation.session.accept_new_host_keys,
         connect_timeout=invocation.session.connect_timeout,

@@ -11,6 +11,7 @@ redaction rules.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -172,7 +173,7 @@ def apply_line(options: RepairOptions, reference: str, target: str) -> str:
     if options.save is not None:
         # the saved plan, with the options as they were given (--inventory, --no-deploy,
         # --deadline ...), less what made the plan (the hosts, -o, --prefer, --only)
-        kept = _apply_words(INVOKED)
+        kept = _apply_words(INVOKED, REPAIR_VALUED)
         words = ["envsync", *kept, "--plan", str(options.save), "--apply"]
         if "repair" not in kept:
             words.insert(1, "repair")
@@ -199,24 +200,28 @@ INVOKED: list[str] = []  # the command line of this run, as it was given (cli/ma
 PLANNING = ("-o", "--output", "--prefer", "--only")  # what made the plan, not what applies it
 
 
-def _apply_words(argv: list[str]) -> list[str]:
+def valued_options(parser: argparse.ArgumentParser, command: str) -> set[str]:
+    """The options of `command` in `parser` that take a value (cli/main.py keeps repair's in
+    REPAIR_VALUED: this module is below the parser and does not build it)."""
+    found: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices.get(command)
+            for inner in sub._actions if sub is not None else ():
+                if inner.option_strings and inner.nargs != 0:
+                    found.update(inner.option_strings)
+    return found
+
+
+REPAIR_VALUED: set[str] = set()  # repair's options that take a value (cli/main.py)
+
+
+def _apply_words(argv: list[str], takes_value: set[str]) -> list[str]:
     """`argv` of a `repair` run that saved its plan, less the hosts it named and the
     options that made the plan: what applying the saved plan takes as it was given."""
-    import argparse
-
-    from envsync.cli.parser import build_parser
-
     if "repair" not in argv:
         return []
     at = argv.index("repair")
-    takes_value: set[str] = set()
-    parser = build_parser()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            sub = action.choices.get("repair")
-            for inner in sub._actions if sub is not None else ():
-                if inner.option_strings and inner.nargs != 0:
-                    takes_value.update(inner.option_strings)
     out = argv[: at + 1]
     words = iter(argv[at + 1 :])
     for word in words:

@@ -24,12 +24,11 @@ from .shared import normalize, package_file_name, redact_data
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection
-    from typing import Any, List, Optional, Tuple
+    from typing import Any
 
-    from .files import HashCache
+    from .files import HashCache, Records
     from .finder import ModuleFinder
 
-    Records = List[Tuple[str, Optional[str]]]  # (path, sha256 hex or None) of RECORD rows
 
 URLSAFE = bytes.maketrans(b"-_", b"+/")
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -21,8 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .dists import Records
-    from .files import HashCache
+    from .files import HashCache, Records
     from .finder import ModuleFinder
 
 

@@ -21,10 +21,11 @@ from .shared import LINK_VALUE, SKIPPED_VALUE, racy, stamp_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Union
+    from typing import Dict, List, Optional, Tuple, Union
 
     # path -> [size, mtime_ns, ctime_ns, inode, sha256]
     HashCache = Dict[str, List[Union[int, str]]]
+    Records = List[Tuple[str, Optional[str]]]  # (path, sha256 hex or None) of RECORD rows
 
 HASH_THREADS = min(4, os.cpu_count() or 1)
 
@@ -174,3 +175,21 @@ def hash_files(paths: list[str], cache: HashCache | None = None) -> dict[str, st
         elif cache is not None:
             cache.pop(path, None)
     return results
+
+
+def source_text(data: bytes) -> str:
+    """A source file's text as Python decodes it: a UTF-8 BOM dropped, a coding cookie
+    in the first two lines obeyed (PEP 263), UTF-8 otherwise."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:].decode("utf-8", "replace")
+    head = data[:400].split(b"\n", 2)[:2]
+    if any(b"coding" in line and line.lstrip().startswith(b"#") for line in head):
+        import io
+        import tokenize
+
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            return data.decode(encoding, "replace")
+        except (SyntaxError, LookupError):
+            pass
+    return data.decode("utf-8", "replace")

@@ -41,7 +41,7 @@ def workers() -> int:
 def parse(data: bytes, name: str, is_package: bool, as_main: bool, runs: tuple[str, ...]) -> Parsed:
     """One file's facts, as GraphBuilder.facts makes them (in a worker, or here)."""
     from .analyse import analyze_source
-    from .startup import source_text
+    from .files import source_text
 
     try:
         return ("ok", analyze_source(source_text(data), name, is_package, as_main, runs))

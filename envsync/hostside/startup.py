@@ -109,24 +109,6 @@ def startup_graph(
     }
 
 
-def source_text(data: bytes) -> str:
-    """A source file's text as Python decodes it: a UTF-8 BOM dropped, a coding cookie
-    in the first two lines obeyed (PEP 263), UTF-8 otherwise."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        return data[3:].decode("utf-8", "replace")
-    head = data[:400].split(b"\n", 2)[:2]
-    if any(b"coding" in line and line.lstrip().startswith(b"#") for line in head):
-        import io
-        import tokenize
-
-        try:
-            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-            return data.decode(encoding, "replace")
-        except (SyntaxError, LookupError):
-            pass
-    return data.decode("utf-8", "replace")
-
-
 def _edges(value: Any, *fields: str) -> bool:
     return isinstance(value, list) and all(
         isinstance(e, dict) and all(isinstance(e.get(f), str) for f in fields) for e in value

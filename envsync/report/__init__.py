@@ -1,26 +1,78 @@
-"""Report formats: each turns reports into a string; only the CLI prints them."""
+"""Report formats: each turns reports into a string; only the CLI prints them.
+
+Each format is one module of this package that meets report/base.py's Renderer (and
+FleetRenderer where it has a fleet view); the registry below loads it on use (the table
+needs rich, which the other commands should not pay for).
+"""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from envsync.findings import Report
 from envsync.printable import printable_data
+from envsync.report.base import DEFAULT_WIDTH, FleetRenderer, Renderer, View
 from envsync.vocab import FAIL_ON_DEFAULT, Severity
 
 if TYPE_CHECKING:
     from envsync.classes import HostClass
 
-# Each format is a module of this package with render(reports) -> str; loaded on use
-# (the table needs rich, which the other commands should not pay for).
-FORMATS = ("html", "json", "junit", "markdown", "prometheus", "table")
+
+def _html() -> FleetRenderer:
+    from envsync.report import html
+
+    return html
+
+
+def _json() -> FleetRenderer:
+    from envsync.report import json
+
+    return json
+
+
+def _junit() -> Renderer:
+    from envsync.report import junit
+
+    return junit
+
+
+def _markdown() -> FleetRenderer:
+    from envsync.report import markdown
+
+    return markdown
+
+
+def _prometheus() -> Renderer:
+    from envsync.report import prometheus
+
+    return prometheus
+
+
+def _table() -> FleetRenderer:
+    from envsync.report import table
+
+    return table
+
+
+RENDERERS: dict[str, Callable[[], Renderer]] = {
+    "html": _html,
+    "json": _json,
+    "junit": _junit,
+    "markdown": _markdown,
+    "prometheus": _prometheus,
+    "table": _table,
+}
 # With several targets, these show the fleet's classes (report/fleet.py) instead.
-FLEET_FORMATS = ("html", "json", "markdown", "table")
-# The table's width when no terminal says one (a pipe, a file, a library caller): stable,
-# and one that a docs page, a review tool and an 80-column-plus-margin terminal show whole.
-DEFAULT_WIDTH = 100
+FLEET_RENDERERS: dict[str, Callable[[], FleetRenderer]] = {
+    "html": _html,
+    "json": _json,
+    "markdown": _markdown,
+    "table": _table,
+}
+FORMATS = tuple(RENDERERS)
+FLEET_FORMATS = tuple(FLEET_RENDERERS)
+ESCAPING = frozenset({"json"})  # JSON escapes control characters itself; the others show them
 
 
 def render(
@@ -33,16 +85,12 @@ def render(
 ) -> str:
     """`fail_on`: the JUnit format fails the cases at or above this severity (check
     passes its --fail-on)."""
-    if fmt not in FORMATS:
+    load = RENDERERS.get(fmt)
+    if load is None:
         raise ValueError(f"unknown report format {fmt!r}")
-    module = importlib.import_module(f"envsync.report.{fmt}")
-    if fmt != "json":  # JSON escapes control characters itself; the others show them
+    if fmt not in ESCAPING:
         reports = printable_data(tuple(reports))
-    if fmt == "table":
-        return str(module.render(reports, color=color, width=width))
-    if fmt in ("junit", "prometheus"):
-        return str(module.render(reports, fail_on=fail_on))
-    return str(module.render(reports))
+    return load().render(reports, View(color=color, width=width, fail_on=fail_on))
 
 
 def render_fleet(
@@ -55,18 +103,21 @@ def render_fleet(
 ) -> str:
     """Several targets against one reference, folded into classes (`classes`: as the
     comparison folded them; else by their reports), in `fmt` (FLEET_FORMATS)."""
-    from envsync.report.fleet import build_fleet, fleet_data
+    from envsync.report.fleet import build_fleet
 
-    if fmt != "json":
-        reports = printable_data(tuple(reports))
-    fleet = build_fleet(reports, classes)
-    if fmt == "json":
-        import json
-
-        return json.dumps(fleet_data(fleet), indent=2) + "\n"
-    if fmt not in FLEET_FORMATS:
+    load = FLEET_RENDERERS.get(fmt)
+    if load is None:
         raise ValueError(f"no fleet view in format {fmt!r}")
-    module = importlib.import_module(f"envsync.report.{fmt}")
-    if fmt == "table":
-        return str(module.render_fleet(fleet, color=color, width=width))
-    return str(module.render_fleet(fleet))
+    if fmt not in ESCAPING:
+        reports = printable_data(tuple(reports))
+    return load().render_fleet(build_fleet(reports, classes), View(color=color, width=width))
+
+
+__all__ = [
+    "DEFAULT_WIDTH",
+    "FLEET_FORMATS",
+    "FORMATS",
+    "View",
+    "render",
+    "render_fleet",
+]

@@ -112,28 +112,3 @@ def value_text(value: str | None) -> str:
 def change_text(finding: Finding) -> str:
     """`xgrammar 0.1.32 → 0.1.10`: a finding's subject and its two values."""
     return f"{finding.subject} {value_text(finding.reference)} → {value_text(finding.target)}"
-
-
-def fleet_data(fleet: Fleet) -> dict[str, object]:
-    """The fleet as JSON data (schema_version 2: classes, not a column per host)."""
-    from envsync.report.json import report_data
-
-    return {
-        "schema_version": 2,
-        "reference": fleet.reference,
-        "hosts": fleet.host_count,
-        "classes": [
-            {
-                "hosts": c.nodeset,
-                "members": list(c.hosts),
-                "count": c.count,
-                "digest": c.digest,
-                "worst": c.worst,
-                "headline": c.headline(),
-                "summary": c.report.summary,
-                "findings": report_data(c.report)["findings"],
-                "notes": list(c.report.notes),
-            }
-            for c in fleet.classes
-        ],
-    }

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from html import escape
 
 from envsync.findings import Finding, Report
+from envsync.report.base import View
 from envsync.report.fleet import Fleet, FleetClass, build_fleet, change_text
 from envsync.vocab import SEVERITIES
 
@@ -132,7 +133,7 @@ def _row(order: int, by_name: int, row: FleetClass) -> str:
     return f'<tr data-order="{order}" data-hosts="{members}">{"".join(cells)}</tr>'
 
 
-def render_fleet(fleet: Fleet) -> str:
+def render_fleet(fleet: Fleet, view: View) -> str:
     head = ['<th data-key="hosts">hosts</th>', '<th data-key="count">count</th>']
     head.append('<th data-key="worst" class="sorted">worst</th>')
     head += [f'<th data-key="{s}">{s}</th>' for s in SEVERITIES]
@@ -163,5 +164,5 @@ def render_fleet(fleet: Fleet) -> str:
     )
 
 
-def render(reports: Sequence[Report]) -> str:
-    return render_fleet(build_fleet(reports))
+def render(reports: Sequence[Report], view: View) -> str:
+    return render_fleet(build_fleet(reports), view)

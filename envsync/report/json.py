@@ -9,6 +9,8 @@ from typing import Any
 from envsync.codec import to_data
 from envsync.exhaustive import assert_never
 from envsync.findings import Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
+from envsync.report.base import View
+from envsync.report.fleet import Fleet
 
 
 def fix_data(fix: Fix) -> dict[str, Any]:
@@ -57,10 +59,37 @@ def report_data(report: Report) -> dict[str, Any]:
     }
 
 
-def render(reports: Sequence[Report]) -> str:
+def fleet_data(fleet: Fleet) -> dict[str, object]:
+    """The fleet as JSON data (schema_version 2: classes, not a column per host)."""
+    return {
+        "schema_version": 2,
+        "reference": fleet.reference,
+        "hosts": fleet.host_count,
+        "classes": [
+            {
+                "hosts": c.nodeset,
+                "members": list(c.hosts),
+                "count": c.count,
+                "digest": c.digest,
+                "worst": c.worst,
+                "headline": c.headline(),
+                "summary": c.report.summary,
+                "findings": report_data(c.report)["findings"],
+                "notes": list(c.report.notes),
+            }
+            for c in fleet.classes
+        ],
+    }
+
+
+def render(reports: Sequence[Report], view: View) -> str:
     if len(reports) == 1:
         return json.dumps(report_data(reports[0]), indent=2) + "\n"
     return (
         json.dumps({"schema_version": 1, "reports": [report_data(r) for r in reports]}, indent=2)
         + "\n"
     )
+
+
+def render_fleet(fleet: Fleet, view: View) -> str:
+    return json.dumps(fleet_data(fleet), indent=2) + "\n"

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from xml.etree import ElementTree as ET
 
 from envsync.findings import Report
-from envsync.vocab import SEVERITY_RANK, Severity
+from envsync.report.base import View
+from envsync.vocab import SEVERITY_RANK
 
 
-def render(reports: Sequence[Report], *, fail_on: Severity) -> str:
+def render(reports: Sequence[Report], view: View) -> str:
+    fail_on = view.fail_on
     threshold = SEVERITY_RANK[fail_on]
     suites = ET.Element("testsuites", name="envsync")
     total = failed = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from envsync.findings import Report, short_hash
+from envsync.report.base import View
 from envsync.report.fleet import Fleet
 
 MARK = {
@@ -20,7 +21,7 @@ def _cell(text: str | None) -> str:
     return (text or "—").replace("|", "\\|").replace("\n", " ")
 
 
-def render(reports: Sequence[Report]) -> str:
+def render(reports: Sequence[Report], view: View) -> str:
     out = []
     for report in reports:
         out.append(f"## envsync: {report.target} against {report.reference}\n")
@@ -58,7 +59,7 @@ def render(reports: Sequence[Report]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def render_fleet(fleet: Fleet) -> str:
+def render_fleet(fleet: Fleet, view: View) -> str:
     """The fleet's classes: one line each, then each class's findings, fatal and risky
     with their reasons and fixes."""
     out = [f"## envsync: {fleet.title()}\n"]

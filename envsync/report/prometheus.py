@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from envsync.findings import Report
+from envsync.report.base import View
 from envsync.vocab import FAIL_ON_DEFAULT, SEVERITIES, SEVERITY_RANK, Severity
 
 
@@ -212,5 +213,5 @@ def textfile(
     return hosts_textfile(hosts, fail_on=fail_on, servers=servers, now=now)
 
 
-def render(reports: Sequence[Report], *, fail_on: Severity = FAIL_ON_DEFAULT) -> str:
-    return textfile(reports, fail_on=fail_on)
+def render(reports: Sequence[Report], view: View) -> str:
+    return textfile(reports, fail_on=view.fail_on)

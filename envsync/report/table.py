@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from envsync.findings import Finding, Report, short_hash
-from envsync.report import DEFAULT_WIDTH
+from envsync.report.base import View
 from envsync.report.fleet import Fleet, change_text
 
 STYLE = {
@@ -155,8 +155,8 @@ def _trimmed(text: str) -> str:
     return "".join(line.rstrip(" ") + "\n" for line in text.splitlines())
 
 
-def render(reports: Sequence[Report], *, color: bool = False, width: int = DEFAULT_WIDTH) -> str:
-    width = max(NARROWEST, width)
+def render(reports: Sequence[Report], view: View) -> str:
+    color, width = view.color, max(NARROWEST, view.width)
     buffer = io.StringIO()
     console = _console(buffer, color, width)
     for report in reports:
@@ -176,10 +176,10 @@ def render(reports: Sequence[Report], *, color: bool = False, width: int = DEFAU
     return _trimmed(buffer.getvalue())
 
 
-def render_fleet(fleet: Fleet, *, color: bool = False, width: int = DEFAULT_WIDTH) -> str:
+def render_fleet(fleet: Fleet, view: View) -> str:
     """The fleet's classes: a row per class (its node set, count and headline), each
     finding of it on a line of its own."""
-    width = max(NARROWEST, width)
+    color, width = view.color, max(NARROWEST, view.width)
     buffer = io.StringIO()
     console = _console(buffer, color, width)
     title = fleet.title()

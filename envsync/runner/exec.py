@@ -16,8 +16,8 @@ import threading
 from collections.abc import Sequence
 
 from envsync.errors import CommandNotFound, CommandTimeout, ExecError, RunnerError
-from envsync.inventory import HostSpec
-from envsync.runner import CommandResult, Runner, tail
+from envsync.inventorymodel import HostSpec
+from envsync.runner.base import CommandResult, Runner, tail
 
 # Printed by the interpreter inside when the prefix reached it.
 READY = "envsync-exec-ready"

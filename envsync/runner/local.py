@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO
 
 from envsync.errors import CommandNotFound, CommandTimeout
-from envsync.runner import (
+from envsync.runner.base import (
     EXIT_GRACE,
     CommandResult,
     check_stopping,

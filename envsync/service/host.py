@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envsync import redact
-from envsync.apply.hostlock import target_lock
 from envsync.collect import collect
 from envsync.errors import InputError
+from envsync.hold import hold_target
 from envsync.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec
 from envsync.model import Crash, Snapshot
 from envsync.service import Verdict, attach, deploy, keep_crash, smoke, stop
@@ -137,13 +137,7 @@ def deploy_host(
 ) -> ServiceRun:
     """`deploy HOST`: under the target's lock, (re)start the service and smoke-test it."""
     spec = session.host(host)
-    with target_lock(
-        spec,
-        session.runners(spec),
-        command=f"envsync deploy {spec.name}",
-        wait=wait,
-        on_stale=session.note,
-    ) as lock:
+    with hold_target(session, spec, f"envsync deploy {spec.name}", wait) as lock:
         return run_service(session, spec, restart=True, deadline=deadline, lock=lock, store=store)
 
 
@@ -159,11 +153,5 @@ def stop_host(session: Session, host: str, *, wait: float = 0.0) -> str:
     stopped ("process 123", "unit x.service", "nothing (not running)")."""
     spec = session.host(host)
     service = service_of(spec)
-    with target_lock(
-        spec,
-        session.runners(spec),
-        command=f"envsync stop {spec.name}",
-        wait=wait,
-        on_stale=session.note,
-    ) as lock:
+    with hold_target(session, spec, f"envsync stop {spec.name}", wait) as lock:
         return stop(spec, session.runners(spec), service, lock=lock)

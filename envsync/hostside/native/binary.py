@@ -157,3 +157,16 @@ def elf_hash(name: str) -> int:
             h ^= g >> 24
         h &= ~g & 0xFFFFFFFF
     return h
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section header's fields that envsync reads (elf.py reads them, dynsym.py uses them)."""
+
+    name: str
+    type: int
+    offset: int
+    addr: int
+    size: int
+    entsize: int
+    link: int

@@ -7,8 +7,9 @@ equal to the object's whole name set travels as "=names".
 
 from __future__ import annotations
 
+from .binary import Section
 from .dynsym import Exports, Reference, SymbolTable, VersionDef, VersionNeed
-from .elf import Dynamic, ElfFile, Section, Segment
+from .elf import Dynamic, ElfFile, Segment
 
 TYPE_CHECKING = False  # typing costs milliseconds on a host: for the checker only
 if TYPE_CHECKING:

@@ -13,13 +13,12 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .binary import AddressMap, Blob, Layout, Malformed, Pages, c_string, elf_hash
+from .binary import AddressMap, Blob, Layout, Malformed, Pages, Section, c_string, elf_hash
 
 TYPE_CHECKING = False  # typing costs milliseconds on a host: for the checker only
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from .elf import Section
 
 DT_PLTRELSZ = 2
 DT_HASH = 4

@@ -9,7 +9,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .binary import ELFCLASS64, ELFDATA2MSB, AddressMap, Blob, Layout, Malformed, c_string
+from .binary import (
+    ELFCLASS64,
+    ELFDATA2MSB,
+    AddressMap,
+    Blob,
+    Layout,
+    Malformed,
+    Section,
+    c_string,
+)
 from .binary import make_layout as _make_layout
 from .dynsym import Symbol, SymbolTable, list_symbols, read_symbols
 
@@ -80,17 +89,6 @@ class Segment:
     filesz: int
     memsz: int
     flags: int
-
-
-@dataclass(frozen=True)
-class Section:
-    name: str
-    type: int
-    offset: int
-    addr: int
-    size: int
-    entsize: int
-    link: int
 
 
 @dataclass(frozen=True)
