@@ -168,7 +168,8 @@ def envsync_checks(facts: dict[str, Any]) -> dict[str, Any]:
     data = dict(facts)
     data.pop("scan_s", None)
     graph = data.get("startup")
-    if hasattr(graph, "whole"):  # the probe's graph as it is sent (JSON text): decoded
+    # the probe's graph as it is sent (JSON text): decoded
+    if graph is not None and hasattr(graph, "whole"):
         data["startup"] = graph.whole()
     snap = from_data(Snapshot, data, "gpu")
     torch = snap.torch if isinstance(snap.torch, Torch) else None

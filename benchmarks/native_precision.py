@@ -18,6 +18,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from envsync.hostside.native.elf import ElfFile, read_elf
 from envsync.hostside.native.ldcache import LdCache, read_ldcache
@@ -155,10 +156,12 @@ def replay(python: Path, result: dict[str, object], runtime_files: set[str], tal
     linker = Linker(Environment(facts=loader_facts(), cache=system_cache()))
     process, started = linker.start(str(python))
     assert process is not None and started.verdict.kind == "ok", started
-    process = _external(linker, process, [p for p in result["initial"] if is_object(p)])  # type: ignore[union-attr]
-    for event in result["events"]:  # type: ignore[union-attr]
+    process = _external(
+        linker, process, [p for p in cast("list[str]", result["initial"]) if is_object(p)]
+    )
+    for event in cast("list[dict[str, object]]", result["events"]):
         process = _judge(linker, process, event, runtime_files, tally)
-    for error in result["python_errors"]:  # type: ignore[union-attr]
+    for error in cast("list[dict[str, str]]", result["python_errors"]):
         tally.python_errors.append(f"{error['module']}: {error['error'][:160]}")
 
 
@@ -210,7 +213,7 @@ def _judge(
         if load.verdict.message() != expected:  # type: ignore[union-attr]
             tally.wording.append(f"{label}: real {expected!r}, envsync {load.verdict.message()!r}")  # type: ignore[union-attr]
     if real_ok:
-        real_new = {p for p in event["new"] if is_object(p)}  # type: ignore[union-attr]
+        real_new = {p for p in cast("list[str]", event["new"]) if is_object(p)}
         static_new = _known(after) - before
         if real_new != static_new:
             only_real, only_static = sorted(real_new - static_new), sorted(static_new - real_new)

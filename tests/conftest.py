@@ -80,7 +80,7 @@ def example_hosts(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -
 
 
 @pytest.fixture(scope="session")
-def sshd_bed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def sshd_bed(tmp_path_factory: pytest.TempPathFactory):
     """A real OpenSSH sshd on a free loopback port (tests/sshd.py)."""
     from tests.sshd import SSHD, available
 
@@ -98,7 +98,7 @@ def _bed_unavailable(why: str | None) -> None:
 
 
 @pytest.fixture
-def containers():  # type: ignore[no-untyped-def]
+def containers():
     """Start containers (tests/container.py: real namespaces, bubblewrap); all stopped after."""
     from tests.container import Container, available
 
@@ -115,7 +115,7 @@ def containers():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def jump_bed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def jump_bed(tmp_path_factory: pytest.TempPathFactory):
     """A bastion sshd and a target sshd that only the bastion reaches (tests/sshd.py)."""
     from tests.container import available as containers_available
     from tests.sshd import JumpBed, available

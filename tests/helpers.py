@@ -275,7 +275,7 @@ def clone_venv(source: Path, root: Path) -> None:
     _record_scripts(next((root / "lib").glob("python3*/site-packages")), scripts)
 
 
-def comparable(snapshot: dict) -> dict:  # type: ignore[type-arg]
+def comparable(snapshot: dict) -> dict:
     """A snapshot's JSON without what describes one act of collection, nor the host name."""
     from envsync.model import TRANSPORT_FIELDS
 
@@ -284,7 +284,7 @@ def comparable(snapshot: dict) -> dict:  # type: ignore[type-arg]
     return snapshot
 
 
-def pep751_problems(doc: dict) -> list[str]:  # type: ignore[type-arg]
+def pep751_problems(doc: dict) -> list[str]:
     """What makes a parsed pylock.toml invalid under PEP 751 (its required keys and types,
     one source per package); empty when it is valid."""
     import datetime
@@ -303,7 +303,7 @@ def pep751_problems(doc: dict) -> list[str]:  # type: ignore[type-arg]
     if not isinstance(packages, list):
         return [*out, "packages must be an array of tables"]
 
-    def file_problems(where: str, f: dict) -> list[str]:  # type: ignore[type-arg]
+    def file_problems(where: str, f: dict) -> list[str]:
         bad = []
         if not f.get("hashes") or not isinstance(f["hashes"], dict):
             bad.append(f"{where}: hashes are required")

@@ -72,8 +72,8 @@ def build_index(root: Path, files: Iterable[Path]) -> Path:
         page.mkdir(parents=True, exist_ok=True)
         anchors = []
         for e in entries:
-            requires = e.get("requires-python")
-            attr = f' data-requires-python="{html.escape(str(requires))}"' if requires else ""
+            required = e.get("requires-python")
+            attr = f' data-requires-python="{html.escape(str(required))}"' if required else ""
             sha = e["hashes"]["sha256"]  # type: ignore[index]
             anchors.append(f'<a href="{e["url"]}#sha256={sha}"{attr}>{e["filename"]}</a>')
         (page / "index.html").write_text(
@@ -91,7 +91,7 @@ def build_index(root: Path, files: Iterable[Path]) -> Path:
 class JsonIndexHandler(SimpleHTTPRequestHandler):
     """Static files, but a project page asked for as JSON (PEP 691) is the JSON page."""
 
-    def send_head(self):  # type: ignore[no-untyped-def]
+    def send_head(self):
         if JSON_TYPE in self.headers.get("Accept", "") and self.path.startswith("/simple/"):
             page = Path(self.translate_path(self.path)) / "index.json"
             if page.is_file():

@@ -11,6 +11,7 @@ import pytest
 
 from envsync import compare
 from envsync.codec import from_data
+from envsync.collect.importcheck import NO_IMPORT_CHECK
 from envsync.identity import environment as environment_digest
 from envsync.model import Crash, Snapshot, System
 from envsync.report import render_fleet
@@ -63,9 +64,7 @@ def test_a_thousand_hosts_in_twelve_classes_are_diffed_twelve_times(
     started = time.perf_counter()
     with fleet_sim.session(snapshots) as session:
         among = compare.targets(session, list(snapshots))
-        result = compare._compare_each(
-            session, among, reference=base, import_check=compare.NO_IMPORT_CHECK
-        )
+        result = compare._compare_each(session, among, reference=base, import_check=NO_IMPORT_CHECK)
     took = time.perf_counter() - started
     assert len(calls) == 12 and len(result.reports) == 1000
     assert [len(c.hosts) for c in result.classes] == fleet_sim.sizes(1000, 12)

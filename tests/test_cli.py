@@ -441,7 +441,7 @@ def test_the_import_check_is_named_for_what_it_does_and_takes_its_old_name_for_a
 
     def import_check(*argv: str) -> ImportCheck:
         args = parser.parse_args(["diff", "a.json", "b.json", *argv])
-        return args.build(args).run.args[0].import_check  # type: ignore[no-any-return]
+        return args.build(args).run.args[0].import_check
 
     assert import_check() == ImportCheck(run=False, timeout=180.0)
     assert import_check("--import-check", "--import-check-timeout", "5") == ImportCheck(

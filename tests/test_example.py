@@ -28,12 +28,12 @@ def inventory(example_hosts: Path, tmp_path: Path) -> Path:
     return path
 
 
-def snapshot(capsys: pytest.CaptureFixture[str], inventory: Path, host: str) -> dict:  # type: ignore[type-arg]
+def snapshot(capsys: pytest.CaptureFixture[str], inventory: Path, host: str) -> dict:
     assert main(["--inventory", str(inventory), "-q", "snapshot", host]) == 0
-    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+    return json.loads(capsys.readouterr().out)
 
 
-def versions(snap: dict) -> dict[str, str]:  # type: ignore[type-arg]
+def versions(snap: dict) -> dict[str, str]:
     return {d["name"]: d["version"] for d in snap["distributions"]}
 
 

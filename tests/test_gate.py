@@ -51,11 +51,15 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     another build (version 2.20.3), node2 has a net plugin beside it."""
     root = tmp_path_factory.mktemp("gate")
     good = libnccl(root / "good", "2.21.5+cuda12.4").read_bytes()
+    files: dict[str, str | bytes] = {
+        "nvidia/nccl/__init__.py": "",
+        "nvidia/nccl/lib/libnccl.so.2": good,
+    }
     wheel = make_wheel(
         root / "w",
         "nvidia-nccl-cu12",
         "2.21.5",
-        {"nvidia/nccl/__init__.py": "", "nvidia/nccl/lib/libnccl.so.2": good},
+        files,
         top_level=("nvidia",),
     )
     out = {}

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from envsync.codec import to_data
 from envsync.errors import CollectError
@@ -217,7 +222,7 @@ def test_the_hosts_config_is_read_with_its_own_pip() -> None:
     config = read_config(spec, _Replay(json.dumps(out).encode()))
     assert config.indexes == ("http://127.0.0.1:1/simple/",)
     assert config.tags == ("cp311-cp311-linux_x86_64",)
-    no_pip = {
+    no_pip: dict[str, object] = {
         "tags": [],
         "default": None,
         "config": [],

@@ -66,7 +66,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
         server.stop()
 
 
-def snapshots(capsys: pytest.CaptureFixture[str], inventory: Path, *args: str) -> dict[str, dict]:  # type: ignore[type-arg]
+def snapshots(capsys: pytest.CaptureFixture[str], inventory: Path, *args: str) -> dict[str, dict]:
     code, out, err = run(capsys, "--inventory", str(inventory), "-q", "snapshot", *args)
     assert code == 0, err
     return {s["host"]: s for s in json.loads(out)["snapshots"]}

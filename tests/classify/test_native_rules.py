@@ -50,7 +50,7 @@ def snapshot(
             "kernel.ops": ModuleFacts(kind="extension", file="/site/kernel/ops.abi3.so"),
         },
     )
-    loads = ()
+    loads: tuple[NativeLoad, ...] = ()
     if verdict is not None:
         via = "kernel.ops" if origin == "import" else "kernel"
         step = NativeStep(needed_by="/site/kernel/ops.abi3.so", name="libc10.so", how="not found")

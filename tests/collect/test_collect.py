@@ -308,9 +308,9 @@ def test_hash_cache_is_reused_and_never_hides_a_change(venv_python: Path, tmp_pa
     first = collect(spec, LocalRunner("t"))
     (path,) = (Path.home() / ".cache" / "envsync").glob("hashes-v1-*.json")  # this venv's
     cache = json.loads(path.read_text())
-    assert (
-        cache[str(target)][4] == first.distribution("watched-pkg").files["watched_pkg/__init__.py"]
-    )  # type: ignore[union-attr]
+    watched = first.distribution("watched-pkg")
+    assert watched is not None and watched.files is not None
+    assert cache[str(target)][4] == watched.files["watched_pkg/__init__.py"]
     # same size, same mtime, new content: ctime gives it away
     original = target.read_text()
     target.write_text(original.replace("1", "7"))

@@ -206,7 +206,7 @@ def test_no_cache_names_nothing_and_keeps_nothing(venv: Path) -> None:
 
 def _document(digest: str, sent: bool) -> bytes:
     """A probe's first line whose graph's modules have `digest` (on the next line: sent)."""
-    graph = {"roots": ["svc.main"], "internal": ["svc"], "modules": None}
+    graph: dict[str, object] = {"roots": ["svc.main"], "internal": ["svc"], "modules": None}
     graph |= {"modules_digest": digest, "modules_sent": sent}
     head = {"host": "h", "schema_version": 1, "source": "probe", "startup": graph}
     return json.dumps(head).encode() + b"\n"

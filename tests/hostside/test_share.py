@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,7 @@ def dist(tmp_path: Path) -> dict[str, object]:
     }
 
 
-def _text(identity: list[object], entries: dict[str, object], tag: str = TAG) -> bytes:
+def _text(identity: list[object], entries: Mapping[str, object], tag: str = TAG) -> bytes:
     pack = {"v": 1, "tag": tag, "id": identity, "entries": entries}
     return json.dumps(pack, sort_keys=True, separators=(",", ":")).encode()
 

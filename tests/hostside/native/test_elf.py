@@ -10,7 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -234,7 +234,7 @@ def test_a_32_bit_library(tmp_path: Path) -> None:
     assert (elf.elf_class, elf.machine, elf.big_endian) == (32, 3, False)
 
 
-SPEC = dict(
+SPEC = w.Spec(
     needed=["libc.so.6", "libfoo.so.1"],
     soname="libsyn.so.1",
     runpath="$ORIGIN/lib",
@@ -264,9 +264,9 @@ def test_written_objects_of_every_class_and_byte_order(
     machine = {(64, True): 22, (32, True): 20, (64, False): 183, (32, False): 40}[
         (elf_class, big_endian)
     ]
-    spec = w.Spec(
-        elf_class=elf_class, big_endian=big_endian, machine=machine, hash=hash_kind, **SPEC
-    )  # type: ignore[arg-type]
+    spec = replace(
+        SPEC, elf_class=elf_class, big_endian=big_endian, machine=machine, hash=hash_kind
+    )
     with_sections = w.write(tmp_path / "with.so", spec)
     elf = assert_same(with_sections)
     assert (elf.elf_class, elf.big_endian, elf.machine) == (elf_class, big_endian, machine)

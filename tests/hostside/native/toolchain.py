@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -136,9 +137,9 @@ PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&module); }}
 
 
 def _real(
-    spec: dict[str, object], env: dict[str, str] | None, python: str = sys.executable
+    spec: Mapping[str, object], env: dict[str, str] | None, python: str = sys.executable
 ) -> str | None:
-    full = {
+    full: dict[str, object] = {
         "global": [],
         "local": [],
         "module": None,
