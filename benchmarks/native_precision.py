@@ -25,6 +25,7 @@ from envsync.hostside.native.ldcache import LdCache, read_ldcache
 from envsync.hostside.native.ldso import LoaderFacts, ldso_help
 from envsync.hostside.native.ldso import loader_facts as _loader_facts
 from envsync.hostside.native.loader import Environment, Linker, Process
+from envsync.hostside.native.verdicts import Fails, Unknown
 
 WORKER = (
     Path(__file__).resolve().parent.parent / "tests" / "hostside" / "native" / "precision_worker.py"
@@ -202,16 +203,17 @@ def _judge(
     where = "runtime" if os.path.realpath(path) in runtime_files else "along the way"
     label = f"{path} ({event['kind']})"
     tally.events[f"{where}: real {'loads' if real_ok else 'fails'}, envsync {static}"] += 1
-    if static == "unknown":
-        tally.unknown.append(f"{label}: {load.verdict.why}")  # type: ignore[union-attr]
-    elif real_ok and static == "fails":
-        tally.false_fatal.append(f"{label}: {load.verdict.message()}")  # type: ignore[union-attr]
+    verdict = load.verdict  # its class is its kind: Unknown is "unknown", Fails is "fails"
+    if isinstance(verdict, Unknown):
+        tally.unknown.append(f"{label}: {verdict.why}")
+    elif real_ok and isinstance(verdict, Fails):
+        tally.false_fatal.append(f"{label}: {verdict.message()}")
     elif not real_ok and static == "ok":
         tally.missed_fatal.append(f"{label}: {event['error']}")
-    elif not real_ok and static == "fails":
+    elif not real_ok and isinstance(verdict, Fails):
         expected = event["error"]
-        if load.verdict.message() != expected:  # type: ignore[union-attr]
-            tally.wording.append(f"{label}: real {expected!r}, envsync {load.verdict.message()!r}")  # type: ignore[union-attr]
+        if verdict.message() != expected:
+            tally.wording.append(f"{label}: real {expected!r}, envsync {verdict.message()!r}")
     if real_ok:
         real_new = {p for p in cast("list[str]", event["new"]) if is_object(p)}
         static_new = _known(after) - before

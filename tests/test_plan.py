@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -337,7 +338,7 @@ def test_a_saved_plan_round_trips_each_kind_of_step(tmp_path: Path) -> None:
     ],
 )
 def test_a_bad_saved_step_names_its_dotted_path(
-    tmp_path: Path, change: object, message: str
+    tmp_path: Path, change: Callable[[list[dict[str, object]]], object], message: str
 ) -> None:
     from envsync.errors import InputError
     from envsync.plan import dumps_plan, load_plan
@@ -351,7 +352,7 @@ def test_a_bad_saved_step_names_its_dotted_path(
         finding("other", fixes=(FLAG,)),
     )
     data = json.loads(dumps_plan(make_plan(report(*findings), ref, tgt)))
-    change(data["steps"])  # type: ignore[operator]
+    change(data["steps"])
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match=message):

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -252,11 +253,11 @@ def _one_state(tmp_path: Path) -> tuple[StateStore, Path]:
     ],
 )
 def test_a_state_that_cannot_be_read_is_one_line(
-    tmp_path: Path, damage: object, message: str
+    tmp_path: Path, damage: Callable[[Path], object], message: str
 ) -> None:
     s, path = _one_state(tmp_path)
     (state,) = states_of(s, "ct129")
-    damage(path)  # type: ignore[operator]
+    damage(path)
     with pytest.raises(StateError) as e:
         load(state)
     line = str(e.value)

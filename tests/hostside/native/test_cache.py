@@ -53,7 +53,8 @@ def test_parsed_files_are_kept_by_stamp_and_exported(tmp_path: Path) -> None:
     assert again.read(str(lib)) == first and again.hits == 1
     build(lib, F_AND_G + "int h(void) { return 3; }\n", soname="libp.so.1")  # rewritten
     changed = again.read(str(lib))
-    assert isinstance(changed, ElfFile) and "h" in changed.symbols.exports.names  # type: ignore[union-attr]
+    assert isinstance(changed, ElfFile) and changed.symbols is not None
+    assert "h" in changed.symbols.exports.names
     again.load({"schema": 999, "files": {"x": []}})  # another version's cache: ignored
 
 

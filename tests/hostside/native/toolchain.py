@@ -19,7 +19,7 @@ import pytest
 
 from benchmarks.native_precision import loader_facts, system_cache
 from envsync.hostside.native.loader import Environment, Linker
-from envsync.hostside.native.verdicts import Load
+from envsync.hostside.native.verdicts import Fails, Load
 
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 PYTHON_INCLUDE = sysconfig.get_paths()["include"]
@@ -227,5 +227,5 @@ def message(load: Load) -> str | None:
     verdict = load.verdict
     if verdict.kind == "ok":
         return None
-    assert verdict.kind == "fails", verdict
-    return verdict.message()  # type: ignore[union-attr]
+    assert verdict.kind == "fails" and isinstance(verdict, Fails), verdict
+    return verdict.message()
