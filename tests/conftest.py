@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,8 +106,8 @@ def containers():
     _bed_unavailable(available())
     started: list[Container] = []
 
-    def start(venv_root: Path, **kwargs: object) -> Container:
-        started.append(Container(venv_root, **kwargs).start())  # type: ignore[arg-type]
+    def start(venv_root: Path, **kwargs: Any) -> Container:
+        started.append(Container(venv_root, **kwargs).start())
         return started[-1]
 
     yield start

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -158,9 +159,9 @@ def test_the_gate_in_prometheus_metrics(
     assert len(set(digests.values())) == 3 and all(len(d) == 16 for d in digests.values())
 
 
-def _snapshot(**changes: object) -> Snapshot:
+def _snapshot(**changes: Any) -> Snapshot:
     snap = from_data(Snapshot, json.loads(DATA.read_text()))
-    return replace(snap, **changes)  # type: ignore[arg-type]
+    return replace(snap, **changes)
 
 
 def test_torch_builds_drivers_and_variables_that_differ_are_fatal_for_the_server() -> None:

@@ -17,6 +17,7 @@ else:  # pragma: no cover
 from envsync.codec import to_data
 from envsync.errors import LockError
 from envsync.lock import dumps_lock, loads_lock
+from envsync.model import Interpreter
 from envsync.snapshot import load_snapshot
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -103,7 +104,8 @@ def test_machine_facts_stand_apart_and_portable_leaves_them_out() -> None:
     portable = dumps_lock(snap, portable=True)
     assert "/opt/" not in portable and "/usr" not in portable and "file:///" not in portable
     back = loads_lock(portable, "portable.lock")
-    assert back.interpreter.executable == ""  # type: ignore[union-attr]
+    assert isinstance(back.interpreter, Interpreter), back.interpreter
+    assert back.interpreter.executable == ""
     assert back.distribution("torch").custom_build  # type: ignore[union-attr]
     # A portable lock compares with the snapshot it came from without a difference.
     assert differences(back, snap) == []

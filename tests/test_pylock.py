@@ -20,6 +20,7 @@ from envsync.errors import CollectError
 from envsync.index import IndexFile, choose, parse_config, parse_page, read_config, redact
 from envsync.inventory import HostSpec
 from envsync.lock import loads_lock
+from envsync.model import Interpreter
 from envsync.pylock import (
     FILE_NAME,
     Located,
@@ -194,7 +195,8 @@ def test_a_package_without_a_source_is_listed_never_dropped() -> None:
     assert [p["name"] for p in doc["packages"]] == ["xgrammar"]  # its vcs source
     unlocked = [p["name"] for p in doc["tool"]["envsync"]["unlocked"]]
     assert unlocked == ["sglang", "soundfile", "torch"]
-    assert environment_marker(snap.interpreter).startswith("sys_platform == 'linux'")  # type: ignore[arg-type]
+    assert isinstance(snap.interpreter, Interpreter), snap.interpreter
+    assert environment_marker(snap.interpreter).startswith("sys_platform == 'linux'")
 
 
 class _Replay:

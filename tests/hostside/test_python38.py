@@ -20,6 +20,7 @@ from envsync.apply import Agent
 from envsync.collect import ProbeOptions, collect
 from envsync.collect.importcheck import check_imports
 from envsync.inventory import HostSpec
+from envsync.model import Interpreter
 from envsync.runner.local import LocalRunner
 from tests.helpers import make_wheel, pip_install, site_packages
 
@@ -52,7 +53,8 @@ def host(python: Path) -> HostSpec:
 def test_the_probe_runs_on_python_3_8(venv: Path, cache_dir: str | None) -> None:
     for _ in range(2):  # the second run reads the cached copy's bytecode, when there is one
         snap = collect(host(venv), LocalRunner("old"), replace(OPTIONS, cache_dir=cache_dir))
-        assert snap.interpreter.version.startswith("3.8.")  # type: ignore[union-attr]
+        assert isinstance(snap.interpreter, Interpreter), snap.interpreter
+        assert snap.interpreter.version.startswith("3.8.")
         tiny = snap.distribution("tiny")
         assert tiny is not None and tiny.files is not None
         assert set(PKG) <= set(tiny.files)

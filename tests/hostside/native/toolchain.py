@@ -14,6 +14,7 @@ import sys
 import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,7 +124,7 @@ def build_32(out: Path, source: str, *, soname: str) -> Path:
 
 
 def extension(
-    folder: Path, name: str, body: str, include: str = PYTHON_INCLUDE, **kwargs: object
+    folder: Path, name: str, body: str, include: str = PYTHON_INCLUDE, **kwargs: Any
 ) -> Path:
     """A real Python C extension module `name` whose module function calls `body`'s code."""
     source = f"""#include <Python.h>
@@ -133,7 +134,7 @@ static PyMethodDef methods[] = {{{{"value", value, METH_NOARGS, NULL}}, {{NULL, 
 static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, methods}};
 PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&module); }}
 """
-    return build(folder / f"{name}{EXT_SUFFIX}", source, python=True, include=include, **kwargs)  # type: ignore[arg-type]
+    return build(folder / f"{name}{EXT_SUFFIX}", source, python=True, include=include, **kwargs)
 
 
 def _real(
