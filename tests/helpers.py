@@ -11,6 +11,10 @@ import venv
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -188,12 +192,12 @@ def site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def run_cli(capsys: object, *argv: str) -> tuple[int, str, str]:
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """Run the envsync CLI in this process: (exit code, stdout, stderr)."""
     from envsync.cli import main
 
     code = main(list(argv))
-    out, err = capsys.readouterr()  # type: ignore[attr-defined]
+    out, err = capsys.readouterr()
     return code, out, err
 
 

@@ -96,7 +96,7 @@ def test_a_changed_host_records_a_new_state_and_a_watched_one_becomes_good(
     drifted = with_version(base(), "xgrammar", "0.1.10")
     seen = record(s, drifted, "watch", now=T0 + timedelta(minutes=5))
     assert seen.new and not seen.state.good
-    assert last_good(s, "ct129") is not None and last_good(s, "ct129").at == T0  # type: ignore[union-attr]
+    assert (good := last_good(s, "ct129")) is not None and good.at == T0
     # the same environment, now seen ready: a good state in place of the watched one
     ready = record(s, drifted, "ready", now=T0 + timedelta(minutes=9))
     assert ready.new and ready.state.good

@@ -25,6 +25,7 @@ from envsync.model import (
     Snapshot,
     StartupGraph,
 )
+from envsync.vocab import Context
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "ct129.json"
 KEY = "kernel/ops.abi3.so"
@@ -37,10 +38,10 @@ OK = NativeVerdict(kind="ok")
 
 
 def snapshot(
-    verdict: NativeVerdict | None, origin: str = "import", context: str = "module"
+    verdict: NativeVerdict | None, origin: str = "import", context: Context = "module"
 ) -> Snapshot:
     base = from_data(Snapshot, json.loads(SNAPSHOT.read_text()))
-    edge = ImportEdge(module="kernel.ops", line=1, context=context, statement="import kernel.ops")  # type: ignore[arg-type]
+    edge = ImportEdge(module="kernel.ops", line=1, context=context, statement="import kernel.ops")
     graph = StartupGraph(
         roots=("app",),
         internal=("app",),
@@ -86,7 +87,7 @@ def judge(reference: Snapshot, target: Snapshot) -> list[Finding]:
     ],
 )
 def test_severity_follows_the_import_behind_the_load(
-    verdict: NativeVerdict, origin: str, context: str, severity: str
+    verdict: NativeVerdict, origin: str, context: Context, severity: str
 ) -> None:
     reference = snapshot(OK, origin)
     (finding,) = judge(reference, snapshot(verdict, origin, context))
