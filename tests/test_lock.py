@@ -17,7 +17,7 @@ else:  # pragma: no cover
 from envsync.codec import to_data
 from envsync.errors import LockError
 from envsync.lock import dumps_lock, loads_lock
-from envsync.model import Interpreter
+from envsync.model import GitState, Interpreter
 from envsync.snapshot import load_snapshot
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -148,5 +148,5 @@ def test_checkouts_and_installers_are_facts_of_the_machine() -> None:
     sglang = portable.distribution("sglang")
     assert sglang is not None and sglang.source is not None
     assert dict(sglang.source.packages) == {}
-    assert sglang.source.git.commit == "abc123"  # type: ignore[union-attr]
+    assert isinstance(sglang.source.git, GitState) and sglang.source.git.commit == "abc123"
     assert portable.installers is None
