@@ -270,7 +270,7 @@ def main() -> int:
     for name, (files, tally) in measures.items():
         figures = summary(files, tally)
         result["precision"][name] = figures
-        wrong = {k: len(figures[k]) for k in ("false fatal", "missed fatal", "wording", "trees")}  # type: ignore[arg-type]
+        wrong = {k: len(figures[k]) for k in ("false fatal", "missed fatal", "wording", "trees")}  # type: ignore[arg-type]  # summary() gives dict[str, object]; these four figures are lists
         bad = bad or any(wrong.values())
         print(f"  precision, {name}: {len(files)} shared objects, {wrong}")
     return _write(result, out_dir, 1 if bad else 0)

@@ -187,7 +187,7 @@ def _judge(
     tally: Tally,
 ) -> Process:
     path = str(event["path"])
-    flags = int(event["flags"])  # type: ignore[call-overload]
+    flags = int(event["flags"])  # type: ignore[call-overload]  # the worker's event is JSON-like dict[str, object]; its flags are an int
     before = _known(process)
     caller = next((o.path for o in process.objects if "_ctypes" in o.path), None)
     after, load = linker.dlopen(

@@ -74,7 +74,7 @@ def build_index(root: Path, files: Iterable[Path]) -> Path:
         for e in entries:
             required = e.get("requires-python")
             attr = f' data-requires-python="{html.escape(str(required))}"' if required else ""
-            sha = e["hashes"]["sha256"]  # type: ignore[index]
+            sha = e["hashes"]["sha256"]  # type: ignore[index]  # an entry is JSON-like dict[str, object]; its hashes are a dict
             anchors.append(f'<a href="{e["url"]}#sha256={sha}"{attr}>{e["filename"]}</a>')
         (page / "index.html").write_text(
             "<!DOCTYPE html><html><body>\n" + "<br>\n".join(anchors) + "\n</body></html>\n"
@@ -158,6 +158,6 @@ if __name__ == "__main__":
         server = IndexServer(build_index(Path(args[0]), map(Path, args[1:])), json=as_json)
         print(server.start().url, flush=True)
         try:
-            server.process.wait()  # type: ignore[union-attr]
+            server.process.wait()  # type: ignore[union-attr]  # process is None until start(), which the line above calls
         except KeyboardInterrupt:
             server.stop()

@@ -93,7 +93,7 @@ def test_committed_example_locks_carry_the_story(
     text = path.read_text()
     assert "[tool.envsync.machine" not in text
     assert not re.search(r'"(/|file:)', text)
-    assert snap.distribution("xgrammar").version == xgrammar  # type: ignore[union-attr]
+    assert snap.distribution("xgrammar").version == xgrammar  # type: ignore[union-attr]  # distribution() is None for a name not installed; xgrammar is (else the test fails here)
     assert (snap.distribution("soundfile") is not None) is soundfile
     sglang = snap.distribution("sglang")
     assert sglang is not None and sglang.version == "0.5.11" and sglang.patched == patched

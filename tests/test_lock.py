@@ -106,7 +106,7 @@ def test_machine_facts_stand_apart_and_portable_leaves_them_out() -> None:
     back = loads_lock(portable, "portable.lock")
     assert isinstance(back.interpreter, Interpreter), back.interpreter
     assert back.interpreter.executable == ""
-    assert back.distribution("torch").custom_build  # type: ignore[union-attr]
+    assert back.distribution("torch").custom_build  # type: ignore[union-attr]  # distribution() is None for a name not installed; torch is (else the test fails here)
     # A portable lock compares with the snapshot it came from without a difference.
     assert differences(back, snap) == []
 

@@ -62,7 +62,7 @@ class Counted:
     def __call__(self, *inputs: object) -> Report:
         self.calls += 1
         ref, tgt, run_ = inputs[0], inputs[1], inputs[2]
-        return classify(ref, tgt, differences(ref, tgt), run_)  # type: ignore[arg-type]
+        return classify(ref, tgt, differences(ref, tgt), run_)  # type: ignore[arg-type]  # Counted takes classify's inputs as object; they are the snapshots and the startup
 
 
 def _once(counted: Counted, *inputs: object) -> Report:

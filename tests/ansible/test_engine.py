@@ -181,8 +181,8 @@ def test_results_stream_back_as_each_host_answers(fleet: dict[str, object], tmp_
         (root / "envsync.toml")
         .read_text()
         .replace(
-            f'[hosts.n2]\nssh = "{fleet["servers"][1].target}"\npython = "{pythons[0]}"',  # type: ignore[index]
-            f'[hosts.n2]\nssh = "{fleet["servers"][1].target}"\npython = "{slow}"',  # type: ignore[index]
+            f'[hosts.n2]\nssh = "{fleet["servers"][1].target}"\npython = "{pythons[0]}"',  # type: ignore[index]  # the fleet fixture is a dict[str, object]; its servers are a list of SSHD
+            f'[hosts.n2]\nssh = "{fleet["servers"][1].target}"\npython = "{slow}"',  # type: ignore[index]  # the fleet fixture is a dict[str, object]; its servers are a list of SSHD
         )
     )
     assert str(slow) in text

@@ -60,7 +60,7 @@ def snapshot(
                 path="/site/kernel/ops.abi3.so",
                 key=KEY,
                 module="kernel.ops" if origin == "import" else None,
-                origin=origin,  # type: ignore[arg-type]
+                origin=origin,  # type: ignore[arg-type]  # the parametrized origins are the Literal's values, given as str
                 via=via,
                 verdict=verdict,
                 steps=(step,) if verdict.kind == "fails" else (),

@@ -326,4 +326,4 @@ def test_hash_cache_is_reused_and_never_hides_a_change(venv_python: Path, tmp_pa
     assert "watched_pkg/__init__.py" in dist.patched
     target.write_text(original)
     third = collect(spec, LocalRunner("t"), ProbeOptions(cache_dir=""))
-    assert third.distribution("watched-pkg").files == first.distribution("watched-pkg").files  # type: ignore[union-attr]
+    assert third.distribution("watched-pkg").files == first.distribution("watched-pkg").files  # type: ignore[union-attr]  # distribution() is None for a name not installed; watched-pkg is (else the test fails here)

@@ -94,8 +94,8 @@ def test_unchanged_modules_cross_the_wire_once(venv: Path) -> None:
     ]
     assert b'"svc.util"' in runner.outputs[0] and b'"svc.util"' not in runner.outputs[1]
     assert dict(second.modules) == dict(first.modules) == dict(third.modules)
-    assert second.modules.digest == first.modules.digest  # type: ignore[attr-defined]
-    assert [p.name for p in _copies()] == [f"modules-{first.modules.digest}.json"]  # type: ignore[attr-defined]
+    assert second.modules.digest == first.modules.digest  # type: ignore[attr-defined]  # modules is typed Mapping; a probe's graph holds a LazyModules, which has its digest
+    assert [p.name for p in _copies()] == [f"modules-{first.modules.digest}.json"]  # type: ignore[attr-defined]  # modules is typed Mapping; a probe's graph holds a LazyModules, which has its digest
 
 
 def test_a_part_that_changed_is_sent_alone(venv: Path) -> None:

@@ -52,7 +52,7 @@ def end(event: dict[str, object], error: BaseException | None) -> None:
     inner: set[str] = set()
     for other in EVENTS[EVENTS.index(event) + 1 :]:
         inner |= set(cast("list[str]", other.get("new", ())))
-    before: set[str] = event.pop("before")  # type: ignore[assignment]
+    before: set[str] = event.pop("before")  # type: ignore[assignment]  # begin() stores the set of mapped files under "before" in the event's dict[str, object]
     event["error"] = None if error is None else str(error)
     event["error_type"] = None if error is None else type(error).__name__
     event["loaded"] = os.path.realpath(str(event["path"])) in after
@@ -72,7 +72,7 @@ def hook_imports() -> None:
         end(event, None)
         return module
 
-    importlib.machinery.ExtensionFileLoader.create_module = create_module  # type: ignore[method-assign]
+    importlib.machinery.ExtensionFileLoader.create_module = create_module  # type: ignore[method-assign]  # the worker replaces the loader's method to see every extension module's dlopen
 
 
 def hook_ctypes() -> None:
@@ -90,7 +90,7 @@ def hook_ctypes() -> None:
         end(event, None)
         return None
 
-    ctypes.CDLL.__init__ = init  # type: ignore[method-assign]
+    ctypes.CDLL.__init__ = init  # type: ignore[method-assign]  # the worker replaces CDLL.__init__ to see every ctypes dlopen
 
 
 def main() -> int:

@@ -131,7 +131,7 @@ def test_c_rpath_is_inherited_runpath_is_not(tmp_path: Path, inherited: bool) ->
         tmp_path / "a" / "liba.so",
         "extern int b(void);\nint a(void) { return b(); }\n",
         link=(libb,),
-        **paths,  # type: ignore[arg-type]
+        **paths,  # type: ignore[arg-type]  # paths holds rpath or runpath (str), which build() takes among parameters of other types
     )
     real = real_load(liba)
     if inherited:
@@ -278,7 +278,7 @@ def test_ld_library_path_comes_after_rpath_before_runpath(tmp_path: Path, kind: 
     good = build(tmp_path / "good" / "libp.so.1", F_AND_G, soname="libp.so.1")
     build(tmp_path / "bad" / "libp.so.1", ONLY_F, soname="libp.so.1")
     paths = {kind: str(tmp_path / "good")}
-    consumer = build(tmp_path / "libconsumer.so", USES_G, link=(good,), **paths)  # type: ignore[arg-type]
+    consumer = build(tmp_path / "libconsumer.so", USES_G, link=(good,), **paths)  # type: ignore[arg-type]  # paths holds rpath or runpath (str), which build() takes among parameters of other types
     env = {"LD_LIBRARY_PATH": str(tmp_path / "bad")}
     real = real_load(consumer, env=env)
     assert real == (f"{consumer}: undefined symbol: g" if kind == "runpath" else None)
