@@ -27,7 +27,7 @@ from envsync.nodeset import fold
 from envsync.plan import Plan, make_plan
 from envsync.repair import RepairOptions, carry_out, deploy_after_apply
 from envsync.session import Session
-from envsync.snapshot import HostSource, resolve
+from envsync.sources import HostSource
 
 DEFAULT_BATCHES = ("1", "10%", "100%")
 _SIZE = re.compile(r"^([1-9][0-9]*)(%?)$")
@@ -138,7 +138,7 @@ def rollout(session: Session, options: RepairOptions, hosts: Sequence[str]) -> R
     if not reference:
         raise InputError("repair: name REF, or set defaults.reference in the inventory")
     for host in hosts:
-        if not isinstance(resolve(host, session.inventory), HostSource):
+        if not isinstance(session.resolve(host), HostSource):
             raise InputError(f"repair: the targets must be hosts, not the file {host}")
     sizes = parse_sizes(options.batch)
     allowed_failures(options.max_fail, 1)  # a bad --max-fail fails before anything runs
@@ -243,7 +243,7 @@ def _one(
     """One host of a batch: under its lock, re-collected, still of its class, its plan
     applied, the service deployed and smoke-tested."""
     spec = session.host(host)
-    ref_source = resolve(reference_name, session.inventory)
+    ref_source = session.resolve(reference_name)
     reference_spec = ref_source.spec if isinstance(ref_source, HostSource) else None
     (target,) = targets(session, [host])
     backup = None

@@ -38,8 +38,8 @@ from envsync.inventory import HostSpec, Inventory, ServiceSpec
 from envsync.launch import effective_command, entrypoint, launch_of, parse_flags, script_rule
 from envsync.model import ImportOutcome, Snapshot, Unavailable
 from envsync.runner import Runner
-from envsync.session import Request, Session
-from envsync.snapshot import HostSource, Source, StateSource, resolve, service_of
+from envsync.session import HostArg, Request, Session
+from envsync.sources import HostSource, Source, StateSource, service_of
 from envsync.states import split_name
 from envsync.vocab import SEVERITY_RANK, Severity
 
@@ -62,13 +62,12 @@ class Target:
 
 
 def prepare(
-    name: str,
+    source: Source,
     inventory: Inventory,
     packs: tuple[RulePack, ...],
     options: ProbeOptions,
 ) -> Target:
     """What to collect on a target: its startup graph from every module rules may run."""
-    source = resolve(name, inventory)
     service = service_of(source, inventory)
     entry = entrypoint(service, packs)
     target_packs = packs_for(entry.root, packs)
@@ -88,7 +87,7 @@ def prepare(
             main=entry.root if entry.as_main else None,
         )
     return Target(
-        name=name,
+        name=source.label,
         source=source,
         service=service,
         entrypoint=entry.root,
@@ -305,14 +304,14 @@ def pair_names(
 def targets(session: Session, names: Sequence[str]) -> list[Target]:
     """What to collect on each of these targets (the rule packs read once)."""
     packs = load_packs(session.inventory.rules)
-    return [prepare(n, session.inventory, packs, session.probe) for n in names]
+    return [prepare(session.resolve(n), session.inventory, packs, session.probe) for n in names]
 
 
 def _reference_request(session: Session, ref_name: str, among: Sequence[Target]) -> Request:
     """The reference, collected with the targets' startup roots too: an import that fails
     on a target is read on the reference as well, so a fatal finding says it works there."""
     rooted = [t.options for t in among if t.options.roots]
-    if not rooted or not isinstance(resolve(ref_name, session.inventory), HostSource):
+    if not rooted or not isinstance(session.resolve(ref_name), HostSource):
         return ref_name, None
     (own,) = targets(session, [ref_name])
     base = own.options if own.options.roots else rooted[0]
@@ -351,7 +350,7 @@ def _compare_each(
     before the reference wait for it); a target of a class already compared takes that
     report (classes.py). A reference that cannot be collected is raised. `on_snapshot`
     sees each target's snapshot before it is let go."""
-    requests: list[Request] = [(t.name, t.options) for t in among]
+    requests: list[Request] = [(t.source, t.options) for t in among]
     ref: Snapshot | None = None
     ref_host: HostSpec | None = None
     if isinstance(reference, Snapshot):
@@ -411,9 +410,9 @@ def _compare_each(
     )
 
 
-def _live(session: Session, name: str) -> HostSpec | None:
+def _live(session: Session, name: HostArg) -> HostSpec | None:
     """The reference's host, when it is one (not a snapshot, lock or requirements file)."""
-    source = resolve(name, session.inventory)
+    source = session.resolve(name)
     return source.spec if isinstance(source, HostSource) else None
 
 
@@ -438,10 +437,10 @@ def diff(
     will write, checked before anything is collected."""
     ref_name, tgt_name = pair_names(session.inventory, reference, target, command)
     _writable(outputs)
-    resolve(ref_name, session.inventory)  # both names are checked before anything is collected
+    session.resolve(ref_name)  # both names are checked before anything is collected
     (tgt,) = targets(session, [tgt_name])
     ref, snap = session.collect_all(
-        [_reference_request(session, ref_name, [tgt]), (tgt_name, tgt.options)]
+        [_reference_request(session, ref_name, [tgt]), (tgt.source, tgt.options)]
     )
     report = compare(
         ref,
@@ -467,7 +466,7 @@ def diff_fleet(
     (HOSTs may be groups and node sets: inventory.select). `samples`: keep the reference's
     snapshot and each class's first."""
     _writable(outputs)
-    resolve(reference, session.inventory)  # every name is checked before anything is collected
+    session.resolve(reference)  # every name is checked before anything is collected
     among = targets(session, session.inventory.select(names))
     return _compare_each(
         session,

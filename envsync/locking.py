@@ -12,7 +12,7 @@ from typing import Literal
 from envsync.errors import InputError
 from envsync.lock import dumps_lock
 from envsync.session import Session
-from envsync.snapshot import HostSource, resolve
+from envsync.sources import HostSource
 
 LockFormat = Literal["envsync", "pylock"]
 LOCK_FORMATS: tuple[LockFormat, ...] = ("envsync", "pylock")
@@ -43,7 +43,7 @@ def lock_host(
         )
     from envsync.history import record_state  # a locked host is a good one: its state is kept
 
-    source = resolve(name, session.inventory)
+    source = session.resolve(name)
     if form == "envsync":
         snap = session.collect_one(name)
         if isinstance(source, HostSource):

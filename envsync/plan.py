@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 from envsync.codec import from_data, to_data
 from envsync.documents import read_json_object
 from envsync.errors import DecodeError, InputError, PlanError
+from envsync.exhaustive import assert_never
 from envsync.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
 from envsync.identity import plan_target
 from envsync.launch import with_flags
@@ -151,6 +152,8 @@ def plan_problems(plan: Plan) -> list[str]:
                 why = flag_problem(step.flag, step.value)
                 if why:
                     problems.append(f"step {i} (flag) sets {step.flag!r}: {why}")
+            case _:
+                assert_never(step)
         for name in names:
             why = name_problem(name)
             if why:
@@ -345,6 +348,10 @@ def make_plan(
                 step = _replace_dist(fix, finding, reference, target, pinned, skipped, installer)
                 if step is not None:
                     steps.append(step)
+            case PinFix() | SyncDistFix():
+                pass  # its distribution is replaced by a step already planned
+            case _:
+                assert_never(fix)
     for finding in below:
         # A file of a patch set that another finding moves comes along (below).
         if not any(isinstance(x, SyncFileFix) and x.dist in files for x in finding.fixes):
@@ -508,6 +515,8 @@ def describe(plan: Plan, *, exec_prefix: Sequence[str] = ()) -> str:
                 lines.append(f"     files: {', '.join(shown)}")
             case FlagStep():
                 lines.append(f"     gives up: {step.gives_up}")
+            case _:
+                assert_never(step)
     if plan.flags:
         kept = ", ".join(f"{k} {v}" for k, v in sorted(plan.flags.items()))
         lines.append(f"  service.json on {plan.target} keeps the flags: {kept}")

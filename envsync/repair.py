@@ -23,7 +23,7 @@ from envsync.model import Snapshot
 from envsync.plan import Plan, container_note, dumps_plan, load_plan, make_plan
 from envsync.service.host import ServiceRun, run_service
 from envsync.session import Session
-from envsync.snapshot import HostSource, resolve
+from envsync.sources import HostSource
 from envsync.vocab import ONLY_DEFAULT, PREFER, Only, Prefer
 
 if TYPE_CHECKING:
@@ -92,8 +92,8 @@ def repair(session: Session, options: RepairOptions) -> Repair:
         ref_name, tgt_name = pair_names(
             session.inventory, options.reference, options.target, "repair"
         )
-    resolve(ref_name, session.inventory)  # both names are checked before anything is collected
-    if not isinstance(resolve(tgt_name, session.inventory), HostSource):
+    session.resolve(ref_name)  # both names are checked before anything is collected
+    if not isinstance(session.resolve(tgt_name), HostSource):
         raise InputError(f"repair: the target must be a host, not the file {tgt_name}")
     spec = session.host(tgt_name)
     if not options.apply:
@@ -138,7 +138,7 @@ def _plan(
     lock: str | None,
 ) -> Repair:
     spec = session.host(tgt_name)
-    ref_source = resolve(ref_name, session.inventory)
+    ref_source = session.resolve(ref_name)
     comparison = diff(session, ref_name, tgt_name, command="repair")
     reference, snap = comparison.reference, comparison.snapshot
     plan = saved

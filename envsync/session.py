@@ -23,7 +23,8 @@ from envsync.errors import CollectError, InputError
 from envsync.inventory import HostSpec, Inventory
 from envsync.model import Snapshot
 from envsync.runner import Runners
-from envsync.snapshot import HostSource, SnapshotDocument, Source, StateSource, resolve, take
+from envsync.snapshot import SnapshotDocument, take
+from envsync.sources import HostSource, Source, StateSource, resolve
 from envsync.states import StateStore, pick
 
 JOBS = 8  # hosts collected at once by default
@@ -32,7 +33,8 @@ FIRST_WAVE_S = 60.0  # how long the others wait for the first host of a new comm
 EngineName = Literal["envsync", "ansible"]
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 
-Request = tuple[str, ProbeOptions | None]  # a HOST argument, and what to collect there
+HostArg = str | Source  # a HOST argument as written, or what it was resolved to
+Request = tuple[HostArg, ProbeOptions | None]  # a HOST argument, and what to collect there
 # A progress display for `total` collections: a context whose value is called once per host
 # done (the CLI's is a bar on a terminal).
 Progress = Callable[[int], AbstractContextManager[Callable[[], None]]]
@@ -137,6 +139,8 @@ class Session:
     # What this command collected of each live host (shared by the sessions `replace`
     # makes of this one; `fresh()` starts anew)
     collected: Collected = field(default_factory=Collected, repr=False, compare=False)
+    # What each HOST argument of this command names (resolve): each resolved once
+    resolved: dict[str, Source] = field(default_factory=dict, repr=False, compare=False)
 
     def __enter__(self) -> Session:
         return self
@@ -153,37 +157,47 @@ class Session:
 
     def fresh(self) -> Session:
         """This session, remembering nothing collected (a new round of `watch`)."""
-        return replace(self, collected=Collected())
+        return replace(self, collected=Collected(), resolved={})
 
     def changed(self, host: str) -> None:
         """The host changed (or may have: its lock was taken after it was collected):
         collected again when next asked."""
         self.collected.forget(host)
 
-    def host(self, name: str) -> HostSpec:
+    def host(self, name: HostArg) -> HostSpec:
         """An inventory host (or `local`), not a file: for stages that act on a host."""
-        source = resolve(name, self.inventory)
+        source = self._named(name)
         if isinstance(source, StateSource):
             raise InputError(
-                f"{name} is a recorded state of {source.spec.name}, not a host",
+                f"{source.label} is a recorded state of {source.spec.name}, not a host",
                 tip=f"name the host itself: {source.spec.name}",
             )
         if not isinstance(source, HostSource):
-            raise InputError(f"{name} is a file, not a host")
+            raise InputError(f"{source.label} is a file, not a host")
         return source.spec
 
-    def resolve(self, name: str) -> Source:
-        """What a HOST argument names; a recorded state is looked up (not read) at once,
-        so that a state that does not exist fails before any host is collected."""
-        source = resolve(name, self.inventory)
+    def resolve(self, name: HostArg) -> Source:
+        """What a HOST argument names, resolved once in this command (a source is its own
+        answer); a recorded state is looked up (not read) at once, so that a state that
+        does not exist fails before any host is collected."""
+        source = self._named(name)
         if isinstance(source, StateSource) and self.states is not None:
-            pick(self.states, source.spec.name, source.selector, name)
+            pick(self.states, source.spec.name, source.selector, source.name)
         return source
 
-    def collect_one(self, name: str, options: ProbeOptions | None = None) -> Snapshot:
+    def _named(self, name: HostArg) -> Source:
+        """What `name` names, resolved once per command."""
+        if not isinstance(name, str):
+            return name
+        source = self.resolved.get(name)
+        if source is None:
+            source = self.resolved[name] = resolve(name, self.inventory)
+        return source
+
+    def collect_one(self, name: HostArg, options: ProbeOptions | None = None) -> Snapshot:
         """The snapshot a HOST argument names: collected live (through the engine, if
         any), or read from its file or the state folder."""
-        source = resolve(name, self.inventory)
+        source = self.resolve(name)
         wanted = options or self.probe
         if isinstance(source, HostSource):
             kept = self.collected.get(source.spec, wanted)
@@ -193,13 +207,13 @@ class Session:
         if self.engine is not None and isinstance(source, HostSource):
             answers = list(self.engine.collect([(0, source.spec, wanted)]))
             if not answers:
-                raise CollectError(f"{name}: the engine gave no result")
+                raise CollectError(f"{source.label}: the engine gave no result")
             result = answers[0][1]
             if isinstance(result, CollectError):
                 raise result
-            return self._keep(source, wanted, self._received(name, source, result))
+            return self._keep(source, wanted, self._received(source, result))
         snap = take(source, self.runners, wanted, self.states)
-        return self._keep(source, wanted, self._received(name, source, snap))
+        return self._keep(source, wanted, self._received(source, snap))
 
     def _reused(self, source: Source, snap: Snapshot) -> None:
         self.note(
@@ -213,7 +227,7 @@ class Session:
             self.collected.put(source.spec, options, snap)
         return snap
 
-    def _received(self, name: str, source: Source, snap: Snapshot) -> Snapshot:
+    def _received(self, source: Source, snap: Snapshot) -> Snapshot:
         """A snapshot as it arrives: malformed metadata refused, the note of its host."""
         if snap.broken and not self.allow_broken:
             first = snap.broken[0]
@@ -234,7 +248,9 @@ class Session:
                 parsed = snap.startup.parsed if snap.startup else 0
                 self.note(f"{source.label}: {shared}, {parsed} files parsed there")
         elif isinstance(source, StateSource):
-            self.note(f"{name}: the state of {source.spec.name} collected {snap.collected_at}")
+            self.note(
+                f"{source.label}: the state of {source.spec.name} collected {snap.collected_at}"
+            )
         return snap
 
     def collect_each(
@@ -245,6 +261,7 @@ class Session:
         does not stop the others. Nothing is kept once it is handed on: a caller that writes
         each snapshot out holds at most `jobs` of them, however many hosts there are."""
         sources = [self.resolve(name) for name, _ in requests]  # all checked first
+        requests = [(source, requests[i][1]) for i, source in enumerate(sources)]
         if self.engine is not None and any(isinstance(s, HostSource) for s in sources):
             yield from self._through_engine(self.engine, requests, sources)
             return
@@ -320,7 +337,7 @@ class Session:
             for i, result in (answer for wave in waves for answer in engine.collect(wave)):
                 if not isinstance(result, CollectError):
                     try:
-                        result = self._received(requests[i][0], sources[i], result)
+                        result = self._received(sources[i], result)
                         self._keep(sources[i], requests[i][1] or self.probe, result)
                     except CollectError as e:
                         result = e

@@ -84,7 +84,7 @@ def test_local_is_always_a_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_local_runs_the_inventory_service_like_any_host(tmp_path: Path) -> None:
     from envsync.compare import prepare
-    from envsync.snapshot import resolve, service_of
+    from envsync.sources import resolve, service_of
 
     text = '[service]\ncommand = ["{python}", "-m", "svc.main"]\nport = 8000\n'
     inv = load_inventory(str(write(tmp_path, text)), {})
@@ -92,7 +92,7 @@ def test_local_runs_the_inventory_service_like_any_host(tmp_path: Path) -> None:
     assert local.service == inv.service
     assert service_of(resolve(LOCAL, inv), inv) == inv.service
     # diffed with the entrypoint it is deployed with
-    target = prepare(LOCAL, inv, (), ProbeOptions())
+    target = prepare(resolve(LOCAL, inv), inv, (), ProbeOptions())
     assert target.entrypoint == "svc.main"
     assert target.options.roots == ("svc.main",)
 

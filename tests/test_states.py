@@ -21,7 +21,8 @@ from envsync.exitcodes import ExitCode
 from envsync.identity import compared as digest
 from envsync.inventory import HostSpec, Inventory
 from envsync.model import Distribution, Snapshot
-from envsync.snapshot import FileSource, HostSource, StateSource, load_snapshot, resolve
+from envsync.snapshot import load_snapshot
+from envsync.sources import FileSource, HostSource, StateSource, resolve
 from envsync.states import (
     AtTime,
     Back,

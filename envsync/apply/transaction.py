@@ -22,6 +22,7 @@ from envsync.errors import (
     RollbackError,
     StalePlan,
 )
+from envsync.exhaustive import assert_never
 from envsync.hostside.shared import normalize
 from envsync.identity import plan_target
 from envsync.inventory import HostSpec
@@ -312,6 +313,8 @@ def _run_step(step: Step, ctx: _StepContext) -> None:
             _sync_dists(step.dists, ctx.agent, ctx.target, source, ctx.ident)
         case SyncFileStep():
             ctx.sync_files(step)
+        case _:
+            assert_never(step)
 
 
 def _sync_dists(

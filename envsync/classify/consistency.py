@@ -21,7 +21,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from envsync.classify.graph import GraphIndex
-from envsync.findings import Evidence, Finding, Fix, PinFix, SyncDistFix, SyncFileFix
+from envsync.exhaustive import assert_never
+from envsync.findings import Evidence, Finding, Fix, FlagFix, PinFix, SyncDistFix, SyncFileFix
 from envsync.model import ImportEdge
 from envsync.vocab import PACKAGE_KINDS
 
@@ -40,8 +41,10 @@ def _named_dists(finding: Finding) -> list[tuple[str, Fix]]:
         match fix:
             case PinFix() | SyncDistFix() | SyncFileFix():
                 out.append((fix.dist, fix))
+            case FlagFix():
+                pass  # a flag names no distribution
             case _:
-                pass
+                assert_never(fix)
     return out
 
 

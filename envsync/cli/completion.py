@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 SHELLS = ("bash", "zsh")
 # Positionals that name a host: an inventory host, `local`, or a snapshot, lock or
-# requirements file (what snapshot.resolve accepts).
+# requirements file (what sources.resolve accepts).
 HOST_METAVARS = ("HOST", "REF", "TGT")
 HOST_FILES = (".json", ".lock", ".toml", ".txt", ".in")
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from envsync.codec import to_data
+from envsync.exhaustive import assert_never
 from envsync.findings import Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
 
 
@@ -35,6 +36,8 @@ def fix_data(fix: Fix) -> dict[str, Any]:
             data.update(
                 flag=fix.flag, value=fix.value, gives_up=fix.gives_up, used_when=list(fix.used_when)
             )
+        case _:
+            assert_never(fix)
     return data
 
 

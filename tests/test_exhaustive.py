@@ -1,0 +1,60 @@
+"""Every dispatch over the kinds of fixes and steps ends in `assert_never` (issue 33, item 4):
+a kind added to `findings.Fix` or `plan.Step` and not handled is a mypy error, never a
+step skipped in silence. Read from the tree."""
+
+from __future__ import annotations
+
+import ast
+import typing
+
+from envsync.findings import Fix
+from envsync.plan import Step
+from tests.helpers import REPO
+
+KINDS = {cls.__name__ for cls in (*typing.get_args(Fix), *typing.get_args(Step))}
+
+
+def _kinds_matched(node: ast.Match) -> set[str]:
+    out = set()
+    for case in node.cases:
+        for sub in ast.walk(case.pattern):
+            if isinstance(sub, ast.MatchClass) and isinstance(sub.cls, ast.Name):
+                out.add(sub.cls.id)
+    return out & KINDS
+
+
+def _ends_in_assert_never(node: ast.Match) -> bool:
+    last = node.cases[-1]
+    if not (isinstance(last.pattern, ast.MatchAs) and last.pattern.pattern is None):
+        return False
+    (body,) = last.body
+    return (
+        isinstance(body, ast.Expr)
+        and isinstance(body.value, ast.Call)
+        and isinstance(body.value.func, ast.Name)
+        and body.value.func.id == "assert_never"
+    )
+
+
+def test_every_match_over_fix_and_step_kinds_ends_in_assert_never() -> None:
+    assert {"PinFix", "SyncDistFix", "SyncFileFix", "FlagFix", "PinStep", "FlagStep"} <= KINDS
+    found, open_ended = [], []
+    for path in sorted((REPO / "envsync").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Match) and _kinds_matched(node):
+                where = f"{path.relative_to(REPO)}:{node.lineno}"
+                found.append(where)
+                if not _ends_in_assert_never(node):
+                    open_ended.append(where)
+    assert len(found) >= 5  # plan_problems, make_plan, describe, the apply dispatch, ...
+    assert open_ended == [], f"a match over fix or step kinds without assert_never: {open_ended}"
+
+
+def test_assert_never_fails_loudly_when_it_runs() -> None:
+    import pytest
+
+    from envsync.exhaustive import assert_never
+
+    with pytest.raises(AssertionError, match="a kind no case handles: str"):
+        assert_never("new kind")  # type: ignore[arg-type]  # what mypy refuses, run anyway

@@ -1,0 +1,120 @@
+"""Each HOST argument is resolved once per command, through one function (issue 33, item 1).
+
+`envsync.sources.resolve` is the one function that reads what a HOST argument names; a
+command reaches it only through `Session.resolve`, which keeps each answer for the rest
+of the command and hands the stages the typed source. Checked two ways: by reading the
+tree (no other module calls it, none defines another), and by counting its calls while
+real commands run (diff, check, lock and a repair plan, on a live host and on files).
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import envsync.session
+from envsync.sources import Source
+from tests.helpers import REPO
+from tests.helpers import run_cli as run
+
+SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
+CORE = REPO / "envsync"
+
+
+def _modules() -> dict[str, ast.Module]:
+    out = {}
+    for path in sorted(CORE.rglob("*.py")):
+        if "hostside" in path.relative_to(CORE).parts:
+            continue  # the host side resolves nothing: it runs on the host
+        out[str(path.relative_to(REPO))] = ast.parse(path.read_text(), str(path))
+    return out
+
+
+def test_one_function_resolves_a_host_argument_and_only_the_session_calls_it() -> None:
+    importers, definers = [], []
+    for name, tree in _modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "envsync.sources":
+                importers += [name for alias in node.names if alias.name == "resolve"]
+            if isinstance(node, ast.ImportFrom) and node.module == "envsync.snapshot":
+                assert all(alias.name != "resolve" for alias in node.names), name
+            if isinstance(node, ast.FunctionDef) and node.name == "resolve":
+                definers.append(name)
+            if isinstance(node, ast.Attribute) and node.attr == "resolve":
+                value = node.value
+                if isinstance(value, ast.Name) and value.id in ("sources", "snapshot"):
+                    importers.append(name)  # sources.resolve(...) called by attribute
+    assert importers == ["envsync/session.py"]
+    assert sorted(definers) == ["envsync/session.py", "envsync/sources.py"]
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
+    """Every call of the one resolve function, by the name it was asked."""
+    calls: collections.Counter[str] = collections.Counter()
+    real = envsync.session.resolve
+
+    def counting(name: str, inventory: object) -> Source:
+        calls[name] += 1
+        return real(name, inventory)  # type: ignore[arg-type]  # the Inventory passed on
+
+    monkeypatch.setattr(envsync.session, "resolve", counting)
+    return calls
+
+
+@pytest.fixture
+def inventory(tmp_path: Path) -> Path:
+    """One live host: this test's own interpreter (nothing watched, so it is quick)."""
+    path = tmp_path / "envsync.toml"
+    path.write_text(f"[hosts.t]\npython = {json.dumps(sys.executable)}\nwatch = []\n")
+    return path
+
+
+def _drifted(tmp_path: Path) -> Path:
+    data = json.loads(SNAPSHOT.read_text())
+    data["host"] = "ct200"
+    data["distributions"] = [d for d in data["distributions"] if d["name"] != "soundfile"]
+    path = tmp_path / "ct200.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_diff_of_two_files_resolves_each_once(
+    capsys: pytest.CaptureFixture[str], counted: collections.Counter[str], tmp_path: Path
+) -> None:
+    other = _drifted(tmp_path)
+    code, _, err = run(capsys, "diff", str(SNAPSHOT), str(other), "--state-dir", str(tmp_path))
+    assert code == 1, err
+    assert counted == {str(SNAPSHOT): 1, str(other): 1}
+
+
+def test_commands_on_a_live_host_resolve_each_name_once(
+    capsys: pytest.CaptureFixture[str],
+    counted: collections.Counter[str],
+    inventory: Path,
+    tmp_path: Path,
+) -> None:
+    common = ["--inventory", str(inventory), "--state-dir", str(tmp_path / "states")]
+    lock = tmp_path / "t.lock"
+    code, _, err = run(capsys, "lock", "t", "-o", str(lock), *common)
+    assert code == 0, err
+    assert counted == {"t": 1}
+    counted.clear()
+    code, _, err = run(capsys, "check", "--lock", str(lock), "t", *common)
+    assert code == 0, err
+    assert counted["t"] == 1 and all(n == 1 for n in counted.values()), counted
+    counted.clear()
+    # the repair plan: the reference and the target go through diff, the plan and the
+    # target's checks, each read once
+    code, _, err = run(capsys, "repair", str(SNAPSHOT), "t", *common)
+    assert code in (0, 1), err
+    assert counted == {str(SNAPSHOT): 1, "t": 1}, counted
+    counted.clear()
+    code, _, err = run(capsys, "diff", "t@latest", "t", *common)  # a state is one source more
+    assert code in (0, 1), err
+    assert counted == {"t@latest": 1, "t": 1}, counted
