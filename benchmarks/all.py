@@ -41,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -129,7 +129,7 @@ def delayed(ports: list[int]) -> Iterator[list[int]]:
     loop = asyncio.new_event_loop()
     servers: list[asyncio.base_events.Server] = []
 
-    def handler(upstream: int):  # type: ignore[no-untyped-def]
+    def handler(upstream: int):
         async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
             ur, uw = await asyncio.open_connection("127.0.0.1", upstream)
             await asyncio.gather(_pipe(r, uw), _pipe(ur, w))
@@ -159,7 +159,9 @@ class _Sleeper:
     def __init__(self, host: str, latency: float, stdout: bytes) -> None:
         self.host, self.latency, self.stdout = host, latency, stdout
 
-    def run(self, argv: list[str], *, input: bytes | None = None, timeout: float) -> CommandResult:
+    def run(
+        self, argv: Sequence[str], *, input: bytes | None = None, timeout: float
+    ) -> CommandResult:
         time.sleep(self.latency)
         return CommandResult(
             argv=tuple(argv), returncode=0, stdout=self.stdout, stderr=b"", duration_s=0.0
@@ -252,7 +254,7 @@ def crash_after_death(inventory_path: Path, host: str, runs: int) -> float:
 
 def _inventory(
     folder: Path,
-    servers: list,  # type: ignore[type-arg]
+    servers: list,
     proxies: list[int],
     pythons: dict[str, Path],
 ) -> Path:
@@ -287,7 +289,7 @@ def _inventory(
 
 
 def _openssh_true(
-    servers: list,  # type: ignore[type-arg]
+    servers: list,
     known: Path,
     ports: list[int] | None = None,
 ) -> list[str]:

@@ -33,7 +33,9 @@ sys.path.insert(0, str(REPO))
 
 from envsync import compare  # noqa: E402
 from envsync.collect import ProbeOptions, collect  # noqa: E402
+from envsync.collect.importcheck import NO_IMPORT_CHECK  # noqa: E402
 from envsync.inventory import HostSpec  # noqa: E402
+from envsync.model import Snapshot  # noqa: E402
 from envsync.report import render_fleet  # noqa: E402
 from envsync.runner.local import LocalRunner  # noqa: E402
 from tests import fleet_sim  # noqa: E402
@@ -43,7 +45,7 @@ from tests.sshd import SSHD, available  # noqa: E402
 HOSTS = REPO / "examples" / ".hosts"
 
 
-def _base() -> tuple[object, str]:
+def _base() -> tuple[Snapshot, str]:
     """A real snapshot to clone: the example's ct129 (SGLang watched, its startup graph),
     else this checkout's own venv."""
     python = HOSTS / "ct129" / "bin" / "python"
@@ -57,27 +59,29 @@ def _base() -> tuple[object, str]:
     return collect(spec, LocalRunner(spec.name), options), what
 
 
-def _fold_once(snapshots: dict[str, object], base: object) -> tuple[float, compare.FleetComparison]:
+def _fold_once(
+    snapshots: dict[str, Snapshot], base: Snapshot
+) -> tuple[float, compare.FleetComparison]:
     started = time.perf_counter()
-    with fleet_sim.session(snapshots) as session:  # type: ignore[arg-type]
+    with fleet_sim.session(snapshots) as session:
         among = compare.targets(session, list(snapshots))
         result = compare._compare_each(
             session,
             among,
-            reference=base,  # type: ignore[arg-type]
-            import_check=compare.NO_IMPORT_CHECK,
+            reference=base,
+            import_check=NO_IMPORT_CHECK,
         )
     return time.perf_counter() - started, result
 
 
 def fold(hosts: int, classes: int) -> dict[str, object]:
     base, what = _base()
-    snapshots = fleet_sim.fleet(base, hosts, classes)  # type: ignore[arg-type]
+    snapshots = fleet_sim.fleet(base, hosts, classes)
     out: dict[str, object] = {"hosts": hosts, "classes": classes, "snapshot": what}
     for mode in ("folded", "one diff per host"):
         real = compare.class_key
         if mode != "folded":
-            compare.class_key = lambda target, snap: target.name  # type: ignore[assignment]
+            compare.class_key = lambda target, snap: target.name
         try:
             # timed without tracemalloc (it slows every allocation), then measured with it
             took, result = _fold_once(snapshots, base)
@@ -86,7 +90,7 @@ def fold(hosts: int, classes: int) -> dict[str, object]:
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
         finally:
-            compare.class_key = real  # type: ignore[assignment]
+            compare.class_key = real
         out[mode] = {"seconds": round(took, 3), "peak_mib": round(peak / 2**20, 1)}
         if mode == "folded":
             assert len(result.classes) == classes, len(result.classes)
@@ -101,7 +105,7 @@ def fold(hosts: int, classes: int) -> dict[str, object]:
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
     )
     folded, each = out["folded"], out["one diff per host"]
-    out["ratio"] = round(each["seconds"] / folded["seconds"], 1)  # type: ignore[index]
+    out["ratio"] = round(each["seconds"] / folded["seconds"], 1)  # type: ignore[index]  # out is a dict[str, object] of JSON figures; each mode's is a dict
     return out
 
 

@@ -168,7 +168,8 @@ def envsync_checks(facts: dict[str, Any]) -> dict[str, Any]:
     data = dict(facts)
     data.pop("scan_s", None)
     graph = data.get("startup")
-    if hasattr(graph, "whole"):  # the probe's graph as it is sent (JSON text): decoded
+    # the probe's graph as it is sent (JSON text): decoded
+    if graph is not None and hasattr(graph, "whole"):
         data["startup"] = graph.whole()
     snap = from_data(Snapshot, data, "gpu")
     torch = snap.torch if isinstance(snap.torch, Torch) else None
@@ -269,7 +270,7 @@ def main() -> int:
     for name, (files, tally) in measures.items():
         figures = summary(files, tally)
         result["precision"][name] = figures
-        wrong = {k: len(figures[k]) for k in ("false fatal", "missed fatal", "wording", "trees")}  # type: ignore[arg-type]
+        wrong = {k: len(figures[k]) for k in ("false fatal", "missed fatal", "wording", "trees")}  # type: ignore[arg-type]  # summary() gives dict[str, object]; these four figures are lists
         bad = bad or any(wrong.values())
         print(f"  precision, {name}: {len(files)} shared objects, {wrong}")
     return _write(result, out_dir, 1 if bad else 0)

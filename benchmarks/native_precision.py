@@ -18,12 +18,14 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from envsync.hostside.native.elf import ElfFile, read_elf
 from envsync.hostside.native.ldcache import LdCache, read_ldcache
 from envsync.hostside.native.ldso import LoaderFacts, ldso_help
 from envsync.hostside.native.ldso import loader_facts as _loader_facts
 from envsync.hostside.native.loader import Environment, Linker, Process
+from envsync.hostside.native.verdicts import Fails, Unknown
 
 WORKER = (
     Path(__file__).resolve().parent.parent / "tests" / "hostside" / "native" / "precision_worker.py"
@@ -155,10 +157,12 @@ def replay(python: Path, result: dict[str, object], runtime_files: set[str], tal
     linker = Linker(Environment(facts=loader_facts(), cache=system_cache()))
     process, started = linker.start(str(python))
     assert process is not None and started.verdict.kind == "ok", started
-    process = _external(linker, process, [p for p in result["initial"] if is_object(p)])  # type: ignore[union-attr]
-    for event in result["events"]:  # type: ignore[union-attr]
+    process = _external(
+        linker, process, [p for p in cast("list[str]", result["initial"]) if is_object(p)]
+    )
+    for event in cast("list[dict[str, object]]", result["events"]):
         process = _judge(linker, process, event, runtime_files, tally)
-    for error in result["python_errors"]:  # type: ignore[union-attr]
+    for error in cast("list[dict[str, str]]", result["python_errors"]):
         tally.python_errors.append(f"{error['module']}: {error['error'][:160]}")
 
 
@@ -183,7 +187,7 @@ def _judge(
     tally: Tally,
 ) -> Process:
     path = str(event["path"])
-    flags = int(event["flags"])  # type: ignore[call-overload]
+    flags = int(event["flags"])  # type: ignore[call-overload]  # the worker's event is JSON-like dict[str, object]; its flags are an int
     before = _known(process)
     caller = next((o.path for o in process.objects if "_ctypes" in o.path), None)
     after, load = linker.dlopen(
@@ -199,18 +203,19 @@ def _judge(
     where = "runtime" if os.path.realpath(path) in runtime_files else "along the way"
     label = f"{path} ({event['kind']})"
     tally.events[f"{where}: real {'loads' if real_ok else 'fails'}, envsync {static}"] += 1
-    if static == "unknown":
-        tally.unknown.append(f"{label}: {load.verdict.why}")  # type: ignore[union-attr]
-    elif real_ok and static == "fails":
-        tally.false_fatal.append(f"{label}: {load.verdict.message()}")  # type: ignore[union-attr]
+    verdict = load.verdict  # its class is its kind: Unknown is "unknown", Fails is "fails"
+    if isinstance(verdict, Unknown):
+        tally.unknown.append(f"{label}: {verdict.why}")
+    elif real_ok and isinstance(verdict, Fails):
+        tally.false_fatal.append(f"{label}: {verdict.message()}")
     elif not real_ok and static == "ok":
         tally.missed_fatal.append(f"{label}: {event['error']}")
-    elif not real_ok and static == "fails":
+    elif not real_ok and isinstance(verdict, Fails):
         expected = event["error"]
-        if load.verdict.message() != expected:  # type: ignore[union-attr]
-            tally.wording.append(f"{label}: real {expected!r}, envsync {load.verdict.message()!r}")  # type: ignore[union-attr]
+        if verdict.message() != expected:
+            tally.wording.append(f"{label}: real {expected!r}, envsync {verdict.message()!r}")
     if real_ok:
-        real_new = {p for p in event["new"] if is_object(p)}  # type: ignore[union-attr]
+        real_new = {p for p in cast("list[str]", event["new"]) if is_object(p)}
         static_new = _known(after) - before
         if real_new != static_new:
             only_real, only_static = sorted(real_new - static_new), sorted(static_new - real_new)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,7 +81,7 @@ def example_hosts(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -
 
 
 @pytest.fixture(scope="session")
-def sshd_bed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def sshd_bed(tmp_path_factory: pytest.TempPathFactory):
     """A real OpenSSH sshd on a free loopback port (tests/sshd.py)."""
     from tests.sshd import SSHD, available
 
@@ -98,15 +99,15 @@ def _bed_unavailable(why: str | None) -> None:
 
 
 @pytest.fixture
-def containers():  # type: ignore[no-untyped-def]
+def containers():
     """Start containers (tests/container.py: real namespaces, bubblewrap); all stopped after."""
     from tests.container import Container, available
 
     _bed_unavailable(available())
     started: list[Container] = []
 
-    def start(venv_root: Path, **kwargs: object) -> Container:
-        started.append(Container(venv_root, **kwargs).start())  # type: ignore[arg-type]
+    def start(venv_root: Path, **kwargs: Any) -> Container:
+        started.append(Container(venv_root, **kwargs).start())
         return started[-1]
 
     yield start
@@ -115,7 +116,7 @@ def containers():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def jump_bed(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def jump_bed(tmp_path_factory: pytest.TempPathFactory):
     """A bastion sshd and a target sshd that only the bastion reaches (tests/sshd.py)."""
     from tests.container import available as containers_available
     from tests.sshd import JumpBed, available

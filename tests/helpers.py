@@ -11,6 +11,10 @@ import venv
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -188,12 +192,12 @@ def site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def run_cli(capsys: object, *argv: str) -> tuple[int, str, str]:
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """Run the envsync CLI in this process: (exit code, stdout, stderr)."""
     from envsync.cli import main
 
     code = main(list(argv))
-    out, err = capsys.readouterr()  # type: ignore[attr-defined]
+    out, err = capsys.readouterr()
     return code, out, err
 
 
@@ -275,7 +279,7 @@ def clone_venv(source: Path, root: Path) -> None:
     _record_scripts(next((root / "lib").glob("python3*/site-packages")), scripts)
 
 
-def comparable(snapshot: dict) -> dict:  # type: ignore[type-arg]
+def comparable(snapshot: dict) -> dict:
     """A snapshot's JSON without what describes one act of collection, nor the host name."""
     from envsync.model import TRANSPORT_FIELDS
 
@@ -284,7 +288,7 @@ def comparable(snapshot: dict) -> dict:  # type: ignore[type-arg]
     return snapshot
 
 
-def pep751_problems(doc: dict) -> list[str]:  # type: ignore[type-arg]
+def pep751_problems(doc: dict) -> list[str]:
     """What makes a parsed pylock.toml invalid under PEP 751 (its required keys and types,
     one source per package); empty when it is valid."""
     import datetime
@@ -303,7 +307,7 @@ def pep751_problems(doc: dict) -> list[str]:  # type: ignore[type-arg]
     if not isinstance(packages, list):
         return [*out, "packages must be an array of tables"]
 
-    def file_problems(where: str, f: dict) -> list[str]:  # type: ignore[type-arg]
+    def file_problems(where: str, f: dict) -> list[str]:
         bad = []
         if not f.get("hashes") or not isinstance(f["hashes"], dict):
             bad.append(f"{where}: hashes are required")

@@ -72,9 +72,9 @@ def build_index(root: Path, files: Iterable[Path]) -> Path:
         page.mkdir(parents=True, exist_ok=True)
         anchors = []
         for e in entries:
-            requires = e.get("requires-python")
-            attr = f' data-requires-python="{html.escape(str(requires))}"' if requires else ""
-            sha = e["hashes"]["sha256"]  # type: ignore[index]
+            required = e.get("requires-python")
+            attr = f' data-requires-python="{html.escape(str(required))}"' if required else ""
+            sha = e["hashes"]["sha256"]  # type: ignore[index]  # an entry is JSON-like dict[str, object]; its hashes are a dict
             anchors.append(f'<a href="{e["url"]}#sha256={sha}"{attr}>{e["filename"]}</a>')
         (page / "index.html").write_text(
             "<!DOCTYPE html><html><body>\n" + "<br>\n".join(anchors) + "\n</body></html>\n"
@@ -91,7 +91,7 @@ def build_index(root: Path, files: Iterable[Path]) -> Path:
 class JsonIndexHandler(SimpleHTTPRequestHandler):
     """Static files, but a project page asked for as JSON (PEP 691) is the JSON page."""
 
-    def send_head(self):  # type: ignore[no-untyped-def]
+    def send_head(self):
         if JSON_TYPE in self.headers.get("Accept", "") and self.path.startswith("/simple/"):
             page = Path(self.translate_path(self.path)) / "index.json"
             if page.is_file():
@@ -158,6 +158,6 @@ if __name__ == "__main__":
         server = IndexServer(build_index(Path(args[0]), map(Path, args[1:])), json=as_json)
         print(server.start().url, flush=True)
         try:
-            server.process.wait()  # type: ignore[union-attr]
+            server.process.wait()  # type: ignore[union-attr]  # process is None until start(), which the line above calls
         except KeyboardInterrupt:
             server.stop()

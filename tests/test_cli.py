@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -283,13 +284,13 @@ def test_bad_input_is_one_line_with_its_exit_code(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    setup: object,
+    setup: Callable[[Path], object],
     argv: list[str],
     code: int,
     message: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    setup(tmp_path)  # type: ignore[operator]
+    setup(tmp_path)
     for inv in tmp_path.glob("*.toml"):
         inv.write_text(inv.read_text().replace("{d}", str(tmp_path)))
     got, out, err = run(capsys, *(a.replace("{d}", str(tmp_path)) for a in argv))
@@ -441,7 +442,7 @@ def test_the_import_check_is_named_for_what_it_does_and_takes_its_old_name_for_a
 
     def import_check(*argv: str) -> ImportCheck:
         args = parser.parse_args(["diff", "a.json", "b.json", *argv])
-        return args.build(args).run.args[0].import_check  # type: ignore[no-any-return]
+        return args.build(args).run.args[0].import_check
 
     assert import_check() == ImportCheck(run=False, timeout=180.0)
     assert import_check("--import-check", "--import-check-timeout", "5") == ImportCheck(

@@ -130,7 +130,7 @@ def _table(heading: str) -> list[list[str]]:
 
 
 def test_the_readme_command_table_is_the_parser() -> None:
-    named = [re.match(r"`envsync (\w+)", row[0]).group(1) for row in _table("Commands")]  # type: ignore[union-attr]
+    named = [re.match(r"`envsync (\w+)", row[0]).group(1) for row in _table("Commands")]  # type: ignore[union-attr]  # every row of the README's table starts with `envsync NAME` (a row that does not fails the test)
     assert named == [c.name for c in commands(build_parser())]
 
 

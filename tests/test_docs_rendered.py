@@ -49,6 +49,7 @@ def test_the_cli_page_has_every_command() -> None:
 
     text = (rendered.OUT / "reference" / "cli.md").read_text()
     commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    assert commands is not None
     for command in commands:
         assert f"\n## envsync {command}\n" in text, command
 

@@ -28,12 +28,12 @@ def inventory(example_hosts: Path, tmp_path: Path) -> Path:
     return path
 
 
-def snapshot(capsys: pytest.CaptureFixture[str], inventory: Path, host: str) -> dict:  # type: ignore[type-arg]
+def snapshot(capsys: pytest.CaptureFixture[str], inventory: Path, host: str) -> dict:
     assert main(["--inventory", str(inventory), "-q", "snapshot", host]) == 0
-    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+    return json.loads(capsys.readouterr().out)
 
 
-def versions(snap: dict) -> dict[str, str]:  # type: ignore[type-arg]
+def versions(snap: dict) -> dict[str, str]:
     return {d["name"]: d["version"] for d in snap["distributions"]}
 
 
@@ -93,7 +93,7 @@ def test_committed_example_locks_carry_the_story(
     text = path.read_text()
     assert "[tool.envsync.machine" not in text
     assert not re.search(r'"(/|file:)', text)
-    assert snap.distribution("xgrammar").version == xgrammar  # type: ignore[union-attr]
+    assert snap.distribution("xgrammar").version == xgrammar  # type: ignore[union-attr]  # distribution() is None for a name not installed; xgrammar is (else the test fails here)
     assert (snap.distribution("soundfile") is not None) is soundfile
     sglang = snap.distribution("sglang")
     assert sglang is not None and sglang.version == "0.5.11" and sglang.patched == patched

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,11 +52,15 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     another build (version 2.20.3), node2 has a net plugin beside it."""
     root = tmp_path_factory.mktemp("gate")
     good = libnccl(root / "good", "2.21.5+cuda12.4").read_bytes()
+    files: dict[str, str | bytes] = {
+        "nvidia/nccl/__init__.py": "",
+        "nvidia/nccl/lib/libnccl.so.2": good,
+    }
     wheel = make_wheel(
         root / "w",
         "nvidia-nccl-cu12",
         "2.21.5",
-        {"nvidia/nccl/__init__.py": "", "nvidia/nccl/lib/libnccl.so.2": good},
+        files,
         top_level=("nvidia",),
     )
     out = {}
@@ -154,9 +159,9 @@ def test_the_gate_in_prometheus_metrics(
     assert len(set(digests.values())) == 3 and all(len(d) == 16 for d in digests.values())
 
 
-def _snapshot(**changes: object) -> Snapshot:
+def _snapshot(**changes: Any) -> Snapshot:
     snap = from_data(Snapshot, json.loads(DATA.read_text()))
-    return replace(snap, **changes)  # type: ignore[arg-type]
+    return replace(snap, **changes)
 
 
 def test_torch_builds_drivers_and_variables_that_differ_are_fatal_for_the_server() -> None:

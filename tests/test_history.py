@@ -9,6 +9,7 @@ import os
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,8 +33,8 @@ def base() -> Snapshot:
     return load_snapshot(SNAPSHOT)
 
 
-def edit(snap: Snapshot, name: str, **fields: object) -> Snapshot:
-    dists = tuple(replace(d, **fields) if d.name == name else d for d in snap.distributions)  # type: ignore[arg-type]
+def edit(snap: Snapshot, name: str, **fields: Any) -> Snapshot:
+    dists = tuple(replace(d, **fields) if d.name == name else d for d in snap.distributions)
     return replace(snap, distributions=dists)
 
 

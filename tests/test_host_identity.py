@@ -10,9 +10,11 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -210,7 +212,7 @@ def test_a_pointer_that_names_no_folder_of_the_host_is_ignored(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_another_container_behind_the_same_prefix_has_a_past_of_its_own(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], containers: object
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], containers: Callable[..., Any]
 ) -> None:
     """One inventory whose exec prefix enters whichever container runs now (a checkout
     pointing at another container, a host re-imaged): real namespaces, each with its own
@@ -233,7 +235,7 @@ def test_another_container_behind_the_same_prefix_has_a_past_of_its_own(
     for n in ("1", "2"):
         ids = tmp_path / f"machine-id-{n}"
         ids.write_text(n * 32 + "\n")
-        box = containers(venv, mounts={"/etc/machine-id": ids})  # type: ignore[operator]
+        box = containers(venv, mounts={"/etc/machine-id": ids})
         pidfile.write_text(str(box.pid))
         code, _, err = run_cli(capsys, "--inventory", str(inv), "-q", "lock", "ct200", *states)
         assert code == 0, err

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -153,7 +154,10 @@ def swapped_toml(text: str) -> st.SearchStrategy[str]:
     """A TOML document with one value swapped for any TOML-writable value."""
     import tomli_w
 
-    from envsync.documents import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
 
     doc = tomllib.loads(text)
     as_json = json.dumps(doc)

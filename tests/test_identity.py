@@ -15,7 +15,9 @@ import pytest
 from envsync import compare, identity
 from envsync.codec import from_data
 from envsync.collect import Digested, LazyModules, parse_probe_output, wire
+from envsync.collect.importcheck import NO_IMPORT_CHECK
 from envsync.diff import view
+from envsync.hostside.shared import text_digest
 from envsync.model import Crash, ModuleFacts, Snapshot, StartupGraph, Unavailable
 from tests import fleet_sim
 from tests.helpers import REPO
@@ -37,7 +39,7 @@ def base() -> Snapshot:
 def _graph(sha: str = "a" * 64, file: str = "/venv/app/__init__.py") -> StartupGraph:
     raw = {"app": {"kind": "source", "file": file, "sha256": sha}}
     text = json.dumps(raw).encode()
-    modules = LazyModules(raw, "h.startup.modules", digest=wire.text_digest(text))
+    modules = LazyModules(raw, "h.startup.modules", digest=text_digest(text))
     return StartupGraph(roots=("app",), internal=("app",), modules=modules)
 
 
@@ -99,9 +101,7 @@ def test_a_fleet_computes_each_hosts_environment_once(base: Snapshot) -> None:
     before = identity.COMPUTED["environment"]
     with fleet_sim.session(snapshots) as session:
         among = compare.targets(session, list(snapshots))
-        result = compare._compare_each(
-            session, among, reference=base, import_check=compare.NO_IMPORT_CHECK
-        )
+        result = compare._compare_each(session, among, reference=base, import_check=NO_IMPORT_CHECK)
         for target, name in zip(among, snapshots, strict=True):
             compare.class_key(target, snapshots[name])  # asked again: kept
     assert len(result.classes) == 3
@@ -193,7 +193,7 @@ def test_recorded_states_and_saved_plans_keep_their_digests(base: Snapshot) -> N
 def test_a_graph_is_decoded_once_per_text_then_never_to_hash_it(base: Snapshot) -> None:
     raw = {"app": {"kind": "source", "file": "/v/app.py", "sha256": "c" * 64}}
     text = json.dumps(raw).encode()
-    digest = wire.text_digest(text)
+    digest = text_digest(text)
     first = replace(
         base,
         startup=StartupGraph(
@@ -215,7 +215,7 @@ def test_a_graph_is_decoded_once_per_text_then_never_to_hash_it(base: Snapshot) 
 def test_a_forged_kept_rows_digest_is_dropped(base: Snapshot) -> None:
     raw = {"app": {"kind": "source", "file": "/v/app.py", "sha256": "d" * 64}}
     text = json.dumps(raw).encode()
-    digest = wire.text_digest(text)
+    digest = text_digest(text)
 
     def snap() -> Snapshot:
         modules = LazyModules(None, "h", text=text, digest=digest)
@@ -236,11 +236,11 @@ def test_a_verdict_names_the_parts_a_host_sent_by_their_digests(base: Snapshot) 
     ).encode()
     head = {k: v for k, v in json.loads(DATA.read_text()).items() if k != "distributions"}
     head["distributions"] = []
-    head["parts"] = {"distributions": [wire.text_digest(dists), True]}
+    head["parts"] = {"distributions": [text_digest(dists), True]}
     out = json.dumps(head).encode() + b"\n" + dists + b"\n"
     one = parse_probe_output("ct129", out)
     two = parse_probe_output("ct129", out)
     assert one.distributions is two.distributions  # decoded once, shared
-    assert wire.digest_of("distributions", one.distributions) == wire.text_digest(dists)
+    assert wire.digest_of("distributions", one.distributions) == text_digest(dists)
     assert identity.verdict_input(one) == identity.verdict_input(two)
     assert identity.verdict_input(one) != identity.verdict_input(_bump(one))

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from envsync.codec import to_data
 from envsync.errors import LockError
 from envsync.lock import dumps_lock, loads_lock
+from envsync.model import GitState, Interpreter
 from envsync.snapshot import load_snapshot
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -98,8 +104,9 @@ def test_machine_facts_stand_apart_and_portable_leaves_them_out() -> None:
     portable = dumps_lock(snap, portable=True)
     assert "/opt/" not in portable and "/usr" not in portable and "file:///" not in portable
     back = loads_lock(portable, "portable.lock")
-    assert back.interpreter.executable == ""  # type: ignore[union-attr]
-    assert back.distribution("torch").custom_build  # type: ignore[union-attr]
+    assert isinstance(back.interpreter, Interpreter), back.interpreter
+    assert back.interpreter.executable == ""
+    assert back.distribution("torch").custom_build  # type: ignore[union-attr]  # distribution() is None for a name not installed; torch is (else the test fails here)
     # A portable lock compares with the snapshot it came from without a difference.
     assert differences(back, snap) == []
 
@@ -141,5 +148,5 @@ def test_checkouts_and_installers_are_facts_of_the_machine() -> None:
     sglang = portable.distribution("sglang")
     assert sglang is not None and sglang.source is not None
     assert dict(sglang.source.packages) == {}
-    assert sglang.source.git.commit == "abc123"  # type: ignore[union-attr]
+    assert isinstance(sglang.source.git, GitState) and sglang.source.git.commit == "abc123"
     assert portable.installers is None

@@ -20,7 +20,7 @@ def test_snapshot_round_trips_through_plain_data() -> None:
     assert to_data(snap) == data
     assert isinstance(snap.torch, Torch)
     assert snap.torch.nccl == Unavailable(reason="NCCL not built")
-    assert snap.distribution("torch").version == "2.11.0+cu130"  # type: ignore[union-attr]
+    assert snap.distribution("torch").version == "2.11.0+cu130"  # type: ignore[union-attr]  # distribution() is None for a name not installed; torch is (else the test fails here)
     assert snap.distribution("nope") is None
 
 

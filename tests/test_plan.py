@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,8 +13,9 @@ import pytest
 from envsync.codec import from_data
 from envsync.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
 from envsync.identity import plan_target as fingerprint
-from envsync.model import Distribution, Snapshot
-from envsync.plan import Plan, describe, make_plan
+from envsync.model import Distribution, Interpreter, Snapshot
+from envsync.plan import FlagStep, PinStep, Plan, SyncDistStep, SyncFileStep, describe, make_plan
+from envsync.vocab import Installer, Only, Prefer, Severity
 from tests.figures import held
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
@@ -41,7 +43,7 @@ FLAG = FlagFix(
 
 
 def finding(
-    subject: str = "app", severity: str = "fatal", fixes: tuple[Fix, ...] = (PIN, FLAG)
+    subject: str = "app", severity: Severity = "fatal", fixes: tuple[Fix, ...] = (PIN, FLAG)
 ) -> Finding:
     return Finding(
         subject=subject,
@@ -79,6 +81,7 @@ def test_a_local_build_is_never_replaced_as_a_side_effect() -> None:
     ref = snap("ref", ("app", "2.0", ("torch",)), ("torch", "2.11.0", ()))
     tgt = snap("tgt", ("app", "1.0", ()), ("torch", "2.11.0+cu130", ()))
     plan = make_plan(report(finding()), ref, tgt, prefer="fix")
+    assert isinstance(plan.steps[0], PinStep)
     assert plan.steps[0].requirements == ("app==2.0",)
     assert any("torch: 2.11.0+cu130 on the target is a custom build" in s for s in plan.skipped)
 
@@ -94,7 +97,7 @@ def test_a_local_build_is_never_replaced_as_a_side_effect() -> None:
     ],
 )
 def test_prefer_chooses_between_the_fix_and_the_workaround(
-    prefer: str, command: tuple[str, ...], kind: str
+    prefer: Prefer, command: tuple[str, ...], kind: str
 ) -> None:
     ref = snap("ref", ("app", "2.0", ()))
     tgt = snap("tgt", ("app", "1.0", ()))
@@ -107,15 +110,16 @@ def test_prefer_chooses_between_the_fix_and_the_workaround(
 @pytest.mark.parametrize(
     ("only", "kept"), [("fatal", ["a"]), ("risky", ["a", "b"]), ("all", ["a", "b", "c", "d"])]
 )
-def test_only_chooses_the_severities(only: str, kept: list[str]) -> None:
-    names = {"a": "fatal", "b": "risky", "c": "degraded", "d": "benign"}
+def test_only_chooses_the_severities(only: Only, kept: list[str]) -> None:
+    names: dict[str, Severity] = {"a": "fatal", "b": "risky", "c": "degraded", "d": "benign"}
     ref = snap("ref", *((n, "2.0", ()) for n in names))
     tgt = snap("tgt", *((n, "1.0", ()) for n in names))
     findings = [
         finding(n, s, (replace(PIN, dist=n, requirement=f"{n}==2.0"),)) for n, s in names.items()
     ]
     plan = make_plan(report(*findings), ref, tgt, prefer="fix", only=only)
-    assert [s.dists[0] for s in plan.steps] == kept
+    assert all(isinstance(s, (PinStep, SyncDistStep)) for s in plan.steps)
+    assert [s.dists[0] for s in plan.steps if isinstance(s, (PinStep, SyncDistStep))] == kept
 
 
 def test_fingerprint_follows_what_a_plan_depends_on() -> None:
@@ -129,9 +133,11 @@ def test_the_reference_files_serve_only_the_same_interpreter_and_platform() -> N
     ref = snap("ref", ("app", "2.0", ()))
     tgt = snap("tgt", ("app", "1.0", ()))
     same = make_plan(report(finding()), ref, tgt, prefer="fix").steps[0]
+    assert isinstance(same, PinStep) and isinstance(tgt.interpreter, Interpreter)
     assert (same.fallback, same.no_fallback) == (True, None)
-    newer = replace(tgt, interpreter=replace(tgt.interpreter, version="3.12.1", abi_tag="cp312"))  # type: ignore[type-var]
+    newer = replace(tgt, interpreter=replace(tgt.interpreter, version="3.12.1", abi_tag="cp312"))
     step = make_plan(report(finding()), ref, newer, prefer="fix").steps[0]
+    assert isinstance(step, PinStep)
     assert step.fallback is False
     assert (
         step.no_fallback
@@ -157,6 +163,7 @@ def test_a_plan_that_needs_the_reference_files_says_so_before_anything_runs() ->
     # from a lock, a pin still runs; only its copy fallback is off, and the plan says why
     ref = replace(snap("ref", ("app", "2.0", ())), source="lock")
     step = make_plan(report(finding()), ref, snap("tgt", ("app", "1.0", ())), prefer="fix").steps[0]
+    assert isinstance(step, PinStep)
     assert (step.kind, step.fallback) == ("pin", False)
     assert step.no_fallback and "lock file" in step.no_fallback
 
@@ -203,7 +210,9 @@ def test_a_plan_for_a_host_behind_exec_says_a_restart_discards_it() -> None:
     assert "note:" not in describe(replace(plan, steps=()), exec_prefix=prefix)  # nothing to do
 
 
-def file_finding(path: str, severity: str, dist: str = "app", ref: str | None = "a") -> Finding:
+def file_finding(
+    path: str, severity: Severity, dist: str = "app", ref: str | None = "a"
+) -> Finding:
     return Finding(
         subject=path,
         kind="file",
@@ -227,6 +236,7 @@ def test_a_patch_set_moves_whole_and_only_narrows_what_starts_a_step() -> None:
     )
     plan = make_plan(findings, ref, tgt, only="risky")
     (step,) = plan.steps
+    assert isinstance(step, SyncFileStep)
     assert step.dist == "app"
     assert step.files == ("app/server.py", "app/worker.py")
     assert step.remove == ("app/gone.py",)
@@ -256,7 +266,7 @@ def test_a_patch_set_moves_whole_and_only_narrows_what_starts_a_step() -> None:
     ],
 )
 def test_the_installer_is_what_the_target_has(
-    pip: str | None, uv: str | None, named: str | None, expected: tuple[str, str | None]
+    pip: str | None, uv: str | None, named: Installer | None, expected: tuple[str, str | None]
 ) -> None:
     from envsync.model import Installers
     from envsync.plan import choose_installer
@@ -275,13 +285,15 @@ def test_with_no_installer_a_pin_copies_from_a_matching_reference_or_the_plan_re
     assert step.kind == "sync-dist"
     assert step.dists == ("app",)
     assert "no pip" in step.summary
-    other = replace(ref, interpreter=replace(ref.interpreter, version="3.12.1", abi_tag="cp312"))  # type: ignore[type-var]
+    assert isinstance(ref.interpreter, Interpreter)
+    other = replace(ref, interpreter=replace(ref.interpreter, version="3.12.1", abi_tag="cp312"))
     with pytest.raises(PlanError) as caught:
         make_plan(report(finding(fixes=(PIN,))), other, tgt)
     assert "nothing was changed" in str(caught.value)
     assert "-m ensurepip" in str(caught.value)
     uv = replace(tgt, installers=Installers(uv="/opt/uv"))
     (step,) = make_plan(report(finding(fixes=(PIN,))), other, uv).steps
+    assert isinstance(step, PinStep)
     assert (step.kind, step.installer) == ("pin", "uv")  # the program: found at apply time
 
 
@@ -326,7 +338,7 @@ def test_a_saved_plan_round_trips_each_kind_of_step(tmp_path: Path) -> None:
     ],
 )
 def test_a_bad_saved_step_names_its_dotted_path(
-    tmp_path: Path, change: object, message: str
+    tmp_path: Path, change: Callable[[list[dict[str, object]]], object], message: str
 ) -> None:
     from envsync.errors import InputError
     from envsync.plan import dumps_plan, load_plan
@@ -340,7 +352,7 @@ def test_a_bad_saved_step_names_its_dotted_path(
         finding("other", fixes=(FLAG,)),
     )
     data = json.loads(dumps_plan(make_plan(report(*findings), ref, tgt)))
-    change(data["steps"])  # type: ignore[operator]
+    change(data["steps"])
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match=message):
@@ -370,7 +382,7 @@ def test_a_plan_of_an_older_schema_is_refused_with_one_line(
     assert "Tip: make the plan again with `envsync repair -o FILE`" in err
 
 
-def _flag_plan() -> tuple[dict, Snapshot]:  # type: ignore[type-arg]
+def _flag_plan() -> tuple[dict, Snapshot]:
     from envsync.plan import dumps_plan
 
     ref = snap("ref", ("app", "2.0", ()))
@@ -463,16 +475,18 @@ def test_repair_checks_a_saved_plans_flags_against_the_entrypoint() -> None:
     service = ServiceSpec(command=("{python}", "-m", "sglang.launch_server", "--model-path", "/m"))
     with Session(inventory=Inventory(path=None, service=service), runners=Runners()) as session:
         ok = replace(from_data(Plan, data, "plan"), flags={"--model-path": "m2"})
-        ok = replace(ok, steps=(replace(ok.steps[0], flag="--model-path", value="m2"),))
+        flag = ok.steps[0]
+        assert isinstance(flag, FlagStep)
+        ok = replace(ok, steps=(replace(flag, flag="--model-path", value="m2"),))
         _check_flags(session, ok, tgt, "plan.json")  # the command's own flag
         grammar = replace(
             ok, flags={"--grammar-backend": "none"},
-            steps=(replace(ok.steps[0], flag="--grammar-backend", value="none"),),
+            steps=(replace(flag, flag="--grammar-backend", value="none"),),
         )  # fmt: skip
         _check_flags(session, grammar, tgt, "plan.json")  # a rule pack's flag
         evil = replace(
             ok, flags={"--enable-evil": "yes"},
-            steps=(replace(ok.steps[0], flag="--enable-evil", value="yes"),),
+            steps=(replace(flag, flag="--enable-evil", value="yes"),),
         )  # fmt: skip
         with pytest.raises(
             InputError,

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from envsync.codec import to_data
 from envsync.errors import CollectError
 from envsync.index import IndexFile, choose, parse_config, parse_page, read_config, redact
 from envsync.inventory import HostSpec
 from envsync.lock import loads_lock
+from envsync.model import Interpreter
 from envsync.pylock import (
     FILE_NAME,
     Located,
@@ -189,7 +195,8 @@ def test_a_package_without_a_source_is_listed_never_dropped() -> None:
     assert [p["name"] for p in doc["packages"]] == ["xgrammar"]  # its vcs source
     unlocked = [p["name"] for p in doc["tool"]["envsync"]["unlocked"]]
     assert unlocked == ["sglang", "soundfile", "torch"]
-    assert environment_marker(snap.interpreter).startswith("sys_platform == 'linux'")  # type: ignore[arg-type]
+    assert isinstance(snap.interpreter, Interpreter), snap.interpreter
+    assert environment_marker(snap.interpreter).startswith("sys_platform == 'linux'")
 
 
 class _Replay:
@@ -217,7 +224,7 @@ def test_the_hosts_config_is_read_with_its_own_pip() -> None:
     config = read_config(spec, _Replay(json.dumps(out).encode()))
     assert config.indexes == ("http://127.0.0.1:1/simple/",)
     assert config.tags == ("cp311-cp311-linux_x86_64",)
-    no_pip = {
+    no_pip: dict[str, object] = {
         "tags": [],
         "default": None,
         "config": [],

@@ -13,7 +13,11 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from envsync.vocab import PACKAGE_KINDS
 from tests.helpers import REPO, fetch, make_venv, make_wheel, pep751_problems, pip_install

@@ -63,7 +63,7 @@ class CountingRunners(Runners):
     def __call__(self, spec: HostSpec) -> Runner:
         if spec.name not in self._counted:
             self._counted[spec.name] = Counted(super().__call__(spec), spec.name, self.counts)
-        return self._counted[spec.name]  # type: ignore[return-value]
+        return self._counted[spec.name]
 
 
 @pytest.fixture

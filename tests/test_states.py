@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -96,7 +97,7 @@ def test_a_changed_host_records_a_new_state_and_a_watched_one_becomes_good(
     drifted = with_version(base(), "xgrammar", "0.1.10")
     seen = record(s, drifted, "watch", now=T0 + timedelta(minutes=5))
     assert seen.new and not seen.state.good
-    assert last_good(s, "ct129") is not None and last_good(s, "ct129").at == T0  # type: ignore[union-attr]
+    assert (good := last_good(s, "ct129")) is not None and good.at == T0
     # the same environment, now seen ready: a good state in place of the watched one
     ready = record(s, drifted, "ready", now=T0 + timedelta(minutes=9))
     assert ready.new and ready.state.good
@@ -253,11 +254,11 @@ def _one_state(tmp_path: Path) -> tuple[StateStore, Path]:
     ],
 )
 def test_a_state_that_cannot_be_read_is_one_line(
-    tmp_path: Path, damage: object, message: str
+    tmp_path: Path, damage: Callable[[Path], object], message: str
 ) -> None:
     s, path = _one_state(tmp_path)
     (state,) = states_of(s, "ct129")
-    damage(path)  # type: ignore[operator]
+    damage(path)
     with pytest.raises(StateError) as e:
         load(state)
     line = str(e.value)

@@ -62,7 +62,7 @@ class Counted:
     def __call__(self, *inputs: object) -> Report:
         self.calls += 1
         ref, tgt, run_ = inputs[0], inputs[1], inputs[2]
-        return classify(ref, tgt, differences(ref, tgt), run_)  # type: ignore[arg-type]
+        return classify(ref, tgt, differences(ref, tgt), run_)  # type: ignore[arg-type]  # Counted takes classify's inputs as object; they are the snapshots and the startup
 
 
 def _once(counted: Counted, *inputs: object) -> Report:
@@ -111,7 +111,7 @@ CHANGES = {
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_any_input_changed_computes_it_again(change: str) -> None:
     counted = Counted()
-    inputs = (REFERENCE, TARGET, STARTUP, {})
+    inputs: tuple[object, ...] = (REFERENCE, TARGET, STARTUP, {})
     _once(counted, *inputs)
     changed = CHANGES[change](*inputs)
     assert changed != inputs
@@ -197,7 +197,7 @@ def test_the_example_diff_is_classified_once_and_the_same(
 
     def counted(*args: object, **kwargs: object) -> Report:
         calls.append(1)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(envsync.compare, "classify", counted)
     text = (REPO / "examples" / "envsync.toml").read_text()
@@ -318,16 +318,14 @@ def test_a_failed_write_leaves_no_temporary_file_and_old_ones_are_swept(
     old.write_text("{")
     os.utime(old, (1, 1))
     counted = Counted()
-    import envsync.documents
-
     real = os.replace
 
     def full(src: object, dst: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(envsync.documents.os, "replace", full)
+    monkeypatch.setattr("envsync.documents.os.replace", full)
     _once(counted, REFERENCE, TARGET, STARTUP, {})
-    monkeypatch.setattr(envsync.documents.os, "replace", real)
+    monkeypatch.setattr("envsync.documents.os.replace", real)
     assert sorted(p.name for p in where.iterdir()) == []
     held("17 temporary files removed and swept")
 

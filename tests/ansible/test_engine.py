@@ -66,7 +66,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
         server.stop()
 
 
-def snapshots(capsys: pytest.CaptureFixture[str], inventory: Path, *args: str) -> dict[str, dict]:  # type: ignore[type-arg]
+def snapshots(capsys: pytest.CaptureFixture[str], inventory: Path, *args: str) -> dict[str, dict]:
     code, out, err = run(capsys, "--inventory", str(inventory), "-q", "snapshot", *args)
     assert code == 0, err
     return {s["host"]: s for s in json.loads(out)["snapshots"]}
@@ -181,8 +181,8 @@ def test_results_stream_back_as_each_host_answers(fleet: dict[str, object], tmp_
         (root / "envsync.toml")
         .read_text()
         .replace(
-            f'[hosts.n2]\nssh = "{fleet["servers"][1].target}"\npython = "{pythons[0]}"',  # type: ignore[index]
-            f'[hosts.n2]\nssh = "{fleet["servers"][1].target}"\npython = "{slow}"',  # type: ignore[index]
+            f'[hosts.n2]\nssh = "{fleet["servers"][1].target}"\npython = "{pythons[0]}"',  # type: ignore[index]  # the fleet fixture is a dict[str, object]; its servers are a list of SSHD
+            f'[hosts.n2]\nssh = "{fleet["servers"][1].target}"\npython = "{slow}"',  # type: ignore[index]  # the fleet fixture is a dict[str, object]; its servers are a list of SSHD
         )
     )
     assert str(slow) in text

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,7 +166,7 @@ def envsync(inv: Path, *argv: str, home: Path | None = None) -> subprocess.Popen
     )
 
 
-def wait_held(timeout: float = 60) -> dict[str, object]:
+def wait_held(timeout: float = 60) -> dict[str, Any]:
     """Until a command holds a target's lock with its holder attached; the lock's data."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

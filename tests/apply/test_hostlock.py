@@ -36,7 +36,7 @@ def test_a_second_change_is_refused_at_once_naming_the_holder(
     inv = inventory(bed, target, tmp_path / "inv.toml")
     first = envsync(inv, *APPLY)
     lock = wait_held()
-    assert lock["who"]["pid"] == first.pid  # type: ignore[index]
+    assert lock["who"]["pid"] == first.pid
     started = time.monotonic()
     for argv in (APPLY, ("rollback", "tgt")):
         second = envsync(inv, *argv)
@@ -79,7 +79,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over_with_a_message(
     holder = lock["pid"]  # the hold process, on the host
     journal = wait_journal("step 1 started", target)
     first.kill()  # the command and its holder die together (a host crash, an OOM kill)
-    os.kill(holder, 9)  # type: ignore[arg-type]
+    os.kill(holder, 9)
     first.wait()
     assert lock_files()  # the dead holder's lock is still there
     # its step (pip, under the lock) may still run: rollback queues behind it, then takes over
@@ -117,7 +117,7 @@ def test_the_lock_works_over_ssh(
     over_ssh = inventory(bed, target, tmp_path / "ssh.toml", ssh=sshd_bed)
     first = envsync(over_ssh, *APPLY)
     lock = wait_held()
-    assert lock["who"]["pid"] == first.pid  # type: ignore[index]
+    assert lock["who"]["pid"] == first.pid
     second = envsync(over_ssh, *APPLY)
     _, err = second.communicate(timeout=60)
     assert second.returncode == 6, err

@@ -23,6 +23,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,8 +97,8 @@ def gated_index(folder: Path, gate: str) -> Iterator[tuple[int, threading.Event,
     asked, release = threading.Event(), threading.Event()
 
     class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            super().__init__(*args, directory=str(simple), **kwargs)  # type: ignore[arg-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(simple), **kwargs)
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith(f"/simple/{gate}"):

@@ -71,7 +71,7 @@ def test_two_homes_exclude_each_other_and_find_the_same_backups(
     second = envsync(
         inv, "-q", "repair", str(b_req), "tgt", "--prefer", "fix", "--apply", home=home_b
     )
-    refused_at_once(second, holder["who"]["pid"])  # type: ignore[index]
+    refused_at_once(second, holder["who"]["pid"])
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     excluded("two HOMEs")
@@ -123,7 +123,7 @@ def test_two_users_exclude_each_other(
          "--inventory", str(inv), *SLOW_APPLY],
         env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    refused_at_once(second, holder["who"]["pid"])  # type: ignore[index]
+    refused_at_once(second, holder["who"]["pid"])
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     assert versions(python)["xgrammar"] == "0.1.32"
@@ -163,7 +163,7 @@ def test_a_container_view_of_the_venv_is_the_same_environment(
     _, err = second.communicate(timeout=120)
     assert second.returncode == 6, err
     assert "inside: locked by another envsync: pid " in err
-    assert f"pid {holder['who']['pid']} " in err  # type: ignore[index]
+    assert f"pid {holder['who']['pid']} " in err
     _, err = outside.communicate(timeout=300)
     assert outside.returncode == 0, err
     excluded("a container's bind mount of the venv")

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,12 +102,12 @@ def test_data_that_stdout_cannot_take_is_one_line_and_exit_2(
     held(f"stdout {how}: one line, exit 2")
 
 
-def closed_stderr(argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+def closed_stderr(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     """envsync with stderr a pipe whose reader is gone before it writes a line."""
     read, write = os.pipe()
     os.close(read)
     try:
-        return subprocess.Popen(argv, env=environ(), stderr=write, **kwargs)  # type: ignore[call-overload,no-any-return]
+        return subprocess.Popen(argv, env=environ(), stderr=write, **kwargs)
     finally:
         os.close(write)
 

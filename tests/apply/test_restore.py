@@ -21,7 +21,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -187,9 +187,9 @@ def restoring_agent(timeout: float = 60) -> int:
     raise AssertionError("no agent ran a restore")
 
 
-def wait_for(found: object, timeout: float = 60) -> None:
+def wait_for(found: Callable[[], object], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while not found() and time.monotonic() < deadline:  # type: ignore[operator]
+    while not found() and time.monotonic() < deadline:
         time.sleep(0.001)
 
 

@@ -153,7 +153,7 @@ python = "{hosts / "tgt" / "bin" / "python"}"
     return path
 
 
-def findings(capsys: pytest.CaptureFixture[str], inv: Path) -> dict[str, dict]:  # type: ignore[type-arg]
+def findings(capsys: pytest.CaptureFixture[str], inv: Path) -> dict[str, dict]:
     code = main(["--inventory", str(inv), "-q", "diff", "--format", "json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 1

@@ -9,15 +9,16 @@ from envsync.classify import finding_for_error
 from envsync.codec import from_data
 from envsync.findings import Finding
 from envsync.model import Snapshot
+from envsync.vocab import Kind
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "ct129.json"
 
 
 def test_an_import_error_matches_the_first_package_finding_that_provides_it() -> None:
-    def finding(subject: str, kind: str) -> Finding:
+    def finding(subject: str, kind: Kind) -> Finding:
         return Finding(
             subject=subject,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             reference="1",
             target="2",
             severity="risky",

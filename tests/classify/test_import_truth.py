@@ -133,7 +133,7 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _diff(
     bed: Path, name: str, capsys: pytest.CaptureFixture[str], *args: str, watch: bool = False
-) -> tuple[dict[str, dict], list[str]]:  # type: ignore[type-arg]
+) -> tuple[dict[str, dict], list[str]]:
     pair = bed / name
     inv = pair / "envsync.toml"
     inv.write_text(

@@ -73,7 +73,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> dict[s
 
 def diff(
     capsys: pytest.CaptureFixture[str], hosts: dict[str, Path], command: list[str], **service: str
-) -> dict:  # type: ignore[type-arg]
+) -> dict:
     inv = hosts["root"] / "envsync.toml"
     extra = "".join(f'{k} = "{v}"\n' for k, v in service.items())
     inv.write_text(
@@ -83,10 +83,10 @@ def diff(
     )
     code, out, err = run(capsys, "--inventory", str(inv), "-q", "diff", "--format", "json")
     assert code == 1, err
-    return json.loads(out)  # type: ignore[no-any-return]
+    return json.loads(out)
 
 
-def rich_finding(report: dict) -> dict:  # type: ignore[type-arg]
+def rich_finding(report: dict) -> dict:
     return next(f for f in report["findings"] if f["subject"] == "rich")
 
 

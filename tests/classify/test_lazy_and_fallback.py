@@ -113,7 +113,7 @@ def inventory(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(inv)
 
 
-def findings(capsys: pytest.CaptureFixture[str], inv: str) -> dict[str, dict]:  # type: ignore[type-arg]
+def findings(capsys: pytest.CaptureFixture[str], inv: str) -> dict[str, dict]:
     assert main(["--inventory", inv, "-q", "diff", "--format", "json"]) == 1
     return {f["subject"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
 

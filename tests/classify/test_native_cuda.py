@@ -107,7 +107,7 @@ def test_cuda_12_and_13_distributions_in_one_environment(tmp_path: Path) -> None
 
 
 def test_torchs_cuda_build_against_the_cuda_libraries_startup_loads(tmp_path: Path) -> None:
-    torch = {
+    torch: dict[str, Path | str] = {
         "torch/__init__.py": "",
         "torch/version.py": "__version__ = '2.11.0+cu128'\ncuda = '12.8'\n",
     }

@@ -246,8 +246,9 @@ def test_diff_names_what_the_loader_refuses(tmp_path: Path, case: str) -> None:
     assert finding.evidence[0].detail == real  # the loader's own message, word for word
     for words in expected.words:
         assert words in finding.reason, finding.reason
-    assert finding.fixes and finding.fixes[0].dist == expected.fix, finding.fixes
-    assert isinstance(finding.fixes[0], (PinFix, SyncDistFix))
+    assert finding.fixes, finding.fixes
+    fix = finding.fixes[0]
+    assert isinstance(fix, (PinFix, SyncDistFix)) and fix.dist == expected.fix, finding.fixes
     # one story: the provider the fatal finding names is never benign beside it (issue 31;
     # a missing nvidia-cuda-runtime-cu12 was "no import path from startup reaches it")
     (provider,) = [f for f in report.findings if f.subject == expected.fix]
@@ -286,14 +287,14 @@ def test_nothing_native_where_both_load(tmp_path: Path) -> None:
     assert real_import(bed.ref) is None and real_import(bed.tgt) is None
     report = bed.diff()
     assert native(report) == []
-    (version,) = [f for f in report.findings if f.subject == "fakec10"]
+    (provider,) = [f for f in report.findings if f.subject == "fakec10"]
     # startup loads fakec10's libc10.so through the kernel: used, so never benign
-    assert version.severity == "risky", version
+    assert provider.severity == "risky", provider
 
 
 def test_repair_plans_the_providers_fix(tmp_path: Path) -> None:
     """The native finding's fix is typed: `repair` plans it (the provider back to 1.0)."""
-    from envsync.plan import make_plan
+    from envsync.plan import PinStep, SyncDistStep, make_plan
 
     bed = make_bed(tmp_path)
     venv(bed.ref), venv(bed.tgt)
@@ -302,6 +303,7 @@ def test_repair_plans_the_providers_fix(tmp_path: Path) -> None:
     plan = make_plan(comparison.report, comparison.reference, comparison.snapshot)
     native_subject = f"kernel/ops{EXT_SUFFIX}"
     (step,) = [s for s in plan.steps if native_subject in s.findings]
+    assert isinstance(step, (PinStep, SyncDistStep)), step
     assert "fakec10" in step.dists, step
 
 

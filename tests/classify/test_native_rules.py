@@ -25,6 +25,7 @@ from envsync.model import (
     Snapshot,
     StartupGraph,
 )
+from envsync.vocab import Context
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "ct129.json"
 KEY = "kernel/ops.abi3.so"
@@ -37,10 +38,10 @@ OK = NativeVerdict(kind="ok")
 
 
 def snapshot(
-    verdict: NativeVerdict | None, origin: str = "import", context: str = "module"
+    verdict: NativeVerdict | None, origin: str = "import", context: Context = "module"
 ) -> Snapshot:
     base = from_data(Snapshot, json.loads(SNAPSHOT.read_text()))
-    edge = ImportEdge(module="kernel.ops", line=1, context=context, statement="import kernel.ops")  # type: ignore[arg-type]
+    edge = ImportEdge(module="kernel.ops", line=1, context=context, statement="import kernel.ops")
     graph = StartupGraph(
         roots=("app",),
         internal=("app",),
@@ -50,7 +51,7 @@ def snapshot(
             "kernel.ops": ModuleFacts(kind="extension", file="/site/kernel/ops.abi3.so"),
         },
     )
-    loads = ()
+    loads: tuple[NativeLoad, ...] = ()
     if verdict is not None:
         via = "kernel.ops" if origin == "import" else "kernel"
         step = NativeStep(needed_by="/site/kernel/ops.abi3.so", name="libc10.so", how="not found")
@@ -59,7 +60,7 @@ def snapshot(
                 path="/site/kernel/ops.abi3.so",
                 key=KEY,
                 module="kernel.ops" if origin == "import" else None,
-                origin=origin,  # type: ignore[arg-type]
+                origin=origin,  # type: ignore[arg-type]  # the parametrized origins are the Literal's values, given as str
                 via=via,
                 verdict=verdict,
                 steps=(step,) if verdict.kind == "fails" else (),
@@ -86,7 +87,7 @@ def judge(reference: Snapshot, target: Snapshot) -> list[Finding]:
     ],
 )
 def test_severity_follows_the_import_behind_the_load(
-    verdict: NativeVerdict, origin: str, context: str, severity: str
+    verdict: NativeVerdict, origin: str, context: Context, severity: str
 ) -> None:
     reference = snapshot(OK, origin)
     (finding,) = judge(reference, snapshot(verdict, origin, context))

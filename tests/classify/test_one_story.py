@@ -96,7 +96,7 @@ def _really_imports(python: Path) -> str | None:
     return None if done.returncode == 0 else done.stderr.strip().splitlines()[-1]
 
 
-def _findings(capsys: pytest.CaptureFixture[str], hosts: Path, *extra: str) -> dict[str, dict]:  # type: ignore[type-arg]
+def _findings(capsys: pytest.CaptureFixture[str], hosts: Path, *extra: str) -> dict[str, dict]:
     code = main(
         ["--inventory", str(hosts / "envsync.toml"), "-q", "diff", "--format", "json", *extra]
     )

@@ -51,7 +51,7 @@ def imports(python: Path, statement: str) -> bool:
     return subprocess.run([str(python), "-c", statement], capture_output=True).returncode == 0
 
 
-def diff(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, dict]:  # type: ignore[type-arg]
+def diff(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, dict]:
     code = main(["-q", *argv, "--format", "json"])
     assert code == 1
     return {f["subject"]: f for f in json.loads(capsys.readouterr().out)["findings"]}

@@ -76,7 +76,7 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _diff(
     bed: Path, capsys: pytest.CaptureFixture[str], model: str, registry: str, env: str = ""
-) -> tuple[dict, list[str]]:  # type: ignore[type-arg]
+) -> tuple[dict, list[str]]:
     vllm_like = registry.startswith("table:")
     pack = bed / f"pack-{vllm_like}.toml"
     pack.write_text(

@@ -48,12 +48,12 @@ def wheel_text(cache: Path, requirement: str, member: str) -> str | None:
             return None
 
 
-_RESULTS: dict[tuple[Path, str], dict[str, dict]] = {}  # type: ignore[type-arg]
+_RESULTS: dict[tuple[Path, str], dict[str, dict]] = {}
 
 
 def diff(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, pair: Path, flags: str = ""
-) -> dict[str, dict]:  # type: ignore[type-arg]
+) -> dict[str, dict]:
     """`envsync diff` of a pair as JSON findings by subject (once per pair and flags)."""
     if (pair, flags) in _RESULTS:
         return _RESULTS[pair, flags]

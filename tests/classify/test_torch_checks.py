@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,9 +38,9 @@ def with_gpu(snap: Snapshot, cc: str, cuda_driver: str = "13.0") -> Snapshot:
     return replace(snap, gpu=gpu)
 
 
-def with_torch(snap: Snapshot, **changes: object) -> Snapshot:
+def with_torch(snap: Snapshot, **changes: Any) -> Snapshot:
     assert isinstance(snap.torch, Torch)
-    return replace(snap, torch=replace(snap.torch, **changes))  # type: ignore[arg-type]
+    return replace(snap, torch=replace(snap.torch, **changes))
 
 
 def check(reference: Snapshot, target: Snapshot) -> dict[str, tuple[str, str, str]]:

@@ -88,9 +88,9 @@ def _check(op: str, value: str, compares: str, parts: int | None = None) -> Vers
     return VersionCheck(
         of="module",
         name="numpy",
-        compares=compares,  # type: ignore[arg-type]
+        compares=compares,  # type: ignore[arg-type]  # the callers' values are the Literal's, given as str
         parts=parts,
-        op=op,  # type: ignore[arg-type]
+        op=op,  # type: ignore[arg-type]  # the callers' operators are the Literal's, given as str
         value=value,
         line=1,
         test_line=1,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from envsync.classify.rules import for_version, load_packs, parse_pack
 from envsync.errors import RulesError
 
-PACK = {
+PACK: dict[str, Any] = {
     "pack": {"name": "svc", "package": "My_Svc"},
     "flags": [
         {
@@ -66,6 +68,6 @@ def test_the_builtin_sglang_pack_knows_the_outlines_era() -> None:
     ],
 )
 def test_bad_versioned_defaults_are_one_clear_error(entry: object, message: str) -> None:
-    bad = {**PACK, "flags": [{**PACK["flags"][0], "defaults": [entry]}]}  # type: ignore[index]
+    bad = {**PACK, "flags": [{**PACK["flags"][0], "defaults": [entry]}]}
     with pytest.raises(RulesError, match=message):
         parse_pack(bad, "svc.toml")

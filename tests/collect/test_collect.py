@@ -8,13 +8,14 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from envsync.collect import ProbeOptions, collect
 from envsync.errors import CollectError
 from envsync.inventory import HostSpec
-from envsync.model import Gpu, GpuInfo, Torch, Unavailable
+from envsync.model import Gpu, GpuInfo, Interpreter, System, Torch, Unavailable
 from envsync.runner.local import LocalRunner
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages
 
@@ -88,8 +89,8 @@ def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def host(python: Path, **kw: object) -> HostSpec:
-    return HostSpec(name="testhost", python=str(python), watch=("watched-pkg",), **kw)  # type: ignore[arg-type]
+def host(python: Path, **kw: Any) -> HostSpec:
+    return HostSpec(name="testhost", python=str(python), watch=("watched-pkg",), **kw)
 
 
 def test_distributions_and_their_metadata(venv_python: Path) -> None:
@@ -114,8 +115,9 @@ def test_distributions_and_their_metadata(venv_python: Path) -> None:
     assert legacy.display_name == "Legacy_Lib"
     assert legacy.requires == ("plain>=1", 'ujson; extra == "fast"')
     assert legacy.top_level == ("legacy_lib",)
-    assert snap.interpreter.in_venv  # type: ignore[union-attr]
-    assert snap.interpreter.prefix == str(venv_python.parent.parent)  # type: ignore[union-attr]
+    assert isinstance(snap.interpreter, Interpreter), snap.interpreter
+    assert snap.interpreter.in_venv
+    assert snap.interpreter.prefix == str(venv_python.parent.parent)
 
 
 def test_watched_distribution_files_are_hashed_and_compared_with_record(venv_python: Path) -> None:
@@ -201,9 +203,10 @@ def test_gpu_unavailable_is_recorded_with_its_reason(
 
 def test_system_facts(venv_python: Path) -> None:
     snap = collect(host(venv_python), LocalRunner("testhost"))
-    assert snap.system.kernel == os.uname().release  # type: ignore[union-attr]
-    assert snap.system.machine == os.uname().machine  # type: ignore[union-attr]
-    assert snap.system.glibc and snap.system.glibc[0].isdigit()  # type: ignore[union-attr]
+    assert isinstance(snap.system, System), snap.system
+    assert snap.system.kernel == os.uname().release
+    assert snap.system.machine == os.uname().machine
+    assert snap.system.glibc and snap.system.glibc[0].isdigit()
 
 
 def test_requested_environment_is_recorded_with_secrets_redacted(
@@ -278,7 +281,8 @@ def test_probe_runs_on_python_3_8(tmp_path: Path) -> None:
     if not found:
         pytest.skip("no Python 3.8 interpreter on this machine")
     snap = collect(HostSpec(name="old", python=found[0]), LocalRunner("old"))
-    assert snap.interpreter.version.startswith("3.8.")  # type: ignore[union-attr]
+    assert isinstance(snap.interpreter, Interpreter), snap.interpreter
+    assert snap.interpreter.version.startswith("3.8.")
     assert snap.distributions
 
 
@@ -308,9 +312,9 @@ def test_hash_cache_is_reused_and_never_hides_a_change(venv_python: Path, tmp_pa
     first = collect(spec, LocalRunner("t"))
     (path,) = (Path.home() / ".cache" / "envsync").glob("hashes-v1-*.json")  # this venv's
     cache = json.loads(path.read_text())
-    assert (
-        cache[str(target)][4] == first.distribution("watched-pkg").files["watched_pkg/__init__.py"]
-    )  # type: ignore[union-attr]
+    watched = first.distribution("watched-pkg")
+    assert watched is not None and watched.files is not None
+    assert cache[str(target)][4] == watched.files["watched_pkg/__init__.py"]
     # same size, same mtime, new content: ctime gives it away
     original = target.read_text()
     target.write_text(original.replace("1", "7"))
@@ -322,4 +326,4 @@ def test_hash_cache_is_reused_and_never_hides_a_change(venv_python: Path, tmp_pa
     assert "watched_pkg/__init__.py" in dist.patched
     target.write_text(original)
     third = collect(spec, LocalRunner("t"), ProbeOptions(cache_dir=""))
-    assert third.distribution("watched-pkg").files == first.distribution("watched-pkg").files  # type: ignore[union-attr]
+    assert third.distribution("watched-pkg").files == first.distribution("watched-pkg").files  # type: ignore[union-attr]  # distribution() is None for a name not installed; watched-pkg is (else the test fails here)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,11 +31,14 @@ class Recording:
     """A real local runner that keeps each probe's output (and may act while it runs)."""
 
     def __init__(self, during: Callable[[], None] | None = None) -> None:
+        self.host = "t"
         self.runner = LocalRunner("t")
         self.outputs: list[bytes] = []
         self.during = during
 
-    def run(self, argv: list[str], *, input: bytes | None = None, timeout: float) -> CommandResult:
+    def run(
+        self, argv: Sequence[str], *, input: bytes | None = None, timeout: float
+    ) -> CommandResult:
         result = self.runner.run(argv, input=input, timeout=timeout)
         if self.during is not None:
             self.during()
@@ -50,7 +53,7 @@ def venv(tmp_path: Path) -> Path:
 
 
 def _collect(python: Path, runner: Recording) -> StartupGraph:
-    graph = collect(HostSpec(name="t", python=str(python)), runner, OPTIONS).startup  # type: ignore[arg-type]
+    graph = collect(HostSpec(name="t", python=str(python)), runner, OPTIONS).startup
     assert graph is not None
     return graph
 
@@ -91,8 +94,8 @@ def test_unchanged_modules_cross_the_wire_once(venv: Path) -> None:
     ]
     assert b'"svc.util"' in runner.outputs[0] and b'"svc.util"' not in runner.outputs[1]
     assert dict(second.modules) == dict(first.modules) == dict(third.modules)
-    assert second.modules.digest == first.modules.digest  # type: ignore[attr-defined]
-    assert [p.name for p in _copies()] == [f"modules-{first.modules.digest}.json"]  # type: ignore[attr-defined]
+    assert second.modules.digest == first.modules.digest  # type: ignore[attr-defined]  # modules is typed Mapping; a probe's graph holds a LazyModules, which has its digest
+    assert [p.name for p in _copies()] == [f"modules-{first.modules.digest}.json"]  # type: ignore[attr-defined]  # modules is typed Mapping; a probe's graph holds a LazyModules, which has its digest
 
 
 def test_a_part_that_changed_is_sent_alone(venv: Path) -> None:
@@ -100,12 +103,12 @@ def test_a_part_that_changed_is_sent_alone(venv: Path) -> None:
     folder changed, so the host read the graph again, and it is the same)."""
     runner = Recording()
     spec = HostSpec(name="t", python=str(venv))
-    first = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    first = collect(spec, runner, OPTIONS)
     info = site_packages(venv) / "beta-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: beta\nVersion: 1.0\n")
     (info / "RECORD").write_text("beta-1.0.dist-info/METADATA,,\n")
-    second = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    second = collect(spec, runner, OPTIONS)
     assert _parts(runner.outputs[1])["distributions"] is True
     assert _sent(runner.outputs[1]) is False
     assert {d.name for d in second.distributions} - {d.name for d in first.distributions} == {
@@ -117,7 +120,7 @@ def test_a_part_is_decoded_once_per_process(venv: Path) -> None:
     """Hosts with one environment share their decoded parts (a fleet's do, mostly)."""
     runner = Recording()
     spec = HostSpec(name="t", python=str(venv))
-    snaps = [collect(spec, runner, OPTIONS) for _ in range(3)]  # type: ignore[arg-type]
+    snaps = [collect(spec, runner, OPTIONS) for _ in range(3)]
     assert snaps[1].distributions is snaps[2].distributions
     assert snaps[1].distributions == snaps[0].distributions
 
@@ -174,12 +177,12 @@ def test_a_damaged_or_lost_copy_is_never_used(venv: Path, damage: str) -> None:
 def test_a_damaged_part_is_never_used(venv: Path, kind: str) -> None:
     runner = Recording()
     spec = HostSpec(name="t", python=str(venv))
-    truth = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    truth = collect(spec, runner, OPTIONS)
     (copy,) = _copies(kind)
     wire._MEMO.clear()  # another envsync process
     wire._DECODED.clear()
     copy.write_bytes(b"[1]" if kind == "distributions" else b"{}")  # JSON, not the digest's
-    again = collect(spec, runner, OPTIONS)  # type: ignore[arg-type]
+    again = collect(spec, runner, OPTIONS)
     assert getattr(again, kind) == getattr(truth, kind)
     assert [_parts(o)[kind] for o in runner.outputs] == [True, False, True]
 
@@ -199,14 +202,14 @@ def test_no_cache_names_nothing_and_keeps_nothing(venv: Path) -> None:
     runner = Recording()
     spec = HostSpec(name="t", python=str(venv))
     for _ in range(2):
-        collect(spec, runner, replace(OPTIONS, cache_dir=""))  # type: ignore[arg-type]
+        collect(spec, runner, replace(OPTIONS, cache_dir=""))
     assert [_sent(o) for o in runner.outputs] == [True, True]
     assert not _copies()
 
 
 def _document(digest: str, sent: bool) -> bytes:
     """A probe's first line whose graph's modules have `digest` (on the next line: sent)."""
-    graph = {"roots": ["svc.main"], "internal": ["svc"], "modules": None}
+    graph: dict[str, object] = {"roots": ["svc.main"], "internal": ["svc"], "modules": None}
     graph |= {"modules_digest": digest, "modules_sent": sent}
     head = {"host": "h", "schema_version": 1, "source": "probe", "startup": graph}
     return json.dumps(head).encode() + b"\n"

@@ -39,7 +39,7 @@ class Pairs:
         self.root = root
         self.wheels = wheels
         self._pairs: dict[str, Pair] = {}
-        self._findings: dict[str, dict[str, dict]] = {}  # type: ignore[type-arg]
+        self._findings: dict[str, dict[str, dict]] = {}
 
     def pair(self, case: Case) -> Pair:
         if case.id not in self._pairs:
@@ -51,7 +51,7 @@ class Pairs:
             self._pairs[case.id] = Pair(case=case, root=root)
         return self._pairs[case.id]
 
-    def findings(self, case: Case, capsys: pytest.CaptureFixture[str]) -> dict[str, dict]:  # type: ignore[type-arg]
+    def findings(self, case: Case, capsys: pytest.CaptureFixture[str]) -> dict[str, dict]:
         """`envsync diff` of the pair, as JSON findings by subject."""
         if case.id not in self._findings:
             pair = self.pair(case)

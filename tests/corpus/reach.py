@@ -18,6 +18,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from envsync.classify import Startup, classify
 from envsync.classify.rules import all_modules, load_packs, packs_for
@@ -210,8 +211,8 @@ class Engine:
     entries: tuple[Entry, ...]
 
 
-def _run(argv: list[str], **kw: object) -> None:
-    subprocess.run(argv, check=True, capture_output=True, timeout=1800, **kw)  # type: ignore[call-overload]
+def _run(argv: list[str], **kw: Any) -> None:
+    subprocess.run(argv, check=True, capture_output=True, timeout=1800, **kw)
 
 
 def build(root: Path, engine: Engine) -> Path:

@@ -130,7 +130,7 @@ def _culprit(case: Case) -> str:
     return case.target.partition("==")[0]
 
 
-def _diff(capsys: pytest.CaptureFixture[str], root: Path, *extra: str) -> dict[str, dict]:  # type: ignore[type-arg]
+def _diff(capsys: pytest.CaptureFixture[str], root: Path, *extra: str) -> dict[str, dict]:
     code = main(
         ["--inventory", str(root / "envsync.toml"), "-q", "diff", "--format", "json", *extra]
     )

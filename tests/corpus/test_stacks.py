@@ -52,7 +52,7 @@ print("\n@@" + json.dumps(out))
 """
 
 
-def start(python: Path, run: tuple[str, ...]) -> dict:  # type: ignore[type-arg]
+def start(python: Path, run: tuple[str, ...]) -> dict:
     out = subprocess.run(
         [str(python), "-c", START, *run],
         capture_output=True,
@@ -62,7 +62,7 @@ def start(python: Path, run: tuple[str, ...]) -> dict:  # type: ignore[type-arg]
     )
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("@@")]
     assert line, out.stdout[-2000:] + out.stderr[-2000:]
-    return json.loads(line[-1][2:])  # type: ignore[no-any-return]
+    return json.loads(line[-1][2:])
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def site(root: Path) -> Path:
     return next((root / "lib").glob("python3*/site-packages"))
 
 
-def diff(pair: Path, entry: Entry, capsys: pytest.CaptureFixture[str], *args: str) -> dict:  # type: ignore[type-arg]
+def diff(pair: Path, entry: Entry, capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     inv = pair / f"envsync-{entry.run[0]}.toml"
     # the served model: a Llama (only its module is a model module vLLM imports)
     model = pair / "model"
@@ -93,7 +93,7 @@ def diff(pair: Path, entry: Entry, capsys: pytest.CaptureFixture[str], *args: st
     )
     capsys.readouterr()
     assert main(["--inventory", str(inv), "-q", "diff", "--format", "json", *args]) == 1
-    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+    return json.loads(capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("case", STACKS, ids=lambda c: c.id)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import envsync.hostside
 from envsync import bundle as shipping
 from envsync.apply import Agent
 from envsync.collect import ProbeOptions, collect
@@ -65,7 +66,8 @@ def test_the_bundle_is_the_host_side_and_its_digest_keys_it() -> None:
     text = zlib.decompress(shipped.blob)
     assert hashlib.sha256(text).hexdigest()[:16] == shipped.digest
     sources = json.loads(text)
-    hostside = Path(shipping.hostside.__file__).parent
+    assert envsync.hostside.__file__ is not None
+    hostside = Path(envsync.hostside.__file__).parent
     assert set(sources) == {p.relative_to(hostside).as_posix() for p in hostside.rglob("*.py")}
     assert sources["boot.py"] == shipped.boot
     argv = shipping.host_argv("python3", protocol.COLLECT, ["{}"])

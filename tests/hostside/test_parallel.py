@@ -67,9 +67,12 @@ def test_a_worker_that_dies_leaves_the_rest_to_the_walk(
     monkeypatch.setattr(parallel, "parse", dies_on_one)
     broken: list[bool] = []
     close = parallel.Ahead.close
-    monkeypatch.setattr(
-        parallel.Ahead, "close", lambda self: (broken.append(self.broken), close(self))[1]
-    )
+
+    def closing(self: parallel.Ahead) -> None:
+        broken.append(self.broken)
+        close(self)
+
+    monkeypatch.setattr(parallel.Ahead, "close", closing)
     assert _graph(monkeypatch, 2)["modules"] == serial["modules"]
     assert broken == [True]
 

@@ -20,6 +20,7 @@ from envsync.apply import Agent
 from envsync.collect import ProbeOptions, collect
 from envsync.collect.importcheck import check_imports
 from envsync.inventory import HostSpec
+from envsync.model import Interpreter
 from envsync.runner.local import LocalRunner
 from tests.helpers import make_wheel, pip_install, site_packages
 
@@ -52,7 +53,8 @@ def host(python: Path) -> HostSpec:
 def test_the_probe_runs_on_python_3_8(venv: Path, cache_dir: str | None) -> None:
     for _ in range(2):  # the second run reads the cached copy's bytecode, when there is one
         snap = collect(host(venv), LocalRunner("old"), replace(OPTIONS, cache_dir=cache_dir))
-        assert snap.interpreter.version.startswith("3.8.")  # type: ignore[union-attr]
+        assert isinstance(snap.interpreter, Interpreter), snap.interpreter
+        assert snap.interpreter.version.startswith("3.8.")
         tiny = snap.distribution("tiny")
         assert tiny is not None and tiny.files is not None
         assert set(PKG) <= set(tiny.files)
@@ -71,7 +73,7 @@ def test_the_agent_backs_up_and_restores_on_python_3_8(venv: Path) -> None:
     agent.journal("py38-1", "step 1 started: a local patch")
     mod.write_text("X = 2\n")
     patched = collect(host(venv), LocalRunner("old"), ProbeOptions(cache_dir=""))
-    assert patched.distribution("tiny").patched == ("tiny/mod.py",)  # type: ignore[union-attr]
+    assert patched.distribution("tiny").patched == ("tiny/mod.py",)  # type: ignore[union-attr]  # distribution() is None for a name not installed; tiny is (else the test fails here)
     restored = agent.restore("py38-1")
     assert restored.dists == ("tiny",)
     assert hashlib.sha256(mod.read_bytes()).hexdigest() == original

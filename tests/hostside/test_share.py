@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,7 @@ def dist(tmp_path: Path) -> dict[str, object]:
     }
 
 
-def _text(identity: list[object], entries: dict[str, object], tag: str = TAG) -> bytes:
+def _text(identity: list[object], entries: Mapping[str, object], tag: str = TAG) -> bytes:
     pack = {"v": 1, "tag": tag, "id": identity, "entries": entries}
     return json.dumps(pack, sort_keys=True, separators=(",", ":")).encode()
 
@@ -63,7 +64,7 @@ def test_record_rows_reads_the_digests_of_module_files(dist: dict[str, object]) 
 
 
 def test_a_pack_that_matches_the_hosts_record_is_taken(dist: dict[str, object]) -> None:
-    sha = dist["sha"]["pkg/mod.py"]  # type: ignore[index]
+    sha = dist["sha"]["pkg/mod.py"]  # type: ignore[index]  # the fixture's dist is JSON-like dict[str, object]; its sha is a dict of paths
     entries = {f"{sha}:pkg.mod:0": FACTS}
     text = _text(["dist", "pkg", "1.0", dist["record"]], entries)
     assert _share(dist).check(text, text_digest(text), TAG) == entries
@@ -80,7 +81,7 @@ def test_a_pack_that_matches_the_hosts_record_is_taken(dist: dict[str, object]) 
     ],
 )
 def test_a_pack_that_lies_is_refused(dist: dict[str, object], lie: str, why: str) -> None:
-    sha = str(dist["sha"]["pkg/mod.py"])  # type: ignore[index]
+    sha = str(dist["sha"]["pkg/mod.py"])  # type: ignore[index]  # the fixture's dist is JSON-like dict[str, object]; its sha is a dict of paths
     identity: list[object] = ["dist", "pkg", "1.0", dist["record"]]
     entries: dict[str, object] = {f"{sha}:pkg.mod:0": FACTS}
     if lie == "entry":  # facts filed under content the host's file does not have
@@ -105,7 +106,7 @@ def test_a_pack_that_lies_is_refused(dist: dict[str, object], lie: str, why: str
 def test_a_pack_for_another_host_is_skipped_not_refused(
     dist: dict[str, object], other: str
 ) -> None:
-    sha = dist["sha"]["pkg/mod.py"]  # type: ignore[index]
+    sha = dist["sha"]["pkg/mod.py"]  # type: ignore[index]  # the fixture's dist is JSON-like dict[str, object]; its sha is a dict of paths
     identity = ["dist", "pkg", "2.0" if other == "version" else "1.0", dist["record"]]
     if other == "record":
         identity[3] = "f" * 64

@@ -11,6 +11,7 @@ import pytest
 
 from envsync.findings import Evidence, Finding, FlagFix, PinFix, Report, SyncFileFix
 from envsync.report import FORMATS, render
+from envsync.vocab import Severity
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden"
 
@@ -140,7 +141,7 @@ def test_junit_fails_what_check_fails_by_default() -> None:
 @pytest.mark.parametrize(
     ("fail_on", "failures"), [("fatal", "1"), ("risky", "2"), ("degraded", "2"), ("benign", "3")]
 )
-def test_junit_fails_what_fail_on_fails(fail_on: str, failures: str) -> None:
+def test_junit_fails_what_fail_on_fails(fail_on: Severity, failures: str) -> None:
     root = ET.fromstring(render("junit", [REPORT, CLEAN], fail_on=fail_on))
     assert root.get("failures") == failures
     cases = {c.get("name"): c for c in root.iter("testcase")}

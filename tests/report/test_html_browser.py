@@ -77,6 +77,7 @@ def test_a_thousand_hosts_in_twelve_classes_are_twelve_rows(tmp_path: Path) -> N
 
     from envsync import compare
     from envsync.codec import from_data
+    from envsync.collect.importcheck import NO_IMPORT_CHECK
     from envsync.model import Snapshot
     from tests import fleet_sim
 
@@ -85,9 +86,7 @@ def test_a_thousand_hosts_in_twelve_classes_are_twelve_rows(tmp_path: Path) -> N
     snapshots = fleet_sim.fleet(base, 1000, 12)
     with fleet_sim.session(snapshots) as session:
         among = compare.targets(session, list(snapshots))
-        result = compare._compare_each(
-            session, among, reference=base, import_check=compare.NO_IMPORT_CHECK
-        )
+        result = compare._compare_each(session, among, reference=base, import_check=NO_IMPORT_CHECK)
     page = tmp_path / "fleet.html"
     page.write_text(render_fleet("html", result.reports, classes=result.classes))
     assert page.stat().st_size < 200_000

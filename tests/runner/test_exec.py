@@ -198,7 +198,7 @@ def test_a_missing_program_on_this_machine_and_a_hanging_prefix() -> None:
 
 def test_a_command_that_fails_inside_is_its_own_result_not_the_prefixs() -> None:
     class Failing(Inner):
-        def run(self, argv, *, input=None, timeout):  # type: ignore[no-untyped-def]
+        def run(self, argv, *, input=None, timeout):
             out = super().run(argv, input=input, timeout=timeout)
             if len(self.calls) > 1:
                 return result(argv, 1, stderr="No such container: in the program's own words")
@@ -241,7 +241,7 @@ def test_the_service_is_asked_where_the_inventory_says(
 
 def test_a_command_that_hangs_inside_is_named_with_its_prefix() -> None:
     class Hanging(Inner):
-        def run(self, argv, *, input=None, timeout):  # type: ignore[no-untyped-def]
+        def run(self, argv, *, input=None, timeout):
             out = super().run(argv, input=input, timeout=timeout)
             if len(self.calls) > 1:
                 raise CommandTimeout("pod: docker did not finish", stderr=b"loading\n")

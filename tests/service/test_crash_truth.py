@@ -82,7 +82,7 @@ def bed(tmp_path: Path, wheel_cache: Path) -> dict[str, Path]:
     return {"inv": inv, "tgt": tgt, "root": tmp_path}
 
 
-def rich_of(capsys: pytest.CaptureFixture[str], inv: Path) -> dict:  # type: ignore[type-arg]
+def rich_of(capsys: pytest.CaptureFixture[str], inv: Path) -> dict:
     _, out, _ = run(capsys, "--inventory", str(inv), "-q", "diff", "--format", "json")
     return next((f for f in json.loads(out)["findings"] if f["subject"] == "rich"), {})
 

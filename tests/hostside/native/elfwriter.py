@@ -152,7 +152,7 @@ def _need_indices(spec: Spec) -> dict[tuple[str | None, str | None], int]:
     return out
 
 
-def _tables(spec, o, is64, word, strings, symbols, versym, first_defined, need_index):  # type: ignore[no-untyped-def]
+def _tables(spec, o, is64, word, strings, symbols, versym, first_defined, need_index):
     sym = struct.Struct(o + ("IBBHQQ" if is64 else "IIIBBH"))
     dynsym = b"".join(
         sym.pack(strings.add(n), info, 0, shndx, value, 16)
@@ -234,7 +234,7 @@ def _gnu_hash(o: str, is64: bool, names: list[str], first: int) -> bytes:
     )
 
 
-def _layout(spec, o, is64, word, strings, tables):  # type: ignore[no-untyped-def]
+def _layout(spec, o, is64, word, strings, tables):
     """Everything in one PT_LOAD at vaddr == offset: headers, tables, .dynamic, section headers."""
     ehdr_size, phdr_size = (64, 56) if is64 else (52, 32)
     cursor = ehdr_size + 3 * phdr_size
@@ -282,7 +282,7 @@ def _layout(spec, o, is64, word, strings, tables):  # type: ignore[no-untyped-de
     return bytes(image)
 
 
-def _dynamic(spec, o, is64, strings, placed):  # type: ignore[no-untyped-def]
+def _dynamic(spec, o, is64, strings, placed):
     entries = [(DT["NEEDED"], strings.add(n)) for n in spec.needed]
     for tag, text in (("SONAME", spec.soname), ("RPATH", spec.rpath), ("RUNPATH", spec.runpath)):
         if text:
@@ -319,7 +319,7 @@ def _dynamic(spec, o, is64, strings, placed):  # type: ignore[no-untyped-def]
     return b"".join(dyn.pack(tag, value) for tag, value in entries)
 
 
-def _headers(spec, o, is64, shoff, shnum, size, dynamic):  # type: ignore[no-untyped-def]
+def _headers(spec, o, is64, shoff, shnum, size, dynamic):
     ident = b"\x7fELF" + bytes([2 if is64 else 1, 2 if spec.big_endian else 1, 1, 0]) + bytes(8)
     ehdr_size, phdr_size = (64, 56) if is64 else (52, 32)
     shentsize = (64 if is64 else 40) if spec.sections else 0
@@ -361,7 +361,7 @@ _TYPES = {
 }
 
 
-def _section_headers(o, is64, names, shstr, placed, infos):  # type: ignore[no-untyped-def]
+def _section_headers(o, is64, names, shstr, placed, infos):
     index = {name: n for n, name in enumerate(names)}
     fmt = o + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII")
     out = struct.pack(fmt, *([0] * 10))

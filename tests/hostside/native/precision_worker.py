@@ -18,6 +18,7 @@ import importlib.machinery
 import json
 import os
 import sys
+from typing import cast
 
 EVENTS: list[dict[str, object]] = []  # in the order the loads began
 OPEN: list[dict[str, object]] = []  # the loads under way (an import inside an extension's init)
@@ -50,8 +51,8 @@ def end(event: dict[str, object], error: BaseException | None) -> None:
     after = mapped()
     inner: set[str] = set()
     for other in EVENTS[EVENTS.index(event) + 1 :]:
-        inner |= set(other.get("new", ()))  # type: ignore[arg-type]
-    before: set[str] = event.pop("before")  # type: ignore[assignment]
+        inner |= set(cast("list[str]", other.get("new", ())))
+    before: set[str] = event.pop("before")  # type: ignore[assignment]  # begin() stores the set of mapped files under "before" in the event's dict[str, object]
     event["error"] = None if error is None else str(error)
     event["error_type"] = None if error is None else type(error).__name__
     event["loaded"] = os.path.realpath(str(event["path"])) in after
@@ -61,7 +62,7 @@ def end(event: dict[str, object], error: BaseException | None) -> None:
 def hook_imports() -> None:
     original = importlib.machinery.ExtensionFileLoader.create_module
 
-    def create_module(self, spec):  # type: ignore[no-untyped-def]
+    def create_module(self, spec):
         event = begin("import", spec.name, spec.origin, sys.getdlopenflags())
         try:
             module = original(self, spec)
@@ -71,13 +72,13 @@ def hook_imports() -> None:
         end(event, None)
         return module
 
-    importlib.machinery.ExtensionFileLoader.create_module = create_module  # type: ignore[method-assign]
+    importlib.machinery.ExtensionFileLoader.create_module = create_module  # type: ignore[method-assign]  # the worker replaces the loader's method to see every extension module's dlopen
 
 
 def hook_ctypes() -> None:
     original = ctypes.CDLL.__init__
 
-    def init(self, name, mode=ctypes.DEFAULT_MODE, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def init(self, name, mode=ctypes.DEFAULT_MODE, *args, **kwargs):
         if name is None:
             return original(self, name, mode, *args, **kwargs)
         event = begin("ctypes", None, os.fspath(name), mode | os.RTLD_NOW)
@@ -89,7 +90,7 @@ def hook_ctypes() -> None:
         end(event, None)
         return None
 
-    ctypes.CDLL.__init__ = init  # type: ignore[method-assign]
+    ctypes.CDLL.__init__ = init  # type: ignore[method-assign]  # the worker replaces CDLL.__init__ to see every ctypes dlopen
 
 
 def main() -> int:

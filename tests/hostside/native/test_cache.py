@@ -9,6 +9,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from envsync.hostside.native.cache import ElfCache, cached_facts, cached_judge, unchanged
 from envsync.hostside.native.codec import decode_elf, encode_elf
@@ -53,7 +54,8 @@ def test_parsed_files_are_kept_by_stamp_and_exported(tmp_path: Path) -> None:
     assert again.read(str(lib)) == first and again.hits == 1
     build(lib, F_AND_G + "int h(void) { return 3; }\n", soname="libp.so.1")  # rewritten
     changed = again.read(str(lib))
-    assert isinstance(changed, ElfFile) and "h" in changed.symbols.exports.names  # type: ignore[union-attr]
+    assert isinstance(changed, ElfFile) and changed.symbols is not None
+    assert "h" in changed.symbols.exports.names
     again.load({"schema": 999, "files": {"x": []}})  # another version's cache: ignored
 
 
@@ -77,8 +79,8 @@ def test_the_codec_gives_back_equal_values() -> None:
         assert decode_load(json.loads(json.dumps(encode_load(load)))) == load
 
 
-def _judge(consumer: Path, store: dict[str, object]) -> str:
-    _, loads = cached_judge(sys.executable, [Request(str(consumer))], store)  # type: ignore[arg-type]
+def _judge(consumer: Path, store: dict[str, dict[str, Any]]) -> str:
+    _, loads = cached_judge(sys.executable, [Request(str(consumer))], store)
     verdict = loads[0].verdict
     return verdict.message() if isinstance(verdict, Fails) else verdict.kind
 
@@ -90,15 +92,15 @@ def test_verdicts_are_kept_until_something_they_depended_on_changes(tmp_path: Pa
     )
     (tmp_path / "a" / "late").mkdir()
     aged(lib, consumer)
-    store: dict[str, object] = {}
+    store: dict[str, dict[str, Any]] = {}
     assert _judge(consumer, store) == "ok" and len(store) == 1
     record = next(iter(store.values()))
-    assert unchanged(record["observed"])  # type: ignore[index]
+    assert unchanged(record["observed"])
     assert _judge(consumer, json.loads(json.dumps(store))) == "ok"  # from the host's cache file
 
     build(lib, "int f(void) { return 1; }\n", soname="libp.so.1")  # the provider drops g
     aged(lib)
-    assert not unchanged(record["observed"])  # type: ignore[index]
+    assert not unchanged(record["observed"])
     assert _judge(consumer, store) == real_load(consumer) == f"{consumer}: undefined symbol: g"
 
     # a file appearing where the loader looks first changes the verdict too
@@ -113,8 +115,8 @@ def test_verdicts_are_kept_until_something_they_depended_on_changes(tmp_path: Pa
 
 
 def test_the_loaders_facts_are_kept_by_its_stamp() -> None:
-    store: dict[str, object] = {}
+    store: dict[str, dict[str, Any]] = {}
     told = facts()
-    first = cached_facts(told.interpreter, os.uname().machine, store)  # type: ignore[arg-type]
+    first = cached_facts(told.interpreter, os.uname().machine, store)
     assert first == told
     assert cached_facts(told.interpreter, os.uname().machine, json.loads(json.dumps(store))) == told

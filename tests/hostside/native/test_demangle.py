@@ -10,7 +10,7 @@ import pytest
 
 from envsync.hostside.native.demangle import best_effort, demangle, with_demangled
 from envsync.hostside.native.elf import ElfFile, read_elf
-from envsync.hostside.native.verdicts import UndefinedSymbol
+from envsync.hostside.native.verdicts import Fails, UndefinedSymbol
 from tests.helpers import REPO
 from tests.hostside.native.toolchain import build, real_load, static_load
 
@@ -76,9 +76,13 @@ def test_a_missing_cxx_symbol_named_readably(tmp_path: Path) -> None:
     real = real_load(consumer)
     assert real == f"{consumer}: undefined symbol: _ZNK6shapes6Circle4areaEd"
     load = static_load(consumer)
-    reason = with_demangled(load).verdict.reasons[0]  # type: ignore[union-attr]
+    demangled = with_demangled(load).verdict
+    assert isinstance(demangled, Fails), demangled
+    reason = demangled.reasons[0]
     assert isinstance(reason, UndefinedSymbol) and reason.symbol == "_ZNK6shapes6Circle4areaEd"
     if shutil.which("c++filt"):
         assert reason.demangled == "shapes::Circle::area(double) const"
-    plain = with_demangled(load, cxxfilt=None).verdict.reasons[0]  # type: ignore[union-attr]
-    assert plain.demangled == "shapes::Circle::area(...)"  # type: ignore[union-attr]
+    plainly = with_demangled(load, cxxfilt=None).verdict
+    assert isinstance(plainly, Fails), plainly
+    plain = plainly.reasons[0]
+    assert isinstance(plain, UndefinedSymbol) and plain.demangled == "shapes::Circle::area(...)"

@@ -10,7 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -234,7 +234,7 @@ def test_a_32_bit_library(tmp_path: Path) -> None:
     assert (elf.elf_class, elf.machine, elf.big_endian) == (32, 3, False)
 
 
-SPEC = dict(
+SPEC = w.Spec(
     needed=["libc.so.6", "libfoo.so.1"],
     soname="libsyn.so.1",
     runpath="$ORIGIN/lib",
@@ -264,9 +264,9 @@ def test_written_objects_of_every_class_and_byte_order(
     machine = {(64, True): 22, (32, True): 20, (64, False): 183, (32, False): 40}[
         (elf_class, big_endian)
     ]
-    spec = w.Spec(
-        elf_class=elf_class, big_endian=big_endian, machine=machine, hash=hash_kind, **SPEC
-    )  # type: ignore[arg-type]
+    spec = replace(
+        SPEC, elf_class=elf_class, big_endian=big_endian, machine=machine, hash=hash_kind
+    )
     with_sections = w.write(tmp_path / "with.so", spec)
     elf = assert_same(with_sections)
     assert (elf.elf_class, elf.big_endian, elf.machine) == (elf_class, big_endian, machine)
@@ -275,7 +275,8 @@ def test_written_objects_of_every_class_and_byte_order(
     bare = w.write(tmp_path / "bare.so", spec)
     bare_elf = assert_same(bare, twin=with_sections)
     assert bare_elf.sections == () and bare_elf.symbols == elf.symbols
-    refs = {r.name: r for r in elf.symbols.references}  # type: ignore[union-attr]
+    assert elf.symbols is not None
+    refs = {r.name: r for r in elf.symbols.references}
     assert refs["malloc"].version == "GLIBC_2.2.5" and refs["malloc"].file == "libc.so.6"
     assert refs["malloc"].lazy and not refs["foo"].lazy and refs["weakling"].weak
 
@@ -304,6 +305,8 @@ def test_broken_files_are_values_never_exceptions(tmp_path: Path) -> None:
         assert isinstance(read_elf(str(target)), (ElfFile, Unreadable))
         assert isinstance(dynamic_symbols(str(target)), (tuple, Unreadable))
     assert outcomes.get("Unreadable", 0) >= len(cuts) - 1
-    assert read_elf(str(tmp_path / "absent.so")).why == "unreadable: No such file or directory"  # type: ignore[union-attr]
+    absent = read_elf(str(tmp_path / "absent.so"))
+    assert isinstance(absent, Unreadable) and absent.why == "unreadable: No such file or directory"
     (tmp_path / "text.so").write_text("not an ELF file at all, just text that is long enough\n" * 3)
-    assert read_elf(str(tmp_path / "text.so")).why == "unreadable: invalid ELF header"  # type: ignore[union-attr]
+    text = read_elf(str(tmp_path / "text.so"))
+    assert isinstance(text, Unreadable) and text.why == "unreadable: invalid ELF header"

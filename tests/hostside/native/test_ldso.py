@@ -13,7 +13,7 @@ from pathlib import Path
 from envsync.hostside.native.ldso import loader_facts
 from envsync.hostside.native.loader import Environment, Linker
 from envsync.hostside.native.search import expand_list
-from envsync.hostside.native.verdicts import Request
+from envsync.hostside.native.verdicts import Request, Unknown
 from tests.hostside.native.toolchain import build, facts
 
 
@@ -71,4 +71,4 @@ def test_a_loader_other_than_glibcs_gives_unknown_never_ok() -> None:
         sys.executable, [Request("/lib/x86_64-linux-gnu/libc.so.6")]
     )
     assert started.verdict.kind == "unknown" and loads[0].verdict.kind == "unknown"
-    assert "musl" in loads[0].verdict.why[-1]  # type: ignore[union-attr]
+    assert isinstance(loads[0].verdict, Unknown) and "musl" in loads[0].verdict.why[-1]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envsync.hostside.native.loader import Environment, Linker
-from envsync.hostside.native.verdicts import NotFound, UndefinedSymbol, VersionNotFound
+from envsync.hostside.native.verdicts import Fails, NotFound, UndefinedSymbol, VersionNotFound
 from tests.hostside.native.toolchain import (
     build,
     build_32,
@@ -48,7 +48,8 @@ def test_a_a_provider_that_drops_a_symbol(tmp_path: Path) -> None:
     assert real == f"{consumer}: undefined symbol: g"
     load = static_load(consumer)
     assert message(load) == real
-    reason = load.verdict.reasons[0]  # type: ignore[union-attr]
+    assert isinstance(load.verdict, Fails), load.verdict
+    reason = load.verdict.reasons[0]
     assert isinstance(reason, UndefinedSymbol)
     assert (reason.symbol, reason.needed_by, reason.version) == ("g", str(consumer), None)
     assert str(lib) in reason.searched  # the provider was in the lookup scope
@@ -74,7 +75,8 @@ def test_b_a_symbol_version_the_old_provider_lacks(tmp_path: Path) -> None:
     assert real == f"{lib}: version `VERS_2' not found (required by {consumer})"
     load = static_load(consumer)
     assert message(load) == real
-    reason = load.verdict.reasons[0]  # type: ignore[union-attr]
+    assert isinstance(load.verdict, Fails), load.verdict
+    reason = load.verdict.reasons[0]
     assert isinstance(reason, VersionNotFound)
     assert (reason.version, reason.file, reason.provider) == ("VERS_2", "libp.so.1", str(lib))
 
@@ -107,7 +109,8 @@ def test_c_origin_runpath_and_a_moved_provider(tmp_path: Path) -> None:
     assert real == "libp.so.1: cannot open shared object file: No such file or directory"
     load = static_load(consumer)
     assert message(load) == real
-    reason = load.verdict.reasons[0]  # type: ignore[union-attr]
+    assert isinstance(load.verdict, Fails), load.verdict
+    reason = load.verdict.reasons[0]
     assert isinstance(reason, NotFound)
     assert reason.searched[0] == f"RUNPATH of {consumer}: {tmp_path}/a/lib"
 
@@ -128,7 +131,7 @@ def test_c_rpath_is_inherited_runpath_is_not(tmp_path: Path, inherited: bool) ->
         tmp_path / "a" / "liba.so",
         "extern int b(void);\nint a(void) { return b(); }\n",
         link=(libb,),
-        **paths,  # type: ignore[arg-type]
+        **paths,  # type: ignore[arg-type]  # paths holds rpath or runpath (str), which build() takes among parameters of other types
     )
     real = real_load(liba)
     if inherited:
@@ -150,7 +153,8 @@ def test_d_a_missing_soname(tmp_path: Path) -> None:
     assert real == "libnothere.so.7: cannot open shared object file: No such file or directory"
     load = static_load(consumer)
     assert message(load) == real
-    reason = load.verdict.reasons[0]  # type: ignore[union-attr]
+    assert isinstance(load.verdict, Fails), load.verdict
+    reason = load.verdict.reasons[0]
     assert isinstance(reason, NotFound) and reason.needed_by == str(consumer)
     assert reason.searched[-2:][0] == "ld.so.cache"
 
@@ -175,7 +179,8 @@ def test_e_a_libstdcxx_version_above_the_hosts(tmp_path: Path) -> None:
     )
     load = static_load(consumer)
     assert message(load) == real  # the host's libstdc++, found where ld.so finds it
-    reason = load.verdict.reasons[0]  # type: ignore[union-attr]
+    assert isinstance(load.verdict, Fails), load.verdict
+    reason = load.verdict.reasons[0]
     assert isinstance(reason, VersionNotFound) and reason.version == "GLIBCXX_3.4.99"
 
 
@@ -273,7 +278,7 @@ def test_ld_library_path_comes_after_rpath_before_runpath(tmp_path: Path, kind: 
     good = build(tmp_path / "good" / "libp.so.1", F_AND_G, soname="libp.so.1")
     build(tmp_path / "bad" / "libp.so.1", ONLY_F, soname="libp.so.1")
     paths = {kind: str(tmp_path / "good")}
-    consumer = build(tmp_path / "libconsumer.so", USES_G, link=(good,), **paths)  # type: ignore[arg-type]
+    consumer = build(tmp_path / "libconsumer.so", USES_G, link=(good,), **paths)  # type: ignore[arg-type]  # paths holds rpath or runpath (str), which build() takes among parameters of other types
     env = {"LD_LIBRARY_PATH": str(tmp_path / "bad")}
     real = real_load(consumer, env=env)
     assert real == (f"{consumer}: undefined symbol: g" if kind == "runpath" else None)

@@ -12,13 +12,15 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from benchmarks.native_precision import loader_facts, system_cache
 from envsync.hostside.native.loader import Environment, Linker
-from envsync.hostside.native.verdicts import Load
+from envsync.hostside.native.verdicts import Fails, Load
 
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 PYTHON_INCLUDE = sysconfig.get_paths()["include"]
@@ -122,7 +124,7 @@ def build_32(out: Path, source: str, *, soname: str) -> Path:
 
 
 def extension(
-    folder: Path, name: str, body: str, include: str = PYTHON_INCLUDE, **kwargs: object
+    folder: Path, name: str, body: str, include: str = PYTHON_INCLUDE, **kwargs: Any
 ) -> Path:
     """A real Python C extension module `name` whose module function calls `body`'s code."""
     source = f"""#include <Python.h>
@@ -132,13 +134,13 @@ static PyMethodDef methods[] = {{{{"value", value, METH_NOARGS, NULL}}, {{NULL, 
 static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "{name}", NULL, -1, methods}};
 PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&module); }}
 """
-    return build(folder / f"{name}{EXT_SUFFIX}", source, python=True, include=include, **kwargs)  # type: ignore[arg-type]
+    return build(folder / f"{name}{EXT_SUFFIX}", source, python=True, include=include, **kwargs)
 
 
 def _real(
-    spec: dict[str, object], env: dict[str, str] | None, python: str = sys.executable
+    spec: Mapping[str, object], env: dict[str, str] | None, python: str = sys.executable
 ) -> str | None:
-    full = {
+    full: dict[str, object] = {
         "global": [],
         "local": [],
         "module": None,
@@ -226,5 +228,5 @@ def message(load: Load) -> str | None:
     verdict = load.verdict
     if verdict.kind == "ok":
         return None
-    assert verdict.kind == "fails", verdict
-    return verdict.message()  # type: ignore[union-attr]
+    assert verdict.kind == "fails" and isinstance(verdict, Fails), verdict
+    return verdict.message()
