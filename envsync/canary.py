@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from envsync.apply import rollback
-from envsync.apply.hostlock import target_lock
+from envsync.apply.mutex import target_mutex
 from envsync.compare import class_key, diff_fleet, targets
 from envsync.errors import EnvsyncError, InputError, PlanError, StalePlan
 from envsync.findings import Report
@@ -248,7 +248,7 @@ def _one(
     (target,) = targets(session, [host])
     backup = None
     try:
-        with target_lock(
+        with target_mutex(
             spec,
             session.runners(spec),
             command=f"envsync repair --apply {host} (canary rollout)",
@@ -300,7 +300,7 @@ def _roll_back(session: Session, options: RepairOptions, result: HostResult) -> 
         return result
     spec = session.host(result.host)
     try:
-        with target_lock(
+        with target_mutex(
             spec,
             session.runners(spec),
             command=f"envsync rollback {result.host} (canary rollout)",

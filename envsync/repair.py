@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envsync.apply import Applied, BackupInfo, apply_plan, backups, rollback
-from envsync.apply.hostlock import target_lock
+from envsync.apply.mutex import target_mutex
 from envsync.compare import diff, pair_names
 from envsync.documents import check_writable, write_atomic
 from envsync.errors import InputError
@@ -99,7 +99,7 @@ def repair(session: Session, options: RepairOptions) -> Repair:
     if not options.apply:
         return _plan(session, options, saved, ref_name, tgt_name, None)
     # The lock comes first: the target must not change between its snapshot and the apply.
-    with target_lock(
+    with target_mutex(
         spec,
         session.runners(spec),
         command=f"envsync repair --apply {spec.name}",
@@ -241,7 +241,7 @@ def rollback_host(
     back (or restore a named backup); refused, naming them, when paths changed since the
     apply, unless `force`."""
     spec = session.host(host)
-    with target_lock(
+    with target_mutex(
         spec,
         session.runners(spec),
         command=f"envsync rollback {spec.name}",

@@ -162,7 +162,7 @@ def _last_words(result: CommandResult) -> str:
 class Agent:
     """The agent on one host, through that host's runner.
 
-    With `lock` (the token of the target's lock, envsync/apply/hostlock.py) every operation
+    With `lock` (the token of the target's lock, envsync/apply/mutex.py) every operation
     checks that this command still holds the lock and counts as running under it.
     """
 

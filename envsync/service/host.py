@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envsync import redact
-from envsync.apply.hostlock import target_lock
+from envsync.apply.mutex import target_mutex
 from envsync.collect import collect
 from envsync.errors import InputError
 from envsync.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec
@@ -137,7 +137,7 @@ def deploy_host(
 ) -> ServiceRun:
     """`deploy HOST`: under the target's lock, (re)start the service and smoke-test it."""
     spec = session.host(host)
-    with target_lock(
+    with target_mutex(
         spec,
         session.runners(spec),
         command=f"envsync deploy {spec.name}",
@@ -159,7 +159,7 @@ def stop_host(session: Session, host: str, *, wait: float = 0.0) -> str:
     stopped ("process 123", "unit x.service", "nothing (not running)")."""
     spec = session.host(host)
     service = service_of(spec)
-    with target_lock(
+    with target_mutex(
         spec,
         session.runners(spec),
         command=f"envsync stop {spec.name}",

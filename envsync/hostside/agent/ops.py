@@ -14,7 +14,7 @@ from .. import protocol
 from .backup import op_backup, op_backups, op_journal, op_remove_dist
 from .failure import Failure
 from .installer import op_run
-from .lock import Busy, busy_files, note_backup, op_hold, op_locked, op_unlock
+from .mutex import Busy, busy_files, note_backup, op_hold, op_locked, op_unlock
 from .restore import op_restore
 from .service import op_set_service, op_start, op_stop, op_watch, op_write_dropin
 from .transfer import op_pack, op_unpack, op_write

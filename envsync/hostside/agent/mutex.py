@@ -1,4 +1,4 @@
-"""One change at a time per environment: the lock a changing command holds on the host.
+"""One change at a time per environment: the mutex a changing command holds on the host.
 
 The lock is a file inside the environment (`PREFIX/.envsync/lock`), so whoever reaches
 the environment (another user, another HOME, a bind mount, a container's view of the same
@@ -34,7 +34,7 @@ HEARTBEAT_SECONDS = 0.5
 RELEASING_SECONDS = 2.0
 
 
-def open_lock_file(path: str) -> int:
+def open_mutex_file(path: str) -> int:
     """Open (making it) a file to flock: whoever may change the environment must be able to
     take its lock, even when another user made the file."""
     state_dir(STATE.root)
@@ -73,7 +73,7 @@ class Guard:
     """An flock around changing lock.json: one writer at a time."""
 
     def __enter__(self) -> Guard:
-        self.fd = open_lock_file(STATE.guard)
+        self.fd = open_mutex_file(STATE.guard)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
@@ -157,7 +157,7 @@ def hold(op: dict[str, Any]) -> dict[str, Any]:
     token = op["token"]
     wait = float(op.get("wait") or 0)
     started = time.time()
-    fd = open_lock_file(STATE.lock)
+    fd = open_mutex_file(STATE.lock)
     while True:
         if try_flock(fd):
             if not busy_files():
@@ -262,7 +262,7 @@ class Busy:
             raise Failure("lock-lost", "this command no longer holds the target's lock; refusing")
         state_dir(STATE.busy)
         making = os.path.join(STATE.busy, "." + os.path.basename(self.path))
-        self.fd = open_lock_file(making)
+        self.fd = open_mutex_file(making)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         os.replace(making, self.path)  # seen only once its flock is held
         return self
