@@ -1,7 +1,9 @@
 """What the loader is asked (Request) and what it will do (Load): ok, fails, unknown.
 
 Each failure reason carries the loader's own words; all of it travels as plain JSON data
-(`encode_load`, `decode_load`) from the host's cache and to envsync.
+(`encode_load`, `decode_load`) from the host's cache and to envsync. These reason classes
+are the one definition of them: envsync's snapshot model (envsync/model.py's Native*
+reasons) subclasses them only to tag each with its `kind`.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ if TYPE_CHECKING:
 class NotFound:
     """A needed library no search place provides."""
 
-    name: str
-    needed_by: str
-    searched: tuple[str, ...]  # each search list tried, with its folders
+    name: str  # the DT_NEEDED name, e.g. libcudart.so.12
+    needed_by: str  # the file that needs it
+    searched: tuple[str, ...] = ()  # each search list tried, with its folders
     other_class: bool = False  # only a file of the other ELF class was there
     elf_class: int = 64
     tried: bool = True  # False: no file was even tried (NODEFLIB and no search path)
@@ -64,9 +66,9 @@ class VersionNotFound:
 class UndefinedSymbol:
     """A non-weak undefined symbol no object in the lookup scope defines."""
 
-    symbol: str
+    symbol: str  # as the file names it (mangled)
     needed_by: str
-    searched: tuple[str, ...]  # the lookup scope, in order
+    searched: tuple[str, ...] = ()  # the lookup scope, in order
     version: str | None = None
     file: str | None = None  # the file its version is asked of: the one that should define it
     demangled: str | None = None
