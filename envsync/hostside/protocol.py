@@ -256,3 +256,35 @@ if TYPE_CHECKING:
     class AgentError(TypedDict):  # after ERROR_MARKER on stderr's last line
         kind: str
         message: str
+
+    # The probe's document (collect.py): the facts of a snapshot, one part a key. What is
+    # inside a part is the snapshot model's (envsync/model.py, decoded by envsync/codec.py).
+    # protocol.py stays a leaf: the host's own classes in a part are named, not imported.
+    from typing import Any, Dict
+
+    Part = Dict[str, Any]  # one part's facts, as envsync's model decodes them
+
+    class _ProbeFactsLater(TypedDict, total=False):
+        native: Part | None  # judged from the startup graph, once it is read
+        service_flags: dict[str, str] | None
+        crash: Part | None
+        packs: object  # share.Share: the facts envsync may give back; sent as its header
+        duration_s: float
+
+    class ProbeFacts(_ProbeFactsLater):
+        schema_version: int
+        host: str
+        source: str  # "probe"
+        collected_at: str
+        interpreter: Part
+        distributions: list[Part]
+        broken: list[dict[str, str]]  # metadata folders that could not be read
+        watch: list[str]
+        torch: Part | None
+        nccl: Part | None
+        gpu: Part
+        system: Part
+        env: dict[str, str]
+        startup: object  # graphcache.RawJSON | None: the graph, its modules on a line apart
+        installers: Part
+        model: Part | None

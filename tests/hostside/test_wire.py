@@ -133,3 +133,31 @@ def test_the_wire_types_cost_nothing_on_the_host() -> None:
     """They exist for the type checker only: at run time protocol.py defines none of them."""
     for name in checking_names(PROTOCOL):
         assert not hasattr(protocol, name), name
+
+
+def test_the_probes_document_is_typed() -> None:
+    """The probe builds its facts as protocol.ProbeFacts (mypy checks every key it sets)
+    and sends them as such: each part the probe sets is a key of the type."""
+    tree = ast.parse((PROTOCOL.parent / "collect.py").read_text())
+    functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert ast.unparse(functions["collect"].returns or ast.Constant(None)) == "ProbeFacts"
+    assert ast.unparse(functions["dumps_facts"].args.args[0].annotation or ast.Constant(None)) == (
+        "ProbeFacts"
+    )
+    classes = {
+        n.name: n for n in ast.walk(ast.parse(PROTOCOL.read_text())) if isinstance(n, ast.ClassDef)
+    }
+    typed = {
+        stmt.target.id
+        for name in ("ProbeFacts", "_ProbeFactsLater")
+        for stmt in classes[name].body
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+    }
+    built = set()
+    for node in ast.walk(functions["collect"]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Dict):
+            built |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+        facts_key = isinstance(node, ast.Subscript) and ast.unparse(node.value) == "facts"
+        if facts_key and isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            built.add(node.slice.value)
+    assert built and built <= typed, sorted(built - typed)
