@@ -69,7 +69,7 @@ NATIVE_QUERY_MARKER = "@@envsync-native-query@@"
 # handlers and envsync's client (apply/agent.py) are written against them.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import TypedDict
+    from typing import Any, Dict, TypedDict
 
     class Claim(TypedDict):
         dist: str
@@ -257,11 +257,16 @@ if TYPE_CHECKING:
         kind: str
         message: str
 
+    # The native query (nativequery.py): argv's object, and the answer after its marker.
+    class NativeQueryRequest(TypedDict):
+        files: list[str]  # the lookup scope, in order
+        symbols: list[str]
+
+    NativeQueryAnswer = Dict[str, str]  # symbol -> the first of files that defines it
+
     # The probe's document (collect.py): the facts of a snapshot, one part a key. What is
     # inside a part is the snapshot model's (envsync/model.py, decoded by envsync/codec.py).
     # protocol.py stays a leaf: the host's own classes in a part are named, not imported.
-    from typing import Any, Dict
-
     Part = Dict[str, Any]  # one part's facts, as envsync's model decodes them
 
     class _ProbeFactsLater(TypedDict, total=False):
