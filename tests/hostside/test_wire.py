@@ -153,11 +153,11 @@ def test_the_probes_document_is_typed() -> None:
         for stmt in classes[name].body
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
     }
-    built = set()
+    built: set[str] = set()
     for node in ast.walk(functions["collect"]):
         if isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Dict):
-            built |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+            built |= {str(k.value) for k in node.value.keys if isinstance(k, ast.Constant)}
         facts_key = isinstance(node, ast.Subscript) and ast.unparse(node.value) == "facts"
         if facts_key and isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-            built.add(node.slice.value)
+            built.add(str(node.slice.value))
     assert built and built <= typed, sorted(built - typed)
