@@ -102,7 +102,7 @@ def probe(modules: list[str], paths: list[str]) -> dict[str, Any]:
         sys.path[:] = [folder, *paths]  # the service's sys.path, without this repository
         started = time.perf_counter()
         try:
-            facts = collect(options, None, "gpucheck")
+            facts: dict[str, Any] = dict(collect(options, None, "gpucheck"))
         finally:
             sys.path[:] = saved
     facts["scan_s"] = round(time.perf_counter() - started, 2)

@@ -29,8 +29,18 @@ def resolve(dotted: str) -> Any:
 
 
 def field_notes(cls: type) -> dict[str, str]:
-    """Each field's comment in the class's source: the comment on its line, or the
-    comment lines right above it (the code's own words, never retyped)."""
+    """Each field's comment in the source of the class that declares it (a base's too:
+    the model's native reasons are the host side's classes): the comment on its line, or
+    the comment lines right above it (the code's own words, never retyped)."""
+    notes: dict[str, str] = {}
+    for base in reversed(cls.__mro__):
+        if base is not cls and not _is_dataclass(base):
+            continue
+        notes.update({k: v for k, v in _own_notes(base).items() if v or k not in notes})
+    return notes
+
+
+def _own_notes(cls: type) -> dict[str, str]:
     source = textwrap.dedent(inspect.getsource(cls))
     lines = source.splitlines()
     comments: dict[int, str] = {}

@@ -5,10 +5,10 @@ envsync/codec.py turns them into plain data (JSON) and back."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from envsync.hostside.native import verdicts as _loader
+from envsync.hostside.native import verdicts as _loader  # the reasons: one definition
 from envsync.vocab import Context
 
 SNAPSHOT_SCHEMA_VERSION = 1
@@ -338,71 +338,39 @@ class StartupGraph:
 # side's own verdict classes: the loader's words, in one place.
 
 
+# The failure reasons are the host side's own classes (hostside/native/verdicts.py: their
+# fields and the loader's message), tagged with the `kind` the snapshot's union decodes by.
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NativeNotFound:
+class NativeNotFound(_loader.NotFound):
     """A needed library no search place provides."""
 
     kind: Literal["not-found"] = "not-found"
-    name: str  # the DT_NEEDED name, e.g. libcudart.so.12
-    needed_by: str  # the file that needs it
-    searched: tuple[str, ...] = ()  # each search list ld.so tried, with its folders
-    other_class: bool = False  # only a file of the other ELF class was there
-    elf_class: int = 64  # the class of the object that needs it (64 or 32)
-    tried: bool = True  # False: no file was even tried (no search path, NODEFLIB)
-
-    def message(self) -> str:
-        return _loader_message(_loader.NotFound, self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NativeBadObject:
+class NativeBadObject(_loader.BadObject):
     """A file found where the loader looked, which it refuses to load."""
 
     kind: Literal["bad-object"] = "bad-object"
-    path: str  # the file found
-    needed_by: str | None = None  # None: the load itself
-    why: str  # "invalid ELF header", "cannot dynamically load executable", ...
-
-    def message(self) -> str:
-        return _loader_message(_loader.BadObject, self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NativeVersionNotFound:
+class NativeVersionNotFound(_loader.VersionNotFound):
     """A symbol version (GLIBCXX_3.4.32, GLIBC_2.34) the providing file does not define."""
 
     kind: Literal["version-not-found"] = "version-not-found"
-    version: str
-    file: str  # the needed name the version is asked of
-    provider: str  # the file that name resolved to
-    needed_by: str  # the file that needs the version
-
-    def message(self) -> str:
-        return _loader_message(_loader.VersionNotFound, self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NativeUndefinedSymbol:
+class NativeUndefinedSymbol(_loader.UndefinedSymbol):
     """A non-weak undefined symbol no object in the lookup scope defines."""
 
     kind: Literal["undefined-symbol"] = "undefined-symbol"
-    symbol: str  # as the file names it (mangled)
-    needed_by: str
-    searched: tuple[str, ...] = ()  # the lookup scope, in order
-    version: str | None = None  # the symbol version it asks for (GLIBCXX_3.4.30)
-    file: str | None = None  # the needed name its version is asked of: the one to define it
-    demangled: str | None = None  # the C++ name, readable
-
-    def message(self) -> str:
-        return _loader_message(_loader.UndefinedSymbol, self)
 
 
 NativeReason = NativeNotFound | NativeBadObject | NativeVersionNotFound | NativeUndefinedSymbol
-
-
-def _loader_message(cls: Any, reason: Any) -> str:
-    values = {k: v for k, v in asdict(reason).items() if k != "kind"}
-    return str(cls(**values).message())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,7 +3,7 @@ packages and files on a host.
 
 transaction.py holds the apply (its steps, the backup it makes and the rollback); agent.py
 is the typed client of the host agent (envsync/hostside/agent/, the program that runs on
-the host); hostlock.py the lock that one changing command holds on the target.
+the host); mutex.py the lock that one changing command holds on the target.
 """
 
 from envsync.apply.agent import Agent, BackupInfo

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from envsync.bundle import host_argv, host_input
 from envsync.codec import to_data
@@ -116,7 +116,7 @@ class Holder:
             since=text("since"),
         )
 
-    def data(self) -> dict[str, object]:
+    def data(self) -> protocol.Holder:
         return {"host": self.host, "pid": self.pid, "command": self.command, "since": self.since}
 
 
@@ -162,7 +162,7 @@ def _last_words(result: CommandResult) -> str:
 class Agent:
     """The agent on one host, through that host's runner.
 
-    With `lock` (the token of the target's lock, envsync/apply/hostlock.py) every operation
+    With `lock` (the token of the target's lock, envsync/apply/mutex.py) every operation
     checks that this command still holds the lock and counts as running under it.
     """
 
@@ -172,20 +172,21 @@ class Agent:
         self.lock = lock
 
     # -- the operations -------------------------------------------------------------------
+    # Each builds its protocol.NameRequest and reads its protocol.NameReply (the agent's
+    # own answer, so typed as its reply; each value is still converted, for a broken host).
 
     def backup(
         self, ident: str, *, dists: Sequence[str], files: Sequence[str], summary: str = ""
     ) -> Backup:
         """Record (and save) what a plan will change: distributions by name, files by
         absolute path."""
-        op = {
-            "op": protocol.BACKUP,
+        request: protocol.BackupRequest = {
             "id": ident,
             "dists": list(dists),
             "files": list(files),
             "summary": summary,
         }
-        answer = self.call(op)
+        answer = cast("protocol.BackupReply", self._send(protocol.BACKUP, request))
         return Backup(
             path=str(answer["backup"]),
             saved=int(answer["saved"]),
@@ -198,15 +199,16 @@ class Agent:
         )
 
     def journal(self, ident: str, event: str, *, state: str | None = None) -> None:
-        op: dict[str, object] = {"op": protocol.JOURNAL, "id": ident, "event": event}
+        request: protocol.JournalRequest = {"id": ident, "event": event}
         if state is not None:
-            op["state"] = state
-        self.call(op)
+            request["state"] = state
+        self._send(protocol.JOURNAL, request)
 
     def restore(self, ident: str = "latest", *, force: bool = False) -> Restored:
         """Put back what backup `ident` recorded ("latest": the newest apply not rolled
         back); refused when a path changed since the apply, unless `force`."""
-        answer = self.call({"op": protocol.RESTORE, "id": ident, "force": force})
+        request: protocol.RestoreRequest = {"id": ident, "force": force}
+        answer = cast("protocol.RestoreReply", self._send(protocol.RESTORE, request))
         return Restored(
             backup=str(answer["backup"]),
             dists=tuple(str(d) for d in answer.get("dists", [])),
@@ -216,7 +218,8 @@ class Agent:
         )
 
     def backups(self) -> tuple[BackupInfo, ...]:
-        answer = self.call({"op": protocol.BACKUPS})
+        request: protocol.BackupsRequest = {}
+        answer = cast("protocol.BackupsReply", self._send(protocol.BACKUPS, request))
         out = []
         for item in answer.get("backups") or []:
             if not isinstance(item, dict):
@@ -236,17 +239,21 @@ class Agent:
 
     def pack_dist(self, dist: str) -> bytes:
         """A tar of an installed distribution's files (per its RECORD)."""
-        return self.raw({"op": protocol.PACK, "root": "", "dist": dist}).stdout
+        request: protocol.PackRequest = {"root": "", "dist": dist}
+        return self._send_raw(protocol.PACK, request).stdout
 
     def pack_paths(self, paths: Mapping[str, str]) -> bytes:
         """A tar of files named by key: {key: absolute path here}."""
-        return self.raw({"op": protocol.PACK, "paths": dict(paths)}).stdout
+        request: protocol.PackRequest = {"paths": dict(paths)}
+        return self._send_raw(protocol.PACK, request).stdout
 
     def unpack(self, root: str, archive: bytes, *, ident: str | None = None) -> Unpacked:
         """Write an archive's files under `root` (a package directory; "purelib"); with
         the apply's backup `ident`, noted there as the apply's writes first."""
-        op = {"op": protocol.UNPACK, "root": root, "id": ident}
-        return self._unpacked(self.call(op, archive))
+        request: protocol.UnpackRequest = {"root": root, "id": ident}
+        return self._unpacked(
+            cast("protocol.UnpackReply", self._send(protocol.UNPACK, request, archive))
+        )
 
     def unpack_paths(
         self,
@@ -257,26 +264,36 @@ class Agent:
         ident: str | None = None,
     ) -> Unpacked:
         """Write each archived key to its own path; delete `remove` (absolute paths)."""
-        op = {"op": protocol.UNPACK, "paths": dict(paths), "remove": list(remove), "id": ident}
-        return self._unpacked(self.call(op, archive))
+        request: protocol.UnpackRequest = {
+            "paths": dict(paths),
+            "remove": list(remove),
+            "id": ident,
+        }
+        return self._unpacked(
+            cast("protocol.UnpackReply", self._send(protocol.UNPACK, request, archive))
+        )
 
     def remove_dist(self, name: str, ident: str) -> int:
         """Uninstall a distribution's own files, as backup `ident` recorded them; how many
         were removed."""
-        answer = self.call({"op": protocol.REMOVE_DIST, "name": name, "id": ident})
+        request: protocol.RemoveDistRequest = {"name": name, "id": ident}
+        answer = cast("protocol.RemoveDistReply", self._send(protocol.REMOVE_DIST, request))
         return int(answer["removed"])
 
     def set_flags(self, flags: Mapping[str, str]) -> None:
         """Keep the service's launch flags on the host."""
-        self.call({"op": protocol.SET_SERVICE, "flags": dict(flags)})
+        request: protocol.SetServiceRequest = {"flags": dict(flags)}
+        self._send(protocol.SET_SERVICE, request)
 
     def set_crash(self, crash: Crash | None) -> None:
         """Keep the crash the smoke test saw (None: forget it, the service came up)."""
-        self.call({"op": protocol.SET_SERVICE, "crash": to_data(crash) if crash else None})
+        request: protocol.SetServiceRequest = {"crash": to_data(crash) if crash else None}
+        self._send(protocol.SET_SERVICE, request)
 
     def write(self, path: str, text: str) -> None:
         """A file of envsync's own, in this environment's backup folder."""
-        self.call({"op": protocol.WRITE, "path": path, "text": text})
+        request: protocol.WriteRequest = {"path": path, "text": text}
+        self._send(protocol.WRITE, request)
 
     def start(
         self,
@@ -288,27 +305,28 @@ class Agent:
         port: int | None,
     ) -> Started:
         """(Re)start the service as a plain process in its own session, logging to a file."""
-        answer = self.call(
-            {
-                "op": protocol.START,
-                "name": name,
-                "argv": list(argv),
-                "env": dict(env),
-                "cwd": cwd,
-                "port": port,
-            }
-        )
+        request: protocol.StartRequest = {
+            "name": name,
+            "argv": list(argv),
+            "env": dict(env),
+            "cwd": cwd,
+            "port": port,
+        }
+        answer = cast("protocol.StartReply", self._send(protocol.START, request))
         return Started(
             pid=int(answer["pid"]), log=str(answer["log"]), started=float(answer["started"])
         )
 
     def stop(self, name: str) -> int | None:
         """Stop the plain-process service `name`: the pid it had (None: it was not running)."""
-        stopped = self.call({"op": protocol.STOP, "name": name}).get("stopped")
+        request: protocol.StopRequest = {"name": name}
+        answer = cast("protocol.StopReply", self._send(protocol.STOP, request))
+        stopped = answer.get("stopped")
         return stopped if isinstance(stopped, int) else None
 
     def watch(self, name: str, offset: int) -> Watched:
-        answer = self.call({"op": protocol.WATCH, "name": name, "offset": offset})
+        request: protocol.WatchRequest = {"name": name, "offset": offset}
+        answer = cast("protocol.WatchReply", self._send(protocol.WATCH, request))
         pid = answer.get("pid")
         return Watched(
             pid=pid if isinstance(pid, int) else None,
@@ -319,7 +337,9 @@ class Agent:
 
     def write_dropin(self, path: str, text: str) -> str | None:
         """Write a systemd drop-in; where the previous one was kept (None: there was none)."""
-        saved = self.call({"op": protocol.WRITE_DROPIN, "path": path, "text": text}).get("backup")
+        request: protocol.WriteDropinRequest = {"path": path, "text": text}
+        answer = cast("protocol.WriteDropinReply", self._send(protocol.WRITE_DROPIN, request))
+        saved = answer.get("backup")
         return str(saved) if saved is not None else None
 
     def run(
@@ -328,8 +348,8 @@ class Agent:
         """Run a command (a step's pip) through the agent, so that the lock knows it runs;
         with the apply's backup `ident`, as its installer: in a process group tied to the
         agent, recorded in the backup, its writes traced there."""
-        op = {"op": protocol.RUN, "argv": list(argv), "id": ident}
-        answer = self.call(op, timeout=timeout)
+        request: protocol.RunRequest = {"argv": list(argv), "id": ident}
+        answer = cast("protocol.RunReply", self._send(protocol.RUN, request, timeout=timeout))
         return Ran(
             returncode=int(answer["returncode"]),
             stdout=str(answer["stdout"]),
@@ -341,11 +361,11 @@ class Agent:
     ) -> HoldRefused | HoldEnded:
         """Take the target's lock and keep it while this command lives (this call returns
         when the lock is released, or at once when another holds it)."""
-        op = {"op": protocol.HOLD, "token": token, "who": who.data(), "wait": wait}
-        out = self.raw(op, timeout=timeout).stdout
+        request: protocol.HoldRequest = {"token": token, "who": who.data(), "wait": wait}
+        out = self._send_raw(protocol.HOLD, request, timeout=timeout).stdout
         # A heartbeat of dots while it holds, then its answer.
         lines = out.decode("utf-8", "replace").strip().strip(".").splitlines()
-        answer = self._answer(protocol.HOLD, lines[-1:])
+        answer = cast("protocol.HoldReply", self._answer(protocol.HOLD, lines[-1:]))
         if answer.get("acquired") is False:
             busy = answer.get("busy") or []
             return HoldRefused(
@@ -356,7 +376,8 @@ class Agent:
         return HoldEnded(held=bool(answer.get("held")))
 
     def locked(self, token: str) -> LockState:
-        answer = self.call({"op": protocol.LOCKED, "token": token})
+        request: protocol.LockedRequest = {"token": token}
+        answer = cast("protocol.LockedReply", self._send(protocol.LOCKED, request))
         stale = answer.get("stale")
         return LockState(
             ours=bool(answer.get("ours")), stale=Holder.of(stale) if stale is not None else None
@@ -364,9 +385,28 @@ class Agent:
 
     def unlock(self, token: str) -> bool:
         """Release the lock (an apply under it that did not finish is undone first)."""
-        return bool(self.call({"op": protocol.UNLOCK, "token": token}).get("released"))
+        request: protocol.UnlockRequest = {"token": token}
+        answer = cast("protocol.UnlockReply", self._send(protocol.UNLOCK, request))
+        return bool(answer.get("released"))
 
     # -- the wire -------------------------------------------------------------------------
+
+    def _send(
+        self,
+        name: str,
+        request: Mapping[str, object],
+        payload: bytes | None = None,
+        *,
+        timeout: float = AGENT_TIMEOUT,
+    ) -> dict[str, object]:
+        """Operation `name` with its protocol.NameRequest; its JSON answer."""
+        return self.call({"op": name, **request}, payload, timeout=timeout)
+
+    def _send_raw(
+        self, name: str, request: Mapping[str, object], *, timeout: float = AGENT_TIMEOUT
+    ) -> CommandResult:
+        """Operation `name` with its request, answered on stdout as it is (pack, hold)."""
+        return self.raw({"op": name, **request}, timeout=timeout)
 
     def argv(self, op: Mapping[str, object]) -> list[str]:
         if self.lock is not None and op["op"] not in protocol.UNLOCKED_OPS:
@@ -409,13 +449,14 @@ class Agent:
         payload: bytes | None = None,
         *,
         timeout: float = AGENT_TIMEOUT,
-    ) -> dict[str, Any]:
-        """One operation and its JSON answer (the typed methods read it)."""
+    ) -> dict[str, object]:
+        """One operation as it is (crafted ones too) and its JSON answer."""
         stdout = self.raw(op, payload, timeout=timeout).stdout
         lines = stdout.decode("utf-8", "replace").strip().splitlines()
         return self._answer(str(op["op"]), lines[-1:])
 
-    def _answer(self, name: str, last: list[str]) -> dict[str, Any]:
+    def _answer(self, name: str, last: list[str]) -> dict[str, object]:
+        answer: object
         try:
             answer = json.loads(last[0]) if last else {}
         except (ValueError, RecursionError):
@@ -427,5 +468,5 @@ class Agent:
         return answer
 
     @staticmethod
-    def _unpacked(answer: Mapping[str, Any]) -> Unpacked:
+    def _unpacked(answer: protocol.UnpackReply) -> Unpacked:
         return Unpacked(written=tuple(str(w) for w in answer.get("written", [])))

@@ -129,7 +129,7 @@ def apply_plan(
 ) -> Applied:
     """Apply `plan` to the target whose fresh snapshot is `target`; roll back on failure.
 
-    `lock` is the token of the target's lock (hostlock.target_lock) this command holds.
+    `lock` is the token of the target's lock (mutex.target_mutex) this command holds.
     """
     if plan_target(target) != plan.target_fingerprint:
         raise StalePlan(

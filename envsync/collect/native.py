@@ -47,7 +47,7 @@ def reference_providers(
         by_key.setdefault(key, []).append(symbol)
     out: dict[tuple[str, str], str] = {}
     for key, symbols in by_key.items():
-        asked = {"files": lookup_scope(facts, key), "symbols": symbols}
+        asked: protocol.NativeQueryRequest = {"files": lookup_scope(facts, key), "symbols": symbols}
         argv = host_argv(host.python, protocol.NATIVE_QUERY, [json.dumps(asked)])
         try:
             with capped():  # a document, bounded as the probe's

@@ -40,10 +40,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .protocol import ProbeFacts
+
 
 def collect(
     options: dict[str, Any], base: str | None, digest: str, given: dict[str, Any] | None = None
-) -> dict[str, Any]:
+) -> ProbeFacts:
     """Every fact of a snapshot; `base` is the cache folder (None: no cache); `given`:
     the packs of facts envsync gave (share.py)."""
     started = time.time()
@@ -55,7 +57,7 @@ def collect(
     distributions, broken = scan_distributions(paths, options.get("watch") or [], hashes, finder)
     nccl = nccl_facts(paths, hashes)
     share = Share(options, given or {}, distributions, hashes)
-    facts: dict[str, Any] = {
+    facts: ProbeFacts = {
         "schema_version": 1,
         "host": options.get("host") or "local",
         "source": "probe",
@@ -91,7 +93,7 @@ def collect(
 PARTS = ("distributions", "native")
 
 
-def dumps_facts(facts: dict[str, Any], known: dict[str, Any] | None = None) -> bytes:
+def dumps_facts(facts: ProbeFacts, known: dict[str, str] | None = None) -> bytes:
     """The facts as the probe sends them: one JSON line, then the startup graph's modules
     (as the cache holds them) on a line of their own, then each of PARTS whose text has
     changed, a line each. What envsync names in `known` by its digest ("graph", and each

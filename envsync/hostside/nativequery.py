@@ -12,8 +12,12 @@ import sys
 
 from .protocol import NATIVE_QUERY_MARKER
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .protocol import NativeQueryAnswer, NativeQueryRequest
 
-def providers(files: list[str], symbols: list[str]) -> dict[str, str]:
+
+def providers(files: list[str], symbols: list[str]) -> NativeQueryAnswer:
     """{symbol: the first of `files` whose dynamic symbol table defines it}."""
     from .native.elf import ElfFile, read_elf
 
@@ -32,7 +36,7 @@ def providers(files: list[str], symbols: list[str]) -> dict[str, str]:
 
 
 def main(args: list[str], digest: str, cache: str | None) -> int:
-    asked = json.loads(args[0])
+    asked: NativeQueryRequest = json.loads(args[0])
     answer = providers([str(f) for f in asked["files"]], [str(s) for s in asked["symbols"]])
     sys.stdout.write("\n" + NATIVE_QUERY_MARKER + json.dumps(answer) + "\n")
     return 0

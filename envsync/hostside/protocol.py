@@ -62,3 +62,234 @@ ERROR_MARKER = "@@envsync-agent-error@@"
 IMPORT_CHECK_MARKER = "@@envsync-import-check@@"
 # The native query's answer line.
 NATIVE_QUERY_MARKER = "@@envsync-native-query@@"
+
+# The wire's types, for the type checker only (they cost nothing on the host): for each
+# operation NAME, NameRequest (argv's object less "op" and "lock") and NameReply (its
+# answer). tests/test_wire.py checks that every operation has both, and that the agent's
+# handlers and envsync's client (apply/agent.py) are written against them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, TypedDict
+
+    class Claim(TypedDict):
+        dist: str
+        message: str
+
+    class _BackupRequestOptional(TypedDict, total=False):
+        summary: str
+
+    class BackupRequest(_BackupRequestOptional):
+        id: str
+        dists: list[str]
+        files: list[str]
+
+    class BackupReply(TypedDict):
+        backup: str  # the backup's folder
+        saved: int
+        notes: list[str]
+        claims: list[Claim]
+
+    class _JournalRequestOptional(TypedDict, total=False):
+        state: str
+
+    class JournalRequest(_JournalRequestOptional):
+        id: str
+        event: str
+
+    class JournalReply(TypedDict):
+        pass
+
+    class RestoreRequest(TypedDict, total=False):
+        id: str  # a backup's id, or "latest"
+        force: bool
+
+    class RestoreReply(TypedDict):
+        backup: str
+        dists: list[str]
+        already: bool
+        changed: int
+        found: list[str]
+
+    class BackupsRequest(TypedDict):
+        pass
+
+    class BackupEntry(TypedDict, total=False):
+        id: str
+        created: str
+        state: str  # applying | applied | restoring | rolled-back | old | damaged
+        summary: str
+        dists: list[str]
+        files: int
+
+    class BackupsReply(TypedDict):
+        backups: list[BackupEntry]
+
+    class PackRequest(TypedDict, total=False):
+        root: str
+        files: list[str]
+        dist: str
+        paths: dict[str, str]  # key -> absolute path
+
+    PackReply = bytes  # a tar of the files on stdout, not JSON
+
+    class UnpackRequest(TypedDict, total=False):
+        root: str
+        paths: dict[str, str]
+        remove: list[str]
+        id: str | None
+
+    class UnpackReply(TypedDict):
+        written: list[str]
+
+    class RemoveDistRequest(TypedDict):
+        name: str
+        id: str
+
+    class RemoveDistReply(TypedDict):
+        removed: int
+
+    class SetServiceRequest(TypedDict, total=False):
+        flags: dict[str, str] | None  # None: forget them
+        crash: dict[str, object] | None  # model.Crash as data
+
+    class SetServiceReply(TypedDict):
+        pass
+
+    class WriteRequest(TypedDict):
+        path: str
+        text: str
+
+    class WriteReply(TypedDict):
+        pass
+
+    class _StartRequestOptional(TypedDict, total=False):
+        env: dict[str, str]
+        cwd: str | None
+        port: int | None
+
+    class StartRequest(_StartRequestOptional):
+        name: str
+        argv: list[str]
+
+    class StartReply(TypedDict):
+        pid: int
+        log: str
+        started: float
+
+    class _StopRequestOptional(TypedDict, total=False):
+        grace: float
+
+    class StopRequest(_StopRequestOptional):
+        name: str
+
+    class StopReply(TypedDict):
+        stopped: int | None  # the pid it had
+
+    class _WatchRequestOptional(TypedDict, total=False):
+        offset: int
+
+    class WatchRequest(_WatchRequestOptional):
+        name: str
+
+    class WatchReply(TypedDict):
+        pid: int | None
+        alive: bool
+        processes: list[int]
+        log: str
+        offset: int
+
+    class WriteDropinRequest(TypedDict):
+        path: str
+        text: str
+
+    class WriteDropinReply(TypedDict):
+        backup: str | None  # where the previous drop-in was kept
+
+    class _RunRequestOptional(TypedDict, total=False):
+        id: str | None
+
+    class RunRequest(_RunRequestOptional):
+        argv: list[str]
+
+    class RunReply(TypedDict):
+        returncode: int
+        stdout: str
+        stderr: str
+
+    class Holder(TypedDict, total=False):
+        host: str | None
+        pid: int | None
+        command: str | None
+        since: str | None
+        damaged: bool
+
+    class _HoldRequestOptional(TypedDict, total=False):
+        wait: float
+
+    class HoldRequest(_HoldRequestOptional):
+        token: str
+        who: Holder
+
+    class HoldReply(TypedDict, total=False):
+        acquired: bool  # False: refused, with who, busy and waited
+        who: Holder
+        busy: list[int]
+        waited: float
+        held: bool  # the hold ended: released by its command (True) or its command gone
+
+    class LockedRequest(TypedDict):
+        token: str
+
+    class LockedReply(TypedDict):
+        ours: bool
+        stale: Holder | None  # the holder of a stale lock it took over
+
+    class _UnlockRequestOptional(TypedDict, total=False):
+        why: str
+
+    class UnlockRequest(_UnlockRequestOptional):
+        token: str
+
+    class UnlockReply(TypedDict):
+        released: bool
+
+    class AgentError(TypedDict):  # after ERROR_MARKER on stderr's last line
+        kind: str
+        message: str
+
+    # The native query (nativequery.py): argv's object, and the answer after its marker.
+    class NativeQueryRequest(TypedDict):
+        files: list[str]  # the lookup scope, in order
+        symbols: list[str]
+
+    NativeQueryAnswer = Dict[str, str]  # symbol -> the first of files that defines it
+
+    # The probe's document (collect.py): the facts of a snapshot, one part a key. What is
+    # inside a part is the snapshot model's (envsync/model.py, decoded by envsync/codec.py).
+    # protocol.py stays a leaf: the host's own classes in a part are named, not imported.
+    Part = Dict[str, Any]  # one part's facts, as envsync's model decodes them
+
+    class _ProbeFactsLater(TypedDict, total=False):
+        native: Part | None  # judged from the startup graph, once it is read
+        service_flags: dict[str, str] | None
+        crash: Part | None
+        packs: object  # share.Share: the facts envsync may give back; sent as its header
+        duration_s: float
+
+    class ProbeFacts(_ProbeFactsLater):
+        schema_version: int
+        host: str
+        source: str  # "probe"
+        collected_at: str
+        interpreter: Part
+        distributions: list[Part]
+        broken: list[dict[str, str]]  # metadata folders that could not be read
+        watch: list[str]
+        torch: Part | None
+        nccl: Part | None
+        gpu: Part
+        system: Part
+        env: dict[str, str]
+        startup: object  # graphcache.RawJSON | None: the graph, its modules on a line apart
+        installers: Part
+        model: Part | None

@@ -176,7 +176,7 @@ def agent_state(agent: Agent) -> Path:
 def _backup(agent: Agent, venv: Path, ident: str) -> Path:
     mod = str(site_packages(venv) / "pkg" / "mod.py")
     where = agent.call({"op": "backup", "id": ident, "dists": ["pkg"], "files": [mod]})
-    return Path(where["backup"])
+    return Path(str(where["backup"]))
 
 
 def test_a_crafted_backup_manifest_cannot_delete_or_write_outside(

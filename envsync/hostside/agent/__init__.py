@@ -3,5 +3,5 @@
 Every change it makes is under a backup it made first. A failure it foresees ends with one
 line on stderr (protocol.ERROR_MARKER and {"kind", "message"}) and exit code 2, so that
 its caller decides what the failure means for the user (apply: rolled back; deploy: the
-service did not start). One change at a time per environment: lock.py.
+service did not start). One change at a time per environment: mutex.py.
 """

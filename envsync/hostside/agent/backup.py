@@ -49,6 +49,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO, Any, NoReturn
 
+    from ..protocol import (
+        BackupEntry,
+        BackupReply,
+        BackupRequest,
+        BackupsReply,
+        BackupsRequest,
+        JournalReply,
+        JournalRequest,
+        RemoveDistReply,
+        RemoveDistRequest,
+    )
+
 MANIFEST_FORMAT = 2  # 1: a list of saved files and their sha256, no record
 ROLLED_BACK = "rolled-back"
 IDENT = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z._-]*$")
@@ -93,7 +105,7 @@ def no_space(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-def op_backup(op: dict[str, Any]) -> dict[str, Any]:
+def op_backup(op: BackupRequest) -> BackupReply:
     where = backup_dir(op["id"])
     if os.path.exists(where):
         raise Failure("bad-input", f"backup {os.path.basename(where)} exists already")
@@ -274,7 +286,7 @@ def set_state(where: str, manifest: dict[str, Any], state: str) -> None:
     write_json(os.path.join(where, "manifest.json"), manifest)
 
 
-def op_journal(op: dict[str, Any]) -> dict[str, Any]:
+def op_journal(op: JournalRequest) -> JournalReply:
     where = backup_dir(op["id"])
     journal(where, str(op["event"]))
     if op.get("state"):
@@ -286,7 +298,7 @@ def op_journal(op: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def op_remove_dist(op: dict[str, Any]) -> dict[str, Any]:
+def op_remove_dist(op: RemoveDistRequest) -> RemoveDistReply:
     """Uninstall a distribution's own files (inside its location: never a script in bin/,
     never a folder a RECORD line names), as the backup `id` recorded them; folders it
     leaves empty go too."""
@@ -400,9 +412,9 @@ def read_manifest(where: str) -> dict[str, Any]:
     return manifest
 
 
-def op_backups(op: dict[str, Any]) -> dict[str, Any]:
+def op_backups(op: BackupsRequest) -> BackupsReply:
     """Every backup of this environment, oldest first: id, when, state, what it covers."""
-    out: list[dict[str, Any]] = []
+    out: list[BackupEntry] = []
     for name in backup_names():
         try:
             with open(os.path.join(STATE.backups, name, "manifest.json")) as f:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
+    from ..protocol import RunReply, RunRequest
+
 MARK = "ENVSYNC_INSTALLER"  # its value: the installer's own nonce
 TRACE = "ENVSYNC_TRACE"  # the log the audit hook writes to
 INSTALLERS = "installers.jsonl"  # in the backup: one line per installer started, and ended
@@ -163,7 +165,7 @@ def tie(parent: int) -> Callable[[], None]:
     return child
 
 
-def run_installer(argv: list[str], where: str | None) -> dict[str, Any]:
+def run_installer(argv: list[str], where: str | None) -> RunReply:
     """Run a step's command (the installer) to its end; with a backup, marked, traced and
     recorded in it first."""
     import secrets
@@ -202,7 +204,7 @@ def run_installer(argv: list[str], where: str | None) -> dict[str, Any]:
     }
 
 
-def op_run(op: dict[str, Any]) -> dict[str, Any]:
+def op_run(op: RunRequest) -> RunReply:
     """Run a step's command (its pip) here, so that the lock knows it is running; with the
     apply's backup id, as that apply's installer (marked, tied, traced)."""
     where = None

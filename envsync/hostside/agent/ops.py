@@ -14,17 +14,19 @@ from .. import protocol
 from .backup import op_backup, op_backups, op_journal, op_remove_dist
 from .failure import Failure
 from .installer import op_run
-from .lock import Busy, busy_files, note_backup, op_hold, op_locked, op_unlock
+from .mutex import Busy, busy_files, note_backup, op_hold, op_locked, op_unlock
 from .restore import op_restore
 from .service import op_set_service, op_start, op_stop, op_watch, op_write_dropin
 from .transfer import op_pack, op_unpack, op_write
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any, Dict
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
-    Handler = Callable[[Dict[str, Any]], Dict[str, Any]]
+    # Each handler takes its operation's protocol.NameRequest and answers its NameReply;
+    # the table is read with the name the JSON carried, so it holds them as one type.
+    Handler = Callable[[Any], Mapping[str, object]]
 
 # The operations that answer one JSON object (pack answers its archive, unpack reads one).
 HANDLERS: dict[str, Handler] = {
@@ -69,18 +71,21 @@ def run(op: dict[str, Any]) -> int:
     return code
 
 
-def dispatch(name: str, op: dict[str, Any], token: str | None = None) -> int:
+def dispatch(name: str, op: Any, token: str | None = None) -> int:
+    """Run operation `name` on `op`, the JSON object argv carried: each handler reads it as
+    its protocol.NameRequest."""
     if name == protocol.PACK:
         out = sys.stdout.buffer
         out.write(op_pack(op))
         out.flush()
         return 0
+    result: Mapping[str, object]
     if name == protocol.UNPACK:
         result = op_unpack(op, sys.stdin.buffer.read())
     elif name in HANDLERS:
         result = HANDLERS[name](op)
         if name == protocol.BACKUP and token:
-            note_backup(token, result["backup"])
+            note_backup(token, str(result["backup"]))
     else:
         raise Failure("bad-input", f"no operation {name!r}")
     sys.stdout.write(json.dumps(result) + "\n")

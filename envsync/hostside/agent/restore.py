@@ -50,6 +50,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Tuple
 
+    from ..protocol import RestoreReply, RestoreRequest
+
     Entry = Dict[str, Any]
     Staged = List[Tuple[str, str]]  # (temporary file, its place)
 
@@ -63,7 +65,7 @@ def named(keys: list[str]) -> str:
     return shown + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
 
 
-def op_restore(op: dict[str, Any]) -> dict[str, Any]:
+def op_restore(op: RestoreRequest) -> RestoreReply:
     where = backup_dir(op.get("id", "latest"))
     manifest = read_manifest(where)
     quiesce(where)  # no installer of this apply may write on while it is rolled back

@@ -24,6 +24,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..protocol import (
+        SetServiceReply,
+        SetServiceRequest,
+        StartReply,
+        StartRequest,
+        StopReply,
+        StopRequest,
+        WatchReply,
+        WatchRequest,
+        WriteDropinReply,
+        WriteDropinRequest,
+    )
+
 
 def read_service() -> dict[str, Any]:
     """What envsync keeps for the service in this environment ({} when nothing)."""
@@ -35,7 +48,7 @@ def read_service() -> dict[str, Any]:
     return state if isinstance(state, dict) else {}
 
 
-def op_set_service(op: dict[str, Any]) -> dict[str, Any]:
+def op_set_service(op: SetServiceRequest) -> SetServiceReply:
     """Keep the service's launch flags and/or its last crash (null: forget it)."""
     state_dir(STATE.root)
     state = read_service()
@@ -120,7 +133,7 @@ def read_started(path: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
 
 
-def op_stop(op: dict[str, Any]) -> dict[str, Any]:
+def op_stop(op: StopRequest) -> StopReply:
     """Stop every process of the service (TERM, then KILL after the grace), its port freed
     once they are gone; the pid it was started as (None: it was not running)."""
     import signal
@@ -181,13 +194,14 @@ def port_free(port: int, wait: float = 0.0) -> None:
         time.sleep(0.1)
 
 
-def op_start(op: dict[str, Any]) -> dict[str, Any]:
+def op_start(op: StartRequest) -> StartReply:
     """Stop the previous instance, start the service in its own session, log to a file."""
     import subprocess
 
     stopped = op_stop({"name": op["name"]})["stopped"]
-    if op.get("port"):
-        port_free(int(op["port"]), wait=10.0 if stopped else 0.0)
+    port = op.get("port")
+    if port:
+        port_free(int(port), wait=10.0 if stopped else 0.0)
     pid_file, log_file = run_files(op["name"])
     import secrets
 
@@ -215,7 +229,7 @@ def op_start(op: dict[str, Any]) -> dict[str, Any]:
     return {"pid": proc.pid, "log": log_file, "started": time.time()}
 
 
-def op_watch(op: dict[str, Any]) -> dict[str, Any]:
+def op_watch(op: WatchRequest) -> WatchReply:
     """Is the service alive, and what has it logged since `offset`."""
     pid_file, log_file = run_files(op["name"])
     started = read_started(pid_file)
@@ -233,7 +247,7 @@ def op_watch(op: dict[str, Any]) -> dict[str, Any]:
     return {"pid": pid, "alive": bool(running), "processes": running, "log": text, "offset": offset}
 
 
-def op_write_dropin(op: dict[str, Any]) -> dict[str, Any]:
+def op_write_dropin(op: WriteDropinRequest) -> WriteDropinReply:
     """Write a systemd drop-in, keeping a copy of any previous one in the state's run/."""
     path = op["path"]
     if not re.match(r"^/etc/systemd/system/[A-Za-z0-9@_.:-]+\.d/envsync\.conf$", path or ""):

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import IO, Any
 
+    from ..protocol import PackRequest, UnpackReply, UnpackRequest, WriteReply, WriteRequest
+
 MANIFEST_MEMBER = "__envsync_sha256__.json"
 
 
@@ -81,7 +83,7 @@ def unlink(path: str) -> None:
         return
 
 
-def op_pack(op: dict[str, Any]) -> bytes:
+def op_pack(op: PackRequest) -> bytes:
     if "paths" in op:
         for full in op["paths"].values():
             if not in_package(full):
@@ -130,7 +132,7 @@ def unpack(
     place: Callable[[tarfile.TarInfo], str | None],
     remove: list[str],
     where: str | None = None,
-) -> dict[str, Any]:
+) -> UnpackReply:
     """Write each archived file where `place(member)` says (every entry checked before the
     first is written), delete `remove` (absolute paths), then check every written file's
     sha256 against the sender's manifest."""
@@ -179,7 +181,7 @@ def made(targets: Iterable[str]) -> list[str]:
     return out
 
 
-def op_unpack(op: dict[str, Any], payload: bytes) -> dict[str, Any]:
+def op_unpack(op: UnpackRequest, payload: bytes) -> UnpackReply:
     """Files under `root` (by their relative names), or each key at its own path; every
     path inside the environment's package directories (an editable's source tree too).
     With the apply's backup `id`, what it writes is noted there first."""
@@ -203,7 +205,7 @@ def op_unpack(op: dict[str, Any], payload: bytes) -> dict[str, Any]:
     return unpack(payload, lambda m: relative(root, m.name), remove, where)
 
 
-def op_write(op: dict[str, Any]) -> dict[str, Any]:
+def op_write(op: WriteRequest) -> WriteReply:
     """A file of envsync's own (a backup's constraints): only under ~/.envsync/backups."""
     path = op["path"]
     backups = STATE.backups

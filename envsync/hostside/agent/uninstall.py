@@ -15,6 +15,10 @@ import os
 from ..shared import normalize
 from .paths import canonical, in_environment, installations, record_files, site_dirs
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..protocol import Claim
+
 
 def owners(but: set[str]) -> dict[str, str]:
     """{canonical path: the distribution that owns it} for every installed distribution
@@ -68,7 +72,7 @@ def walk(folder: str) -> list[str]:
     return out
 
 
-def uninstall_set(names: list[str]) -> tuple[list[str], list[dict[str, str]]]:
+def uninstall_set(names: list[str]) -> tuple[list[str], list[Claim]]:
     """The canonical paths pip's uninstall of these distributions would remove (inside the
     environment), and the claims that refuse it: a RECORD folder line holding files of
     another distribution (whose files are then left out of the set)."""
@@ -77,7 +81,7 @@ def uninstall_set(names: list[str]) -> tuple[list[str], list[dict[str, str]]]:
     plan = {normalize(n) for n in names}
     others: dict[str, str] | None = None
     paths: set[str] = set()
-    claims: list[dict[str, str]] = []
+    claims: list[Claim] = []
     for name in names:
         for location, entry, record in installations(name):
             root = os.path.realpath(location)

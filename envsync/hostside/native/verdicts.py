@@ -1,7 +1,9 @@
 """What the loader is asked (Request) and what it will do (Load): ok, fails, unknown.
 
 Each failure reason carries the loader's own words; all of it travels as plain JSON data
-(`encode_load`, `decode_load`) from the host's cache and to envsync.
+(`encode_load`, `decode_load`) from the host's cache and to envsync. These reason classes
+are the one definition of them: envsync's snapshot model (envsync/model.py's Native*
+reasons) subclasses them only to tag each with its `kind`.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ if TYPE_CHECKING:
 class NotFound:
     """A needed library no search place provides."""
 
-    name: str
-    needed_by: str
-    searched: tuple[str, ...]  # each search list tried, with its folders
+    name: str  # the DT_NEEDED name, e.g. libcudart.so.12
+    needed_by: str  # the file that needs it
+    searched: tuple[str, ...] = ()  # each search list ld.so tried, with its folders
     other_class: bool = False  # only a file of the other ELF class was there
-    elf_class: int = 64
+    elf_class: int = 64  # the class of the object that needs it (64 or 32)
     tried: bool = True  # False: no file was even tried (NODEFLIB and no search path)
 
     def message(self) -> str:
@@ -39,8 +41,8 @@ class NotFound:
 class BadObject:
     """A file found where the loader looked, which it refuses to load."""
 
-    path: str
-    needed_by: str | None
+    path: str  # the file found
+    needed_by: str | None  # None: the load itself
     why: str  # "invalid ELF header", "cannot dynamically load executable", ...
 
     def message(self) -> str:
@@ -54,7 +56,7 @@ class VersionNotFound:
     version: str
     file: str  # the needed name the version is asked of (vn_file)
     provider: str  # the file that name resolved to
-    needed_by: str
+    needed_by: str  # the file that needs the version
 
     def message(self) -> str:
         return f"{self.provider}: version `{self.version}' not found (required by {self.needed_by})"
@@ -64,12 +66,12 @@ class VersionNotFound:
 class UndefinedSymbol:
     """A non-weak undefined symbol no object in the lookup scope defines."""
 
-    symbol: str
+    symbol: str  # as the file names it (mangled)
     needed_by: str
-    searched: tuple[str, ...]  # the lookup scope, in order
-    version: str | None = None
+    searched: tuple[str, ...] = ()  # the lookup scope, in order
+    version: str | None = None  # the symbol version it asks for (GLIBCXX_3.4.30)
     file: str | None = None  # the file its version is asked of: the one that should define it
-    demangled: str | None = None
+    demangled: str | None = None  # the C++ name, readable
 
     def message(self) -> str:
         version = f", version {self.version}" if self.version else ""

@@ -1,4 +1,4 @@
-"""One change at a time per environment: the lock a changing command holds on the host.
+"""One change at a time per environment: the mutex a changing command holds on the host.
 
 The lock is a file inside the environment (`PREFIX/.envsync/lock`), so whoever reaches
 the environment (another user, another HOME, a bind mount, a container's view of the same
@@ -29,12 +29,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..protocol import (
+        Holder,
+        HoldReply,
+        HoldRequest,
+        LockedReply,
+        LockedRequest,
+        UnlockReply,
+        UnlockRequest,
+    )
+
 HEARTBEAT_SECONDS = 0.5
 # A lock being released (lock.json gone, its holder about to exit) is not refused.
 RELEASING_SECONDS = 2.0
 
 
-def open_lock_file(path: str) -> int:
+def open_mutex_file(path: str) -> int:
     """Open (making it) a file to flock: whoever may change the environment must be able to
     take its lock, even when another user made the file."""
     state_dir(STATE.root)
@@ -73,7 +83,7 @@ class Guard:
     """An flock around changing lock.json: one writer at a time."""
 
     def __enter__(self) -> Guard:
-        self.fd = open_lock_file(STATE.guard)
+        self.fd = open_mutex_file(STATE.guard)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
@@ -127,7 +137,7 @@ def held() -> bool:
     return flock_held(STATE.lock) or bool(busy_files())
 
 
-def op_locked(op: dict[str, Any]) -> dict[str, Any]:
+def op_locked(op: LockedRequest) -> LockedReply:
     """Has the `hold` of this token taken the lock (and whose stale lock did it take)?"""
     lock = read_holder() or {}
     ours = lock.get("token") == op["token"] and flock_held(STATE.lock)
@@ -139,7 +149,7 @@ def owns(token: str) -> bool:
     return lock is not None and lock.get("token") == token
 
 
-def op_hold(op: dict[str, Any]) -> dict[str, Any]:
+def op_hold(op: HoldRequest) -> HoldReply:
     """Take the lock (queueing up to `wait` seconds) and keep it while the client is alive;
     when the client is gone, finish its business and release. The flock is this process's
     from the moment it is taken: when it dies, the kernel releases it."""
@@ -153,11 +163,11 @@ def op_hold(op: dict[str, Any]) -> dict[str, Any]:
         ) from None
 
 
-def hold(op: dict[str, Any]) -> dict[str, Any]:
+def hold(op: HoldRequest) -> HoldReply:
     token = op["token"]
     wait = float(op.get("wait") or 0)
     started = time.time()
-    fd = open_lock_file(STATE.lock)
+    fd = open_mutex_file(STATE.lock)
     while True:
         if try_flock(fd):
             if not busy_files():
@@ -166,9 +176,12 @@ def hold(op: dict[str, Any]) -> dict[str, Any]:
         current = read_holder()
         releasing = current is None and time.time() - started < RELEASING_SECONDS
         if time.time() - started >= wait and not releasing:
+            who: Holder = {}
+            if current and current.get("who"):
+                who = current["who"]
             return {
                 "acquired": False,
-                "who": (current or {}).get("who") or {},
+                "who": who,
                 "busy": busy_pids(),
                 "waited": wait,
             }
@@ -225,7 +238,7 @@ def finish(lock: dict[str, Any], why: str) -> None:
             return
 
 
-def op_unlock(op: dict[str, Any]) -> dict[str, Any]:
+def op_unlock(op: UnlockRequest) -> UnlockReply:
     """Release the lock; an apply under it that neither finished nor rolled back is undone."""
     lock = read_holder()
     if not lock or lock.get("token") != op["token"]:
@@ -262,7 +275,7 @@ class Busy:
             raise Failure("lock-lost", "this command no longer holds the target's lock; refusing")
         state_dir(STATE.busy)
         making = os.path.join(STATE.busy, "." + os.path.basename(self.path))
-        self.fd = open_lock_file(making)
+        self.fd = open_mutex_file(making)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         os.replace(making, self.path)  # seen only once its flock is held
         return self

@@ -1,4 +1,4 @@
-"""One change at a time per target: the lock a changing command holds on the host.
+"""One change at a time per target: the mutex a changing command holds on the host.
 
 The lock lives on the target, next to its backups (the agent's `hold`, `locked` and `unlock`
 operations), so it works the same for local and SSH hosts. A `hold` process on the host
@@ -34,7 +34,7 @@ def describe(who: Holder) -> str:
 
 
 @contextmanager
-def target_lock(
+def target_mutex(
     spec: HostSpec,
     runner: Runner,
     *,
