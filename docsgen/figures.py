@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from docsgen import quickstart
+
 PERFORMANCE = "docs/generated/performance.json"
 RELIABILITY = "docs/generated/reliability.json"
 
@@ -127,8 +129,6 @@ def diff_claim(root: Path) -> str:
 
 
 def figure(name: str, root: Path) -> str:
-    from docsgen import quickstart
-
     match name:
         case "diff":
             return diff_claim(root)

@@ -1,7 +1,7 @@
 """The quick start's own figures: what a run of examples/quickstart.sh took and fetched.
 
 The script times itself (`reports/quickstart/times.tsv`, milliseconds per phase and step)
-and calls this module at its end: the run is written to `reports/quickstart/run.json`
+and calls `python -m docsgen.record` at its end: the run is written to `reports/quickstart/run.json`
 (ignored by git), and with `--record` also to `docs/generated/quickstart.json`, as the
 first run (it built the shared runtime: the big download) or as a later one, and the
 README's sentence is written from that file, as benchmarks/all.py writes the performance
@@ -10,9 +10,7 @@ figures. The README and the tutorial state those recorded figures, never typed o
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,35 +132,3 @@ def tutorial(root: Path) -> str:
         run = json.loads(last.read_text())
         out += [f"This checkout's last run ({run['date'][:10]}):", "", steps(run)]
     return "\n".join(out)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", type=Path)
-    parser.add_argument("--record", action="store_true")
-    parser.add_argument("--built-runtime", type=int, default=0)
-    parser.add_argument("--runtime-bytes", type=int, default=0)
-    parser.add_argument("--wheel-bytes", type=int, default=0)
-    args = parser.parse_args(argv)
-    run = make_run(args.folder, bool(args.built_runtime), args.runtime_bytes, args.wheel_bytes)
-    (args.folder / "run.json").write_text(json.dumps(run, indent=2) + "\n")
-    ms = run["ms"]
-    print(
-        f"quickstart: took {duration(ms['total'])}, the envsync steps {duration(ms['story'])} "
-        f"({args.folder / 'run.json'})"
-    )
-    if args.record:
-        from docsgen.figures import readme_with_performance
-
-        recorded = load(ROOT)
-        kind = "first" if run["first"] else "later"
-        recorded[kind] = run
-        (ROOT / QUICKSTART).write_text(json.dumps(recorded, indent=2) + "\n")
-        readme = ROOT / "README.md"
-        readme.write_text(readme_with_performance(readme.read_text(), ROOT))
-        print(f"quickstart: recorded as the {kind} run in {QUICKSTART}; the README written from it")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,7 +15,7 @@ from typing import Any
 
 from envsync import verdicts
 from envsync.classes import HostClass, fold_reports
-from envsync.classify.launched import Providers, Startup
+from envsync.classify.launched import Startup, entrypoint, script_rule
 from envsync.classify.launched import questions as native_questions
 from envsync.classify.rules import (
     RulePack,
@@ -26,7 +26,7 @@ from envsync.classify.rules import (
 )
 from envsync.collect import ModelQuery, ProbeOptions
 from envsync.collect.importcheck import NO_IMPORT_CHECK, ImportCheck, check_imports
-from envsync.collect.native import reference_providers
+from envsync.collect.native import Providers, reference_providers
 from envsync.diff import differences
 from envsync.documents import check_writable
 from envsync.errors import CollectError, InputError, SnapshotError
@@ -34,8 +34,8 @@ from envsync.findings import Finding, Report
 from envsync.gate import NodeFacts, node_facts, server_report
 from envsync.hostside.shared import LOADER_ENV
 from envsync.identity import host_class
-from envsync.inventory import HostSpec, Inventory, ServiceSpec
-from envsync.launch import effective_command, entrypoint, launch_of, parse_flags, script_rule
+from envsync.inventorymodel import HostSpec, Inventory, ServiceSpec
+from envsync.launch import effective_command, launch_of, parse_flags
 from envsync.model import ImportOutcome, Snapshot, Unavailable
 from envsync.runner import Runner
 from envsync.session import HostArg, Request, Session

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from envsync.apply.mutex import target_mutex
 
 if TYPE_CHECKING:
-    from envsync.inventory import HostSpec
+    from envsync.inventorymodel import HostSpec
     from envsync.session import Session
 
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from envsync.documents import read_plain
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.model import Snapshot, System
 
 __all__ = ["describe_folder", "identity", "identity_text", "machine_of", "migrated"]

@@ -32,7 +32,7 @@ from envsync.bundle import host_argv, host_input
 from envsync.errors import CollectError
 from envsync.hostside import protocol
 from envsync.hostside.shared import strip_credentials
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.runner import Runner
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"

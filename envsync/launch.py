@@ -1,10 +1,11 @@
-"""The service's launch command: its entrypoint, its flags, and what a host really runs.
+"""The service's launch command: what it starts, its flags, and what a host really runs.
 
-One place for every rule about the command: what it starts (`launch_of`) and so where
-startup begins (`entrypoint`), the inventory's `[service].command` with its placeholders
-(`{python}`, `{port}`, `{inventory_dir}`) filled for a host, and the launch flags envsync
-keeps for that host (from `repair`) applied. diff, repair, plan and deploy all ask this
-module, so they agree on the command a host runs.
+One place for every rule about the command: what it starts (`launch_of`; where startup
+begins, with the rule packs' console scripts, is classify/launched.py's `entrypoint`), the
+inventory's `[service].command` with its placeholders (`{python}`, `{port}`,
+`{inventory_dir}`) filled for a host, and the launch flags envsync keeps for that host (from
+`repair`) applied. diff, repair, plan and deploy all ask this module, so they agree on the
+command a host runs.
 """
 
 from __future__ import annotations
@@ -13,12 +14,9 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from envsync.inventory import HostSpec, ServiceSpec
-
-if TYPE_CHECKING:
-    from envsync.classify.rules import RulePack, ScriptRule
+from envsync.inventorymodel import HostSpec, ServiceSpec
 
 Shape = Literal["module", "script", "console", "unreadable"]
 
@@ -150,74 +148,6 @@ def launch_of(command: Sequence[str]) -> Launch:
     if tokens[0].rsplit("/", 1)[-1] == "torchrun":
         return _after_torchrun(tokens[1:])
     return Launch(shape="console", target=tokens[0].rsplit("/", 1)[-1], args=tuple(tokens[1:]))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Entrypoint:
-    """Where the service's startup begins, as envsync reads it from the service."""
-
-    # A module, or a launch root the probe resolves on the host ("console:NAME",
-    # "script:PATH"); None: envsync cannot tell (then `unreadable` says why).
-    root: str | None
-    launcher: tuple[str, ...] = ()  # roots the launch command runs before the entrypoint
-    shown: str | None = None  # how a report names it ("-m sglang.launch_server")
-    unreadable: str | None = None
-    isolated: bool = False  # -I / -P: a script's folder is not put first on sys.path
-    as_main: bool = False  # the root runs as __main__ (`-m`, the inventory's entrypoint)
-
-
-def script_rule(name: str, args: Sequence[str], packs: Sequence[RulePack]) -> ScriptRule | None:
-    """The rule for a console script run with these arguments (its subcommand), if any."""
-    sub = next((a for a in args if not a.startswith("-")), None)
-    for pack in packs:
-        for rule in pack.scripts:
-            if rule.name == name and rule.subcommand in (None, sub):
-                return rule
-    return None
-
-
-def entrypoint(service: ServiceSpec | None, packs: Sequence[RulePack] = ()) -> Entrypoint:
-    """The service's entrypoint: `entrypoint` in the inventory, else what its command
-    starts (a module, a script, a console script, which a rule pack may map to the module
-    whose startup it runs)."""
-    if service is None or not service.command:
-        return Entrypoint(
-            root=None, unreadable="no service entrypoint in the inventory (no [service] command)"
-        )
-    if service.entrypoint:
-        # "taken from `-m` in the command otherwise": it runs as `-m` runs it
-        return Entrypoint(root=service.entrypoint, shown=service.entrypoint, as_main=True)
-    # Read with {inventory_dir} and {port} filled: a script's path may hold them.
-    launch = launch_of(effective_command(service, None, None))
-    if launch.shape == "module" and launch.target:
-        return Entrypoint(
-            root=launch.target,
-            shown=f"-m {launch.target}",
-            isolated=launch.isolated,
-            as_main=True,
-        )
-    if launch.shape == "script" and launch.target:
-        return Entrypoint(
-            root=f"script:{launch.target}",
-            shown=f"script {launch.target}",
-            isolated=launch.isolated,
-        )
-    if launch.shape == "console" and launch.target:
-        console = f"console:{launch.target}"
-        rule = script_rule(launch.target, launch.args, packs)
-        if rule is not None:
-            sub = f" {rule.subcommand}" if rule.subcommand else ""
-            return Entrypoint(
-                root=rule.entrypoint,
-                launcher=(console, *rule.modules),
-                shown=f"{launch.target}{sub}, which runs {rule.entrypoint}",
-            )
-        return Entrypoint(root=console, shown=f"console script {launch.target}")
-    return Entrypoint(
-        root=None,
-        unreadable=f"envsync cannot read what the command starts ({launch.why}); "
-        'set entrypoint = "pkg.module" in [service]',
-    )
 
 
 def parse_flags(command: Sequence[str]) -> dict[str, str]:

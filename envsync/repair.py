@@ -17,7 +17,7 @@ from envsync.documents import check_writable, write_atomic
 from envsync.errors import InputError
 from envsync.findings import Report
 from envsync.hold import hold_target
-from envsync.inventory import DEFAULT_DEADLINE, HostSpec
+from envsync.inventorymodel import DEFAULT_DEADLINE, HostSpec
 from envsync.model import Snapshot
 from envsync.plan import Plan, container_note, dumps_plan, load_plan, make_plan
 from envsync.service.host import ServiceRun, run_service

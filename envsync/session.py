@@ -20,7 +20,7 @@ from typing import IO, Literal, Protocol, get_args
 
 from envsync.collect import ProbeOptions, first_wave, share
 from envsync.errors import CollectError, InputError
-from envsync.inventory import HostSpec, Inventory
+from envsync.inventorymodel import HostSpec, Inventory
 from envsync.model import Snapshot
 from envsync.runner import Runners
 from envsync.snapshot import SnapshotDocument, take

@@ -13,7 +13,7 @@ from envsync.codec import from_data, to_data
 from envsync.collect import ProbeOptions, collect
 from envsync.documents import read_json_object
 from envsync.errors import CollectError, DecodeError, SnapshotError, StateError
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.lock import read_lock
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
 from envsync.requirements import read_requirements

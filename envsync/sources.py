@@ -15,7 +15,7 @@ from pathlib import Path
 
 from envsync.documents import not_found
 from envsync.errors import InventoryError, SnapshotError, StateError
-from envsync.inventory import HostSpec, Inventory, ServiceSpec
+from envsync.inventorymodel import HostSpec, Inventory, ServiceSpec
 from envsync.states import Selector, parse_selector, split_name
 
 SNAPSHOT_SUFFIXES = (".json",)

@@ -51,7 +51,7 @@ from envsync.hostidentity import (
     with_machine,
 )
 from envsync.identity import compared
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
 from envsync.seal import state_home
 

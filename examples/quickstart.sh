@@ -107,7 +107,7 @@ took total "$begin"
 echo
 wheels_after=$(du -sbL examples/.cache/wheels 2>/dev/null | cut -f1 || echo 0)
 runtime_bytes=$(du -sbL examples/.hosts/runtime 2>/dev/null | cut -f1 || echo 0)
-.venv/bin/python -m docsgen.quickstart reports/quickstart "${record[@]}" \
+.venv/bin/python -m docsgen.record reports/quickstart "${record[@]}" \
     --built-runtime "$((1 - had_runtime))" --runtime-bytes "$runtime_bytes" \
     --wheel-bytes "$((wheels_after - wheels_before))"
 echo "reports: reports/ct129.lock reports/pylock.ct129.toml reports/check.md reports/check.xml reports/check.json reports/quickstart/"

@@ -114,25 +114,10 @@ def describe(
     return "import cycle: " + " <-> ".join(part) + "\n" + "\n".join(arrows)
 
 
-# Not broken yet: the agent's modules import each other; another branch is retyping them
-# (issue 33, the typed wire). Only this exact cycle is let through: one more module in it,
-# or any other cycle, fails.
-PENDING = [
-    [
-        "envsync.hostside.agent.backup",
-        "envsync.hostside.agent.installer",
-        "envsync.hostside.agent.provenance",
-        "envsync.hostside.agent.restore",
-        "envsync.hostside.agent.service",
-        "envsync.hostside.agent.transfer",
-    ]
-]
-
-
 def test_envsync_has_no_import_cycle() -> None:
     known = modules()
     graph = import_graph(known)
-    found = [part for part in cycles(graph) if part not in PENDING]
+    found = cycles(graph)
     assert not found, "\n".join(describe(part, graph, known) for part in found)
 
 

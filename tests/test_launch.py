@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from envsync.classify.launched import entrypoint
 from envsync.inventory import HostSpec, ServiceSpec
 from envsync.launch import (
     effective_command,
-    entrypoint,
     launch_of,
     parse_flags,
     with_flag,

@@ -17,7 +17,7 @@ from envsync.bundle import host_argv, host_input
 from envsync.codec import to_data
 from envsync.errors import AgentError
 from envsync.hostside import protocol
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.model import Crash
 from envsync.runner import CommandResult, Runner
 

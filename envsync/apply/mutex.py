@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 
 from envsync.apply.agent import Agent, HoldEnded, Holder, HoldRefused
 from envsync.errors import EnvsyncError, TargetLocked
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.runner import Runner
 
 HOLD_TIMEOUT = 7 * 24 * 3600.0  # a hold ends with its command, not by a clock

@@ -25,7 +25,7 @@ from envsync.errors import (
 from envsync.exhaustive import assert_never
 from envsync.hostside.shared import normalize
 from envsync.identity import plan_target
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.model import Snapshot, Unavailable
 from envsync.plan import (
     FlagStep,

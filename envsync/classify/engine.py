@@ -9,12 +9,13 @@ from envsync import redact
 from envsync.classify.consistency import reconcile, settle
 from envsync.classify.facts import classify_fact, target_checks
 from envsync.classify.files import classify_commit, classify_file
-from envsync.classify.launched import Providers, Startup
+from envsync.classify.launched import Startup
 from envsync.classify.native import apply_import_check as native_import_check
 from envsync.classify.native import native_findings
 from envsync.classify.packages import classify_dist
 from envsync.classify.startup import Analysis, ReferenceSide
 from envsync.classify.truth import apply_crash, apply_import_check
+from envsync.collect.native import Providers
 from envsync.findings import Difference, Finding, Report
 from envsync.hostside.shared import SKIPPED_VALUE
 from envsync.model import ImportOutcome, Snapshot

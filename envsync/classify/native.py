@@ -19,9 +19,10 @@ from dataclasses import replace
 from packaging.version import InvalidVersion, Version
 
 from envsync.classify.graph import path_to
-from envsync.classify.launched import Providers, native_of
+from envsync.classify.launched import native_of
 from envsync.classify.packages import dist_fixes
 from envsync.classify.startup import CONTEXT_WORDS, SEVERITY_OF_CONTEXT, Analysis
+from envsync.collect.native import Providers
 from envsync.findings import Evidence, Finding, Fix
 from envsync.model import (
     GpuInfo,

@@ -11,7 +11,7 @@ from envsync.cli import cache, commands, completion, options
 from envsync.cli.usage import Parser, link
 from envsync.collect import DEFAULT_TIMEOUT
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
-from envsync.inventory import DEFAULT_DEADLINE
+from envsync.inventorymodel import DEFAULT_DEADLINE
 from envsync.locking import LOCK_FORMATS
 from envsync.report import FORMATS
 from envsync.runner import CONNECT_TIMEOUT

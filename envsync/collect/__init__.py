@@ -14,7 +14,7 @@ from envsync.documents import NESTED, too_large
 from envsync.errors import CollectError, CommandNotFound, DecodeError
 from envsync.hostside import protocol
 from envsync.hostside.shared import text_digest
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.model import ModuleFacts, Snapshot
 from envsync.runner import CommandResult, Runner, capped, stoppable
 

@@ -14,7 +14,7 @@ from envsync.bundle import host_argv, host_input
 from envsync.codec import from_data
 from envsync.errors import CollectError, CommandTimeout, DecodeError
 from envsync.hostside import protocol
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.model import ImportOutcome
 from envsync.runner import Runner, capped
 

@@ -8,17 +8,19 @@ know in advance which of its thousands of symbols a target will miss.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from envsync.bundle import host_argv, host_input
-from envsync.classify.launched import Providers
 from envsync.errors import CommandTimeout, EnvsyncError
 from envsync.hostside import protocol
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.model import NativeFacts, Snapshot
 from envsync.runner import Runner, capped
 
 TIMEOUT = 120.0
+
+# (load key, symbol) -> the file of the reference's lookup scope that defines it
+Providers = Mapping[tuple[str, str], str]
 
 
 def lookup_scope(facts: NativeFacts, key: str) -> list[str]:

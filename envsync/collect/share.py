@@ -46,7 +46,7 @@ from typing import Any
 from envsync.bundle import bundle
 from envsync.collect import wire
 from envsync.hostside.shared import text_digest
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 
 INDEX_SIZE = 8192  # packs a command's record lists (the newest)
 _LOCK = threading.Lock()

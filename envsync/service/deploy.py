@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from envsync import redact
 from envsync.apply.agent import Agent
 from envsync.errors import AgentError, DeployError
-from envsync.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec, parse_target
+from envsync.inventorymodel import DEFAULT_DEADLINE, HostSpec, ServiceSpec, parse_target
 from envsync.launch import effective_command
 from envsync.model import Crash, Frame, Raised
 from envsync.runner import Runner

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from envsync.classify import blame, failing_module, raised_chain
 from envsync.compare import diff
 from envsync.findings import Finding, Fix, FlagFix, PinFix, Report
-from envsync.inventory import HostSpec
+from envsync.inventorymodel import HostSpec
 from envsync.model import Raised, Snapshot
 from envsync.session import Session
 from envsync.vocab import FixKind, Prefer

@@ -17,7 +17,7 @@ from envsync import redact
 from envsync.collect import collect
 from envsync.errors import InputError
 from envsync.hold import hold_target
-from envsync.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec
+from envsync.inventorymodel import DEFAULT_DEADLINE, HostSpec, ServiceSpec
 from envsync.model import Crash, Snapshot
 from envsync.service import Verdict, attach, deploy, keep_crash, smoke, stop
 from envsync.service.diagnose import Diagnosis

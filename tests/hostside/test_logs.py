@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envsync.hostside.agent import backup, installer
+from envsync.hostside.agent import backups, installer
 from envsync.hostside.agent.paths import open_log
 from tests.figures import held
 
@@ -35,7 +35,7 @@ def test_a_log_that_is_no_regular_file_is_refused(tmp_path: Path, kind: str, wri
         log.mkdir()
     with pytest.raises(OSError):
         if writer == "journal":
-            backup.journal(str(log.parent), "step 1 started")
+            backups.journal(str(log.parent), "step 1 started")
         elif writer == "trace list":
             installer.append(str(log), ["/x"])
         else:
@@ -46,8 +46,8 @@ def test_a_log_that_is_no_regular_file_is_refused(tmp_path: Path, kind: str, wri
 
 def test_a_regular_log_is_appended_to_or_rewritten(tmp_path: Path) -> None:
     log = tmp_path / "journal.jsonl"
-    backup.journal(str(tmp_path), "step 1 started")
-    backup.journal(str(tmp_path), "step 2 started")
+    backups.journal(str(tmp_path), "step 1 started")
+    backups.journal(str(tmp_path), "step 2 started")
     assert [ln.count("step") for ln in log.read_text().splitlines()] == [1, 1]
     with os.fdopen(open_log(str(log), truncate=True), "wb") as f:
         f.write(b"new\n")

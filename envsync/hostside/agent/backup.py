@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import tarfile
 import time
 
-from ..shared import is_temp_name
+from .backups import (
+    MANIFEST_FORMAT,
+    backup_dir,
+    backup_names,
+    journal,
+    no_space,
+    prune,
+    read_manifest,
+    set_state,
+    state_of,
+)
 from .failure import Failure, refuse
 from .installer import start_tracing
 from .paths import (
@@ -30,6 +39,7 @@ from .paths import (
     open_log,
     state_dir,
     within,
+    write_json,
 )
 from .provenance import appeared, attribute
 from .record import (
@@ -41,13 +51,14 @@ from .record import (
     path_of,
     take,
 )
+from .restore import frozen, op_restore
 from .service import read_service
-from .transfer import write_json
+from .transfer import sha256
 from .uninstall import uninstall_set
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, Any, NoReturn
+    from typing import IO, Any
 
     from ..protocol import (
         BackupEntry,
@@ -60,49 +71,6 @@ if TYPE_CHECKING:
         RemoveDistReply,
         RemoveDistRequest,
     )
-
-MANIFEST_FORMAT = 2  # 1: a list of saved files and their sha256, no record
-ROLLED_BACK = "rolled-back"
-IDENT = re.compile(r"^[0-9A-Za-z_][0-9A-Za-z._-]*$")
-
-
-def backup_names() -> list[str]:
-    """The backups of this environment, oldest first (their ids begin with the time)."""
-    backups = STATE.backups
-    try:
-        names = os.listdir(backups)
-    except OSError:
-        return []
-    return sorted(n for n in names if os.path.isfile(os.path.join(backups, n, "manifest.json")))
-
-
-def state_of(name: str) -> str | None:
-    try:
-        with open(os.path.join(STATE.backups, name, "manifest.json")) as f:
-            manifest: Any = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return str(manifest.get("state")) if isinstance(manifest, dict) else None
-
-
-def backup_dir(ident: object) -> str:
-    """The backup folder of `ident`; "latest" is the newest apply not rolled back (the
-    newest backup when every one is)."""
-    if ident == "latest":
-        names = backup_names()
-        if not names:
-            raise Failure("no-backup", "no envsync backup in this environment")
-        pending = [n for n in names if state_of(n) != ROLLED_BACK]
-        ident = (pending or names)[-1]
-    if not isinstance(ident, str) or not IDENT.match(ident):
-        raise Failure("bad-input", f"bad backup id {ident!r}")
-    return os.path.join(STATE.backups, ident)
-
-
-def no_space(e: BaseException) -> bool:
-    import errno
-
-    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def op_backup(op: BackupRequest) -> BackupReply:
@@ -177,7 +145,6 @@ def op_backup(op: BackupRequest) -> BackupReply:
 def refuse_frozen(paths: list[str]) -> None:
     """Refuse, before anything changes, an apply that could not finish: a path it changes
     (or the folder that holds it) that no write, rename or removal can change."""
-    from .restore import frozen
 
     for path in [*paths, *sorted({os.path.dirname(p) for p in paths})]:
         if frozen(path):
@@ -197,7 +164,6 @@ def finish_unfinished() -> None:
     left = [n for n in backup_names() if state_of(n) in UNFINISHED]
     if not left:
         return
-    from .restore import op_restore
 
     done = []
     for name in reversed(left):
@@ -236,7 +202,6 @@ def write_backup(where: str, manifest: dict[str, Any]) -> None:
     """The tar of every file of the record (members named by number), then the manifest
     with each file's sha256 as it was written, then an empty journal."""
     os.makedirs(where, mode=0o700)
-    from .transfer import sha256
 
     tar_path = os.path.join(where, "files.tar")
     with tarfile.open(tar_path, "w", format=tarfile.PAX_FORMAT) as tar:
@@ -272,18 +237,6 @@ def after_record(where: str, manifest: dict[str, Any]) -> tuple[dict[str, Any], 
     made, found = attribute(where, manifest, new)
     paths = set(recorded) | mine | set(made)
     return take(close_over(sorted(paths))), [key_of(p) for p in found]
-
-
-def journal(where: str, event: str) -> None:
-    with os.fdopen(open_log(os.path.join(where, "journal.jsonl")), "a") as f:
-        f.write(json.dumps({"at": time.time(), "event": event}) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def set_state(where: str, manifest: dict[str, Any], state: str) -> None:
-    manifest["state"] = state
-    write_json(os.path.join(where, "manifest.json"), manifest)
 
 
 def op_journal(op: JournalRequest) -> JournalReply:
@@ -327,89 +280,6 @@ def op_remove_dist(op: RemoveDistRequest) -> RemoveDistReply:
     for folder in sorted(folders, key=len, reverse=True):
         prune(folder)
     return {"removed": removed}
-
-
-def prune(folder: str) -> bool:
-    """Remove a folder that holds nothing but bytecode and envsync's leftovers; whether it
-    is gone (an empty package folder would still import, as a namespace package)."""
-    try:
-        names = os.listdir(folder)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    for name in names:
-        full = os.path.join(folder, name)
-        if name == "__pycache__" and os.path.isdir(full) and not os.path.islink(full):
-            try:
-                inner = os.listdir(full)
-            except OSError:
-                return False
-            if not all(n.endswith((".pyc", ".pyo")) or is_temp_name(n) for n in inner):
-                return False
-            for n in inner:
-                os.unlink(os.path.join(full, n))
-            os.rmdir(full)
-        elif is_temp_name(name):
-            os.unlink(full)
-        else:
-            return False
-    os.rmdir(folder)
-    return True
-
-
-def damaged(where: str, why: str) -> NoReturn:
-    raise Failure("damaged-backup", f"backup {where} is damaged: {why}; nothing was restored")
-
-
-KINDS = ("file", "symlink", "dir", "absent", "special")
-
-
-def read_manifest(where: str) -> dict[str, Any]:
-    """A backup's manifest, refused unless it carries what a restore checks."""
-    try:
-        with open(os.path.join(where, "manifest.json")) as f:
-            manifest: Any = json.load(f)
-    except FileNotFoundError:
-        damaged(where, "manifest.json is missing")
-    except (OSError, ValueError) as e:
-        damaged(where, f"manifest.json is unreadable ({e})")
-    if not isinstance(manifest, dict):
-        damaged(where, "manifest.json is not a manifest")
-    if manifest.get("format") != MANIFEST_FORMAT:
-        raise Failure(
-            "old-backup",
-            f"backup {where} was made by an older envsync (no record of what each path was); "
-            "nothing was restored",
-        )
-    if not isinstance(manifest.get("tar_sha256"), str):
-        damaged(where, "the manifest carries no hash to check its archive against")
-    dists = manifest.get("dists")
-    if not isinstance(dists, list) or not all(
-        isinstance(d, dict) and isinstance(d.get("name"), str) for d in dists
-    ):
-        damaged(where, "the manifest lists no distributions")
-    for field in ("before", "after"):
-        record = manifest.get(field)
-        if record is None and field == "after":
-            continue
-        if not isinstance(record, dict):
-            damaged(where, f"the manifest holds no record {field} the apply")
-        for key, entry in record.items():
-            if path_of(key) is None:
-                refuse(key, "the backup names a path outside the package directories")
-            if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
-                damaged(where, f"the record of {key} is malformed")
-            if field == "before" and entry["kind"] == "file":
-                if not isinstance(entry.get("sha256"), str) or not isinstance(
-                    entry.get("member"), str
-                ):
-                    damaged(where, f"the record of {key} names no saved content")
-                if not isinstance(entry.get("mode"), int):
-                    damaged(where, f"the record of {key} has no mode")
-            if entry["kind"] == "symlink" and not isinstance(entry.get("target"), str):
-                damaged(where, f"the record of {key} has no link target")
-    return manifest
 
 
 def op_backups(op: BackupsRequest) -> BackupsReply:

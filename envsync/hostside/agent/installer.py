@@ -17,6 +17,7 @@ import os
 import signal
 import time
 
+from .backups import backup_dir
 from .failure import Failure
 
 TYPE_CHECKING = False
@@ -209,8 +210,6 @@ def op_run(op: RunRequest) -> RunReply:
     apply's backup id, as that apply's installer (marked, tied, traced)."""
     where = None
     if op.get("id") is not None:
-        from .backup import backup_dir
-
         where = backup_dir(op["id"])
         if not os.path.isdir(where):
             raise Failure("no-backup", "no backup {} in this environment".format(op["id"]))

@@ -19,11 +19,11 @@ import os
 import sys
 import time
 
-from .backup import backup_dir, journal, state_of
+from .backups import backup_dir, journal, state_of
 from .failure import Failure
-from .paths import STATE, state_dir, state_file_mode
+from .paths import STATE, state_dir, state_file_mode, write_json
 from .restore import op_restore
-from .transfer import unlink, write_json
+from .transfer import unlink
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

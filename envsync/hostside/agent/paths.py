@@ -15,7 +15,7 @@ import re
 import stat
 import sys
 
-from ..shared import StatePaths, normalize
+from ..shared import StatePaths, normalize, temp_name
 from .failure import refuse
 
 TYPE_CHECKING = False
@@ -251,3 +251,15 @@ def dist_paths(location: str, entry: str, files: list[str]) -> list[str]:
     return [
         p for p in dist_files(location, entry, files)[0] if within(p, root) and not os.path.isdir(p)
     ]
+
+
+def write_json(path: str, data: Any, mode: int = 0o600) -> None:
+    """A JSON file of envsync's own, replaced whole and flushed to disk."""
+    tmp = temp_name(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(tmp, flags, mode), "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)

@@ -20,7 +20,7 @@ import stat
 import tarfile
 
 from ..shared import temp_name
-from .backup import (
+from .backups import (
     ROLLED_BACK,
     backup_dir,
     damaged,

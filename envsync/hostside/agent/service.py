@@ -17,8 +17,8 @@ import shutil
 import time
 
 from .failure import Failure, refuse
-from .paths import STATE, open_log, state_dir, state_file_mode
-from .transfer import put, write_json
+from .paths import STATE, open_log, state_dir, state_file_mode, write_json
+from .transfer import put
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ import shutil
 import tarfile
 
 from ..shared import temp_name
+from .backups import backup_dir
 from .failure import Failure, refuse
 from .installer import note_writes
 from .paths import STATE, dist_paths, in_package, inside, installed, package_root, relative
@@ -22,7 +23,7 @@ from .paths import STATE, dist_paths, in_package, inside, installed, package_roo
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from typing import IO, Any
+    from typing import IO
 
     from ..protocol import PackRequest, UnpackReply, UnpackRequest, WriteReply, WriteRequest
 
@@ -35,18 +36,6 @@ def sha256(path: str) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def write_json(path: str, data: Any, mode: int = 0o600) -> None:
-    """A JSON file of envsync's own, replaced whole and flushed to disk."""
-    tmp = temp_name(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-    with os.fdopen(os.open(tmp, flags, mode), "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
 
 
 def put(target: str, source: IO[bytes], mode: int, mtime: float | None = None) -> None:
@@ -187,8 +176,6 @@ def op_unpack(op: UnpackRequest, payload: bytes) -> UnpackReply:
     With the apply's backup `id`, what it writes is noted there first."""
     where = None
     if op.get("id") is not None:
-        from .backup import backup_dir
-
         where = backup_dir(op["id"])
     if "paths" in op:
         paths = op["paths"]
