@@ -12,13 +12,13 @@ batches are not started. The rollout says, host by host, what changed.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from envsync.apply import rollback
-from envsync.compare import class_key, diff_fleet, targets
+from envsync.compare import FleetComparison, class_key, diff_fleet, targets
 from envsync.errors import EnvsyncError, InputError, PlanError, StalePlan
 from envsync.findings import Report
 from envsync.hold import hold_target
@@ -145,29 +145,14 @@ def rollout(session: Session, options: RepairOptions, hosts: Sequence[str]) -> R
     fleet = diff_fleet(session, reference, hosts, samples=True)
     ref_snap = fleet.reference_snapshot
     assert ref_snap is not None
-    plans = []
-    for c in fleet.classes:
-        sample = fleet.samples[c.key]
-        spec = session.host(c.hosts[0])
-        try:
-            plan = plan_repair(c.report, ref_snap, sample, options, spec)
-            # shown for the class: its node set, not the host it was made from
-            plans.append(ClassPlan(hosts=c.hosts, key=c.key, plan=replace(plan, target=c.nodeset)))
-        except PlanError as e:
-            plans.append(ClassPlan(hosts=c.hosts, key=c.key, plan=None, why=e.message))
+    plans = _class_plans(session, options, fleet, ref_snap)
     done = Rollout(reference=reference, plans=tuple(plans))
     results: dict[str, HostResult] = {
         e_host: HostResult(host=e_host, outcome="not-run", detail=str(e))
         for e_host, e in zip(fleet.unreachable, fleet.failures, strict=True)
     }
-    plan_of: dict[str, ClassPlan] = {}
-    for cp in plans:
-        for host in cp.hosts:
-            plan_of[host] = cp
-            if cp.plan is None:
-                results[host] = HostResult(host=host, outcome="not-run", detail=cp.why or "")
-            elif not cp.plan.steps:
-                results[host] = HostResult(host=host, outcome="unchanged", detail="nothing to do")
+    plan_of, settled = _by_host(plans)
+    results.update(settled)
     todo = [h for h in hosts if h in plan_of and h not in results]
     if not options.apply:
         return replace(done, results=_ordered(hosts, results))
@@ -176,34 +161,17 @@ def rollout(session: Session, options: RepairOptions, hosts: Sequence[str]) -> R
     reports = {h: c.report for c in fleet.classes for h in c.hosts}
     for n, group in enumerate(groups, 1):
         session.note(f"batch {n}/{len(groups)}: {fold(group)} ({len(group)} host(s))")
-        with ThreadPoolExecutor(max_workers=max(1, session.jobs)) as pool:
-            outcomes = list(
-                pool.map(
-                    lambda h: _one(
-                        session, options, h, plan_of[h], reports[h], ref_snap, reference
-                    ),
-                    group,
-                )
-            )
-        failed = sum(1 for r in outcomes if r.outcome == "failed")
-        batch = Batch(
-            hosts=group,
-            results=tuple(outcomes),
-            failed=failed,
-            allowed=allowed_failures(options.max_fail, len(group)),
+        batch = _run_batch(
+            session,
+            options,
+            group,
+            lambda h: _one(session, options, h, plan_of[h], reports[h], ref_snap, reference),
         )
-        # A host that failed after its change goes back at once; a batch that stops takes
-        # its changed hosts back with it.
-        outcomes = [
-            _roll_back(session, options, r) if r.outcome == "failed" or batch.stopped else r
-            for r in outcomes
-        ]
-        batch = replace(batch, results=tuple(outcomes))
-        results.update({r.host: r for r in outcomes})
+        results.update({r.host: r for r in batch.results})
         ran.append(batch)
         if batch.stopped:
             session.note(
-                f"batch {n}/{len(groups)}: {failed} host(s) failed (--max-fail "
+                f"batch {n}/{len(groups)}: {batch.failed} host(s) failed (--max-fail "
                 f"{options.max_fail}): the rollout stops, the batch is rolled back"
             )
             break
@@ -218,6 +186,64 @@ def rollout(session: Session, options: RepairOptions, hosts: Sequence[str]) -> R
         applied=True,
         results=_ordered(hosts, results),
     )
+
+
+def _class_plans(
+    session: Session, options: RepairOptions, fleet: FleetComparison, reference: Snapshot
+) -> list[ClassPlan]:
+    """One plan per class of the fleet, made from its first host's snapshot (or why not)."""
+    plans = []
+    for c in fleet.classes:
+        sample = fleet.samples[c.key]
+        spec = session.host(c.hosts[0])
+        try:
+            plan = plan_repair(c.report, reference, sample, options, spec)
+            # shown for the class: its node set, not the host it was made from
+            plans.append(ClassPlan(hosts=c.hosts, key=c.key, plan=replace(plan, target=c.nodeset)))
+        except PlanError as e:
+            plans.append(ClassPlan(hosts=c.hosts, key=c.key, plan=None, why=e.message))
+    return plans
+
+
+def _by_host(plans: Sequence[ClassPlan]) -> tuple[dict[str, ClassPlan], dict[str, HostResult]]:
+    """Each host's class plan, and the result of each host that has nothing to apply (no
+    plan could be made, or it has no step)."""
+    plan_of: dict[str, ClassPlan] = {}
+    settled: dict[str, HostResult] = {}
+    for cp in plans:
+        for host in cp.hosts:
+            plan_of[host] = cp
+            if cp.plan is None:
+                settled[host] = HostResult(host=host, outcome="not-run", detail=cp.why or "")
+            elif not cp.plan.steps:
+                settled[host] = HostResult(host=host, outcome="unchanged", detail="nothing to do")
+    return plan_of, settled
+
+
+def _run_batch(
+    session: Session,
+    options: RepairOptions,
+    group: tuple[str, ...],
+    one: Callable[[str], HostResult],
+) -> Batch:
+    """One batch: `one` on each of its hosts, `session.jobs` at once, then the failed
+    hosts rolled back, and every changed host with them when the batch stops."""
+    with ThreadPoolExecutor(max_workers=max(1, session.jobs)) as pool:
+        outcomes = list(pool.map(one, group))
+    failed = sum(1 for r in outcomes if r.outcome == "failed")
+    batch = Batch(
+        hosts=group,
+        results=tuple(outcomes),
+        failed=failed,
+        allowed=allowed_failures(options.max_fail, len(group)),
+    )
+    # A host that failed after its change goes back at once; a batch that stops takes
+    # its changed hosts back with it.
+    outcomes = [
+        _roll_back(session, options, r) if r.outcome == "failed" or batch.stopped else r
+        for r in outcomes
+    ]
+    return replace(batch, results=tuple(outcomes))
 
 
 def _ordered(hosts: Sequence[str], results: dict[str, HostResult]) -> tuple[HostResult, ...]:

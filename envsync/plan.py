@@ -308,12 +308,7 @@ def make_plan(
     pinned: set[str] = set()
     files: dict[str, list[tuple[str, Finding]]] = {}
     flags: dict[str, FlagStep] = {}
-    # A watched package's differing files are one patch set: they move together.
-    patch_sets: dict[str, list[tuple[str, Finding]]] = {}
-    for finding in report.findings:
-        for each in finding.fixes:
-            if isinstance(each, SyncFileFix):
-                patch_sets.setdefault(each.dist, []).append((each.path, finding))
+    patch_sets = _patch_sets(report)
     below: list[Finding] = []
     for finding in report.findings:
         if finding.severity not in wanted:
@@ -331,13 +326,7 @@ def make_plan(
             case FlagFix(flag=flag) if flag in flags:
                 flags[flag] = _merge(flags[flag], finding.subject)
             case FlagFix():
-                flags[fix.flag] = FlagStep(
-                    summary=f"launch with {fix.flag} {fix.value} (gives up: {fix.gives_up})",
-                    findings=(finding.subject,),
-                    flag=fix.flag,
-                    value=fix.value,
-                    gives_up=fix.gives_up,
-                )
+                flags[fix.flag] = _flag_step(fix, finding)
             case SyncFileFix() | SyncDistFix() if no_files is not None:
                 skipped.append(
                     f"{finding.subject}: {fix.kind} needs the reference's files: {no_files}"
@@ -352,36 +341,9 @@ def make_plan(
                 pass  # its distribution is replaced by a step already planned
             case _:
                 assert_never(fix)
-    for finding in below:
-        # A file of a patch set that another finding moves comes along (below).
-        if not any(isinstance(x, SyncFileFix) and x.dist in files for x in finding.fixes):
-            skipped.append(f"{finding.subject}: {finding.severity} (--only {only})")
+    skipped += _left_below(below, files, only)
     for dist, items in sorted(files.items()):
-        chosen = {id(f) for _, f in items}
-        along = [(p, f) for p, f in patch_sets.get(dist, []) if id(f) not in chosen]
-        items = sorted([*items, *along], key=lambda item: item[0])
-        copy = tuple(sorted(p for p, f in items if f.reference is not None))
-        remove = tuple(sorted(p for p, f in items if f.reference is None))
-        what = [f"copy {len(copy)} file(s)"] if copy else []
-        what += [f"remove {len(remove)} file(s)"] if remove else []
-        # Files below --only that come too: said with their severity and the reason.
-        kinds = "/".join(s for s in SEVERITIES if any(f.severity == s for _, f in along))
-        whole = (
-            f"; includes {len(along)} {kinds} file(s) that --only {only} would leave: "
-            f"{dist}'s patched files move together"
-            if along
-            else ""
-        )
-        steps.append(
-            SyncFileStep(
-                summary=f"{' and '.join(what)} of {dist} from the reference "
-                f"(backed up first{whole})",
-                findings=tuple(f.subject for _, f in items),
-                files=copy,
-                remove=remove,
-                dist=dist,
-            )
-        )
+        steps.append(_sync_files(dist, items, patch_sets.get(dist, []), only))
     steps += flags.values()
     new_flags = {s.flag: s.value for s in flags.values()}
     return Plan(
@@ -394,6 +356,69 @@ def make_plan(
         skipped=tuple(skipped),
         command=with_flags(command, new_flags),
         flags={**(target.service_flags or {}), **new_flags},
+    )
+
+
+def _flag_step(fix: FlagFix, finding: Finding) -> FlagStep:
+    """The step that launches with the flag `fix` names, for `finding`."""
+    return FlagStep(
+        summary=f"launch with {fix.flag} {fix.value} (gives up: {fix.gives_up})",
+        findings=(finding.subject,),
+        flag=fix.flag,
+        value=fix.value,
+        gives_up=fix.gives_up,
+    )
+
+
+def _left_below(below: list[Finding], files: Mapping[str, object], only: Only) -> list[str]:
+    """Why each finding below --only is left, but for those whose patch set moves anyway."""
+    # A file of a patch set that another finding moves comes along (`_sync_files`).
+    return [
+        f"{finding.subject}: {finding.severity} (--only {only})"
+        for finding in below
+        if not any(isinstance(x, SyncFileFix) and x.dist in files for x in finding.fixes)
+    ]
+
+
+def _patch_sets(report: Report) -> dict[str, list[tuple[str, Finding]]]:
+    """Each distribution's files that the report's findings would sync, with their finding."""
+    # A watched package's differing files are one patch set: they move together.
+    patch_sets: dict[str, list[tuple[str, Finding]]] = {}
+    for finding in report.findings:
+        for each in finding.fixes:
+            if isinstance(each, SyncFileFix):
+                patch_sets.setdefault(each.dist, []).append((each.path, finding))
+    return patch_sets
+
+
+def _sync_files(
+    dist: str,
+    items: list[tuple[str, Finding]],
+    patch_set: list[tuple[str, Finding]],
+    only: Only,
+) -> SyncFileStep:
+    """The step that syncs the chosen files of `dist`, and the rest of its patch set along."""
+    chosen = {id(f) for _, f in items}
+    along = [(p, f) for p, f in patch_set if id(f) not in chosen]
+    items = sorted([*items, *along], key=lambda item: item[0])
+    copy = tuple(sorted(p for p, f in items if f.reference is not None))
+    remove = tuple(sorted(p for p, f in items if f.reference is None))
+    what = [f"copy {len(copy)} file(s)"] if copy else []
+    what += [f"remove {len(remove)} file(s)"] if remove else []
+    # Files below --only that come too: said with their severity and the reason.
+    kinds = "/".join(s for s in SEVERITIES if any(f.severity == s for _, f in along))
+    whole = (
+        f"; includes {len(along)} {kinds} file(s) that --only {only} would leave: "
+        f"{dist}'s patched files move together"
+        if along
+        else ""
+    )
+    return SyncFileStep(
+        summary=f"{' and '.join(what)} of {dist} from the reference (backed up first{whole})",
+        findings=tuple(f.subject for _, f in items),
+        files=copy,
+        remove=remove,
+        dist=dist,
     )
 
 

@@ -53,29 +53,11 @@ def _module_of(path: str) -> str | None:
 def classify_file(
     diff: Difference, reference: Snapshot, target: Snapshot, analysis: Analysis
 ) -> Finding:
-    ref_dist = reference.distribution(diff.dist or "")
-    tgt_dist = target.distribution(diff.dist or "")
-    path = diff.subject
-    if diff.target is None:
-        state = "missing on the target"
-    elif diff.reference is None:
-        state = "only on the target"
-    else:
-        state = "differs"
-    whose = []
-    if ref_dist is not None and (path in ref_dist.patched or path in ref_dist.added):
-        whose.append("a local patch on the reference")
-    if tgt_dist is not None and (path in tgt_dist.patched or path in tgt_dist.added):
-        whose.append("a local patch on the target")
-    what = f"{path} {state}" + (f" ({', '.join(whose)})" if whose else "")
-    fix = SyncFileFix(
-        summary=f"remove {path} from the target (the reference has no such file)"
-        if diff.reference is None
-        else f"copy {path} from the reference (backed up first, hash checked after)",
-        dist=diff.dist or "",
-        path=path,
-    )
-    module = _module_of(path)
+    """The verdict of a watched package's file that differs: by how surely startup imports
+    its module (`risky` where it runs), with the copy (or removal) that fixes it."""
+    what = _what_differs(diff, reference, target)
+    fix = _sync_fix(diff)
+    module = _module_of(diff.subject)
     how = analysis.reached.get(module) if module else None
     if how is None and module and module.endswith(".__main__"):
         how = None  # a package's __main__ runs only under `-m pkg`: reached as such
@@ -137,4 +119,36 @@ def classify_file(
         reason=reason,
         decided_by=decided,
         fixes=(fix,),
+    )
+
+
+def _what_differs(diff: Difference, reference: Snapshot, target: Snapshot) -> str:
+    """The file, how it differs, and whose local patch it is ("x.py differs (a local
+    patch on the target)")."""
+    ref_dist = reference.distribution(diff.dist or "")
+    tgt_dist = target.distribution(diff.dist or "")
+    path = diff.subject
+    if diff.target is None:
+        state = "missing on the target"
+    elif diff.reference is None:
+        state = "only on the target"
+    else:
+        state = "differs"
+    whose = []
+    if ref_dist is not None and (path in ref_dist.patched or path in ref_dist.added):
+        whose.append("a local patch on the reference")
+    if tgt_dist is not None and (path in tgt_dist.patched or path in tgt_dist.added):
+        whose.append("a local patch on the target")
+    return f"{path} {state}" + (f" ({', '.join(whose)})" if whose else "")
+
+
+def _sync_fix(diff: Difference) -> SyncFileFix:
+    """The reference's copy of the file, or its removal where the reference has none."""
+    path = diff.subject
+    return SyncFileFix(
+        summary=f"remove {path} from the target (the reference has no such file)"
+        if diff.reference is None
+        else f"copy {path} from the reference (backed up first, hash checked after)",
+        dist=diff.dist or "",
+        path=path,
     )

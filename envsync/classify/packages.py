@@ -25,8 +25,8 @@ from envsync.classify.startup import (
 )
 from envsync.findings import Difference, Evidence, Finding, Fix, FlagFix, PinFix, SyncDistFix
 from envsync.launch import with_flag
-from envsync.model import Snapshot, why_files_cannot_serve
-from envsync.vocab import RUNS, SEVERITY_RANK, Severity, weaker
+from envsync.model import ImportEdge, Snapshot, StartupGraph, why_files_cannot_serve
+from envsync.vocab import RUNS, SEVERITY_RANK, Context, Severity, weaker
 
 
 def dist_fixes(name: str, reference: Snapshot, target: Snapshot) -> list[Fix]:
@@ -221,126 +221,202 @@ def _verdict(
     side: ReferenceSide,
     found: list[Violation],
 ) -> Finding:
+    """The verdict from the reading: its imports that fail, then those that fail on the
+    reference too, then how surely startup imports it, then a door it may be behind."""
     name = diff.subject
     names = import_names(name, reference, target)
-    shown = {"missing": "missing on the target", "extra": "only on the target"}.get(
-        diff.kind, f"{diff.reference} on the reference, {diff.target} on the target"
-    )
     requirements = [v.evidence for v in found]
     fixes = dist_fixes(name, reference, target) if diff.kind != "extra" else []
+    related, shared = _failures_of(names, analysis, side)
+    if related:
+        return _failing(diff, related, analysis, startup, target, side, requirements, fixes)
+    if shared:
+        return _failing_on_both(diff, shared, analysis, requirements, fixes)
+    if analysis.graph is None:
+        return _without_graph(diff, found, requirements, fixes)
+    use = analysis.imports.surest(names) if analysis.imports else None
+    if use is not None and use[2] in RUNS:
+        return _imported(diff, use, analysis.graph, requirements, fixes)
+    if use is not None:
+        return _imported_in_function(diff, use, analysis, analysis.graph, requirements, fixes)
+    return _unreached(diff, analysis, target, requirements, fixes)
+
+
+def _failures_of(
+    names: set[str], analysis: Analysis, side: ReferenceSide
+) -> tuple[list[Failure], list[Failure]]:
+    """The failing imports of these names that are this difference's doing, and those at
+    module level that stop the reference's startup as well."""
     related = [f for f in analysis.failures if f.top in names]
     # A statement that stops the reference's startup as well is not this difference's doing.
     shared = [f for f in related if f.context == "module" and side.fails_too(f)]
     # A guarded or conditional import that cannot succeed on the reference either is not
     # what this difference breaks: it is no reason for the verdict.
     related = [f for f in related if f not in shared and not side.fails_too(f)]
-    if related:
-        # Failures come surest first, then in the order startup runs them: the first is
-        # the one that stops startup; every one of them is evidence.
-        worst = related[0]
-        severity: Severity = SEVERITY_OF_CONTEXT[worst.context]
-        evidence: list[Evidence] = []
-        for f in related:
-            evidence += failure_evidence(f, analysis)
-            works = side.works(f) if f.context == "module" else None
-            if works is not None:
-                evidence.append(works)
-        if severity == "fatal" and side.why_unchecked:
-            evidence.append(Evidence(source="facts", detail=side.why_unchecked))
-        evidence = list(dict.fromkeys(evidence))
-        if severity == "fatal":
-            fixes += _flag_fixes(related, analysis, startup)
-        return finding_about(
-            diff,
-            severity=severity,
-            reason=failure_reason(worst, analysis, target, side),
-            decided_by=evidence[0].source,
-            evidence=tuple(evidence + requirements),
-            fixes=tuple(fixes),
-        )
-    if shared:
-        first = shared[0]
-        return finding_about(
-            diff,
-            severity="unknown",
-            reason=f"{name} {shown}: envsync reads `{first.edge.statement}` "
-            f"({statement_at(first)}) as failing on the reference too ({first.message()}), "
-            "so this difference does not explain it and envsync cannot tell what it does.",
-            decided_by=failure_evidence(first, analysis)[0].source,
-            evidence=tuple(dict.fromkeys(e for f in shared for e in failure_evidence(f, analysis)))
-            + tuple(requirements),
-            fixes=tuple(fixes),
-        )
-    if analysis.graph is None:
-        caused = any(v.reference_meets for v in found)
-        why = (
-            "a package another one requires"
-            if caused
-            else "no startup import graph to tell whether startup uses it"
-        )
-        return finding_about(
-            diff,
-            severity="risky" if caused else "unknown",
-            reason=f"{name} {shown} ({why}).",
-            decided_by="requirements" if caused else "facts",
-            evidence=tuple(requirements),
-            fixes=tuple(fixes),
-        )
-    use = analysis.imports.surest(names) if analysis.imports else None
-    if use is not None and use[2] in RUNS:
-        importer, edge, context = use
-        file = analysis.graph.modules[importer].file
-        return finding_about(
-            diff,
-            severity="risky",
-            reason=f"{name} {shown}: startup imports it ({importer}, {CONTEXT_WORDS[context]}); "
-            "not shown to break.",
-            decided_by="import-graph",
-            evidence=(
-                Evidence(
-                    source="import-graph",
-                    detail=f"{importer} imports {edge.module}",
-                    file=file,
-                    line=edge.line,
-                    statement=edge.statement,
-                    context=edge.context,
-                ),
-                *requirements,
+    return related, shared
+
+
+def _failing(
+    diff: Difference,
+    related: list[Failure],
+    analysis: Analysis,
+    startup: Startup,
+    target: Snapshot,
+    side: ReferenceSide,
+    requirements: list[Evidence],
+    fixes: list[Fix],
+) -> Finding:
+    """Imports of it that fail: the first decides (as surely as its context runs), with
+    the launch flags that avoid them where it stops startup."""
+    # Failures come surest first, then in the order startup runs them: the first is
+    # the one that stops startup; every one of them is evidence.
+    worst = related[0]
+    severity: Severity = SEVERITY_OF_CONTEXT[worst.context]
+    evidence: list[Evidence] = []
+    for f in related:
+        evidence += failure_evidence(f, analysis)
+        works = side.works(f) if f.context == "module" else None
+        if works is not None:
+            evidence.append(works)
+    if severity == "fatal" and side.why_unchecked:
+        evidence.append(Evidence(source="facts", detail=side.why_unchecked))
+    evidence = list(dict.fromkeys(evidence))
+    if severity == "fatal":
+        fixes = fixes + _flag_fixes(related, analysis, startup)
+    return finding_about(
+        diff,
+        severity=severity,
+        reason=failure_reason(worst, analysis, target, side),
+        decided_by=evidence[0].source,
+        evidence=tuple(evidence + requirements),
+        fixes=tuple(fixes),
+    )
+
+
+def _failing_on_both(
+    diff: Difference,
+    shared: list[Failure],
+    analysis: Analysis,
+    requirements: list[Evidence],
+    fixes: list[Fix],
+) -> Finding:
+    """`unknown`: its imports fail on the reference too, so this difference explains none."""
+    first = shared[0]
+    return finding_about(
+        diff,
+        severity="unknown",
+        reason=f"{_shown_name(diff)}: envsync reads `{first.edge.statement}` "
+        f"({statement_at(first)}) as failing on the reference too ({first.message()}), "
+        "so this difference does not explain it and envsync cannot tell what it does.",
+        decided_by=failure_evidence(first, analysis)[0].source,
+        evidence=tuple(dict.fromkeys(e for f in shared for e in failure_evidence(f, analysis)))
+        + tuple(requirements),
+        fixes=tuple(fixes),
+    )
+
+
+def _without_graph(
+    diff: Difference, found: list[Violation], requirements: list[Evidence], fixes: list[Fix]
+) -> Finding:
+    """No startup graph: `risky` where another package requires it, `unknown` otherwise."""
+    caused = any(v.reference_meets for v in found)
+    why = (
+        "a package another one requires"
+        if caused
+        else "no startup import graph to tell whether startup uses it"
+    )
+    return finding_about(
+        diff,
+        severity="risky" if caused else "unknown",
+        reason=f"{_shown_name(diff)} ({why}).",
+        decided_by="requirements" if caused else "facts",
+        evidence=tuple(requirements),
+        fixes=tuple(fixes),
+    )
+
+
+def _imported(
+    diff: Difference,
+    use: tuple[str, ImportEdge, Context],
+    graph: StartupGraph,
+    requirements: list[Evidence],
+    fixes: list[Fix],
+) -> Finding:
+    """`risky`: startup imports it where that import runs, and nothing showed it breaks."""
+    importer, edge, context = use
+    file = graph.modules[importer].file
+    return finding_about(
+        diff,
+        severity="risky",
+        reason=f"{_shown_name(diff)}: startup imports it "
+        f"({importer}, {CONTEXT_WORDS[context]}); not shown to break.",
+        decided_by="import-graph",
+        evidence=(
+            Evidence(
+                source="import-graph",
+                detail=f"{importer} imports {edge.module}",
+                file=file,
+                line=edge.line,
+                statement=edge.statement,
+                context=edge.context,
             ),
-            fixes=tuple(fixes),
-        )
-    if use is not None:
-        # Inside a function of a module startup runs: it runs if startup calls it, and
-        # envsync does not read which functions startup calls.
-        importer, edge, _ = use
-        facts = analysis.graph.modules[importer]
-        at = f"{short_file(facts.file, importer) or importer}:{edge.line}"
-        return finding_about(
-            diff,
-            severity="unknown",
-            reason=f"{name} {shown}: startup may import it: {importer} imports it inside a "
-            f"function ({at}), and envsync does not read which functions startup calls.",
-            decided_by="import-graph",
-            evidence=(
-                Evidence(
-                    source="import-graph",
-                    detail=f"{importer} imports {edge.module} inside a function",
-                    file=facts.file,
-                    line=edge.line,
-                    statement=edge.statement,
-                    context=edge.context
-                    + f"; startup path: {' -> '.join(path_to(analysis.reached, importer))}",
-                ),
-                *requirements,
+            *requirements,
+        ),
+        fixes=tuple(fixes),
+    )
+
+
+def _imported_in_function(
+    diff: Difference,
+    use: tuple[str, ImportEdge, Context],
+    analysis: Analysis,
+    graph: StartupGraph,
+    requirements: list[Evidence],
+    fixes: list[Fix],
+) -> Finding:
+    """`unknown`: a module startup runs imports it inside a function, which runs if startup
+    calls it, and envsync does not read which functions startup calls."""
+    importer, edge, _ = use
+    facts = graph.modules[importer]
+    at = f"{short_file(facts.file, importer) or importer}:{edge.line}"
+    return finding_about(
+        diff,
+        severity="unknown",
+        reason=f"{_shown_name(diff)}: startup may import it: {importer} imports it inside a "
+        f"function ({at}), and envsync does not read which functions startup calls.",
+        decided_by="import-graph",
+        evidence=(
+            Evidence(
+                source="import-graph",
+                detail=f"{importer} imports {edge.module} inside a function",
+                file=facts.file,
+                line=edge.line,
+                statement=edge.statement,
+                context=edge.context
+                + f"; startup path: {' -> '.join(path_to(analysis.reached, importer))}",
             ),
-            fixes=tuple(fixes),
-        )
+            *requirements,
+        ),
+        fixes=tuple(fixes),
+    )
+
+
+def _unreached(
+    diff: Difference,
+    analysis: Analysis,
+    target: Snapshot,
+    requirements: list[Evidence],
+    fixes: list[Fix],
+) -> Finding:
+    """No import of it that startup may run: `unknown` behind a door envsync cannot see
+    past, `benign` where no path from startup reaches it."""
+    name = diff.subject
     door = analysis.behind(target).door_to(name)
     if door is not None:
         return door_finding(
             diff,
             door,
-            head=f"{name} {shown}: startup may import it",
+            head=f"{_shown_name(diff)}: startup may import it",
             behind=name,
             context=f"{door.context}; startup path: "
             + " -> ".join(path_to(analysis.reached, door.module)),
@@ -351,7 +427,7 @@ def _verdict(
     return finding_about(
         diff,
         severity="benign",
-        reason=f"{name} {shown}: no import path from startup reaches it (envsync read "
+        reason=f"{_shown_name(diff)}: no import path from startup reaches it (envsync read "
         f"{len(analysis.reached)} modules startup may run, in every package).",
         decided_by="import-graph",
         evidence=tuple(requirements),

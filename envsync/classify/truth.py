@@ -319,54 +319,12 @@ def apply_import_check(
         found = blame(out, chain, reference, target)
         if state == "fails":
             assert theirs is not None
-            same = (theirs.exception, theirs.message) == (outcome.exception, outcome.message)
-            how = (
-                " the same way"
-                if same
-                else f" ({theirs.exception}: {theirs.message}, importing {theirs.module})"
-            )
-            notes.append(
-                f"import check: importing {outcome.module} fails on the target ({text}{at}) "
-                f"and on the reference {reference.host} too{how}: "
-                + (
-                    "not caused by a difference from the reference"
-                    if same or found is None
-                    else f"the reference does not start either, so envsync does not rate "
-                    f"{out[found.index].subject} fatal for it"
-                )
-            )
-            if found is not None and not same:
-                # Another error on the reference: this one is still the difference's,
-                # shown as evidence, never as the reason startup fails.
-                finding = out[found.index]
-                out[found.index] = replace(
-                    finding,
-                    evidence=(
-                        *finding.evidence,
-                        Evidence(source="import-check", detail=detail, context=found.how),
-                    ),
-                )
+            note, out = _fails_on_both(out, outcome, theirs, found, reference, text, at, detail)
+            notes.append(note)
             continue
         if found is None:
-            candidates = unexplained.before(out, chain, target)
-            notes.append(
-                f"import check: importing {outcome.module} on the target fails: {text}{at}; "
-                + (
-                    f"it imports cleanly on the reference {reference.host}, but "
-                    if state == "clean"
-                    else ""
-                )
-                + "no difference from the reference explains it ("
-                + unexplained.tried(_owners(chain, target))
-                + (
-                    "; each difference startup imports before it is at least unknown: "
-                    + ", ".join(out[i].subject for i, _ in candidates)
-                    if candidates
-                    else "; startup imports no other difference before it"
-                )
-                + ")"
-            )
-            out = unexplained.mark(out, candidates, f"importing {outcome.module} fails: {text}")
+            note, out = _unexplained(out, outcome, chain, state, reference, target, text, at)
+            notes.append(note)
             continue
         frame = found.frame or frame
         place = found.place if found.frame else place
@@ -381,21 +339,114 @@ def apply_import_check(
         )
         finding = out[found.index]
         if finding.severity != "fatal":
-            ref_words = (
-                f"on the reference {reference.host} they import cleanly"
-                if state == "clean"
-                else f"the reference {reference.host} was not imported (a {reference.source})"
-            )
-            where = f" at {shown_at(frame, place)}" if frame else ""
-            finding = replace(
-                finding,
-                severity="fatal",
-                decided_by="import-check",
-                reason=f"{finding.subject}: importing {outcome.module} on the target fails: "
-                f"{text}{where} ({found.how}); {ref_words}.",
+            finding = _raised_to_fatal(
+                finding, outcome, found, frame, place, state, reference, text
             )
         out[found.index] = replace(finding, evidence=(evidence, *finding.evidence))
     return out
+
+
+def _fails_on_both(
+    findings: list[Finding],
+    outcome: ImportOutcome,
+    theirs: ImportOutcome,
+    found: Blame | None,
+    reference: Snapshot,
+    text: str,
+    at: str,
+    detail: str,
+) -> tuple[str, list[Finding]]:
+    """The note on an import that fails on the reference too, and the findings with its
+    error as evidence where the reference fails another way (never as the reason)."""
+    same = (theirs.exception, theirs.message) == (outcome.exception, outcome.message)
+    how = (
+        " the same way"
+        if same
+        else f" ({theirs.exception}: {theirs.message}, importing {theirs.module})"
+    )
+    note = (
+        f"import check: importing {outcome.module} fails on the target ({text}{at}) "
+        f"and on the reference {reference.host} too{how}: "
+        + (
+            "not caused by a difference from the reference"
+            if same or found is None
+            else f"the reference does not start either, so envsync does not rate "
+            f"{findings[found.index].subject} fatal for it"
+        )
+    )
+    if found is None or same:
+        return note, findings
+    # Another error on the reference: this one is still the difference's,
+    # shown as evidence, never as the reason startup fails.
+    out = list(findings)
+    finding = out[found.index]
+    out[found.index] = replace(
+        finding,
+        evidence=(
+            *finding.evidence,
+            Evidence(source="import-check", detail=detail, context=found.how),
+        ),
+    )
+    return note, out
+
+
+def _unexplained(
+    findings: list[Finding],
+    outcome: ImportOutcome,
+    chain: Sequence[Raised],
+    state: str,
+    reference: Snapshot,
+    target: Snapshot,
+    text: str,
+    at: str,
+) -> tuple[str, list[Finding]]:
+    """The note on a failing import that no difference explains, and the findings with
+    each difference startup imports before it marked at least unknown."""
+    candidates = unexplained.before(findings, chain, target)
+    note = (
+        f"import check: importing {outcome.module} on the target fails: {text}{at}; "
+        + (
+            f"it imports cleanly on the reference {reference.host}, but "
+            if state == "clean"
+            else ""
+        )
+        + "no difference from the reference explains it ("
+        + unexplained.tried(_owners(chain, target))
+        + (
+            "; each difference startup imports before it is at least unknown: "
+            + ", ".join(findings[i].subject for i, _ in candidates)
+            if candidates
+            else "; startup imports no other difference before it"
+        )
+        + ")"
+    )
+    return note, unexplained.mark(findings, candidates, f"importing {outcome.module} fails: {text}")
+
+
+def _raised_to_fatal(
+    finding: Finding,
+    outcome: ImportOutcome,
+    found: Blame,
+    frame: Frame | None,
+    place: Place | None,
+    state: str,
+    reference: Snapshot,
+    text: str,
+) -> Finding:
+    """The finding a failing import is traced to, raised to fatal by it."""
+    ref_words = (
+        f"on the reference {reference.host} they import cleanly"
+        if state == "clean"
+        else f"the reference {reference.host} was not imported (a {reference.source})"
+    )
+    where = f" at {shown_at(frame, place)}" if frame else ""
+    return replace(
+        finding,
+        severity="fatal",
+        decided_by="import-check",
+        reason=f"{finding.subject}: importing {outcome.module} on the target fails: "
+        f"{text}{where} ({found.how}); {ref_words}.",
+    )
 
 
 # ---------------------------------------------------------------------------------------

@@ -139,13 +139,8 @@ def read_distribution(
 
     RECORD is parsed in full only for watched distributions (`watch`: normalized names).
     """
-    meta_dir: str | None = os.path.join(location, entry)
     is_egg = entry.endswith(".egg-info")
-    if is_egg and not os.path.isdir(os.path.join(location, entry)):
-        meta_file = os.path.join(location, entry)  # a single-file .egg-info
-        meta_dir = None
-    else:
-        meta_file = os.path.join(location, entry, "PKG-INFO" if is_egg else "METADATA")
+    meta_file, meta_dir = _metadata_file(location, entry, is_egg)
     if not os.path.isfile(meta_file):
         raise ValueError(f"no {os.path.basename(meta_file)} file")
     headers = parse_metadata_headers(read_header_block(meta_file))
@@ -191,29 +186,51 @@ def read_distribution(
         requires = meta("requires.txt")
         if requires is not None:
             dist["requires"] = egg_requires(requires)
-    records: Records = []
     record = meta(record_name)
+    records = _records(record, entry, is_egg, watched)
+    dist["top_level"] = _top_level(meta("top_level.txt"), records, record)
+    return dist, records
+
+
+def _metadata_file(location: str, entry: str, is_egg: bool) -> tuple[str, str | None]:
+    """The metadata file of a .dist-info or .egg-info entry, and its folder (None: a
+    single-file .egg-info)."""
+    if is_egg and not os.path.isdir(os.path.join(location, entry)):
+        return os.path.join(location, entry), None  # a single-file .egg-info
+    meta_file = os.path.join(location, entry, "PKG-INFO" if is_egg else "METADATA")
+    return meta_file, os.path.join(location, entry)
+
+
+def _records(record: str | None, entry: str, is_egg: bool, watched: bool) -> Records:
+    """The files a RECORD (or an egg's installed-files.txt) lists: an egg's always, paths
+    only; a wheel's only when watched, with their hashes."""
+    if record is None:
+        return []
+    if is_egg:
+        # installed-files.txt paths are relative to the .egg-info directory.
+        return [
+            (os.path.relpath(os.path.normpath(os.path.join(entry, p)), "."), None)
+            for p in record.splitlines()
+            if p.strip()
+        ]
+    if watched:
+        return parse_record(record)
+    return []
+
+
+def _top_level(listed: str | None, records: Records, record: str | None) -> list[str]:
+    """The top-level names a distribution provides: top_level.txt's, else those of the
+    files it lists (none where neither is there)."""
+    if listed is not None:
+        return sorted({n.strip() for n in listed.splitlines() if n.strip()})
+    if records:
+        return top_level_from_files([p for p, _ in records])
     if record is not None:
-        if is_egg:
-            # installed-files.txt paths are relative to the .egg-info directory.
-            records = [
-                (os.path.relpath(os.path.normpath(os.path.join(entry, p)), "."), None)
-                for p in record.splitlines()
-                if p.strip()
-            ]
-        elif watched:
-            records = parse_record(record)
-    top_level = meta("top_level.txt")
-    if top_level is not None:
-        dist["top_level"] = sorted({n.strip() for n in top_level.splitlines() if n.strip()})
-    elif records:
-        dist["top_level"] = top_level_from_files([p for p, _ in records])
-    elif record is not None:
         # Only the first path component matters here: skip the CSV parser.
-        dist["top_level"] = top_level_from_files(
+        return top_level_from_files(
             [line.lstrip('"').rsplit(",", 2)[0] for line in record.splitlines() if line]
         )
-    return dist, records
+    return []
 
 
 def file_value(path: str) -> str:
