@@ -12,6 +12,10 @@ outside any guard, is never `degraded` or `benign` (claims that startup works).
   'cached_download' from 'huggingface_hub'". huggingface_hub 0.26.0 dropped
   `cached_download` (its `_SUBMOD_ATTRS` no longer names it); diffusers 0.27.2 requires
   `huggingface-hub>=0.20.2`, so `pip check` is silent. Downgrading to 0.25.2 fixed it.
+  Statically envsync cannot show the name absent (huggingface_hub/__init__.py:570 hands
+  `_attach` its table by name, `submod_attrs=_SUBMOD_ATTRS`, which it does not read as
+  complete): the verdict rests on the unguarded import alone, `risky`, never lower; the
+  import check's real import makes it `fatal`, with the exception and its frame (line 28).
 - The same import beside huggingface_hub 0.25.2 where the reference has 0.24.7 (both
   define `cached_download`): the same kind of difference, which really starts.
 
@@ -105,7 +109,10 @@ CASES = (
             28,
             "from huggingface_hub import cached_download, hf_hub_download, model_info",
         ),
-        static="fatal",
+        # huggingface_hub/__init__.py:570 exports its names through
+        # `_attach(__name__, submodules=[], submod_attrs=_SUBMOD_ATTRS)`, a table passed
+        # by name: envsync does not read it as complete, so cannot show the name absent
+        static="risky",
     ),
     Case(
         id="diffusers-hub-0.25-kept",
@@ -198,16 +205,12 @@ def test_the_static_verdict_is_never_below_risky(
     culprit = found[_culprit(case)]
     # imported unguarded at module level: never degraded or benign, whatever else is read
     assert culprit["severity"] == case.static, culprit
-    if case.static == "fatal":
-        # the break is readable: the statement that imports the name the target lacks
-        file, line, statement = case.raised_in
-        (cited,) = [e for e in culprit["evidence"] if e["source"] == "name-check"]
-        assert cited["file"].endswith(file) and cited["line"] == line, cited
-        assert cited["statement"] == statement, cited
-        assert "cached_download" in culprit["reason"], culprit["reason"]
-        add(SECTION, "a name startup imports unguarded, gone on the target, read: fatal")
-    else:
-        add(SECTION, "a changed version startup imports unguarded, nothing read broken: risky")
+    assert "startup imports it" in culprit["reason"], culprit["reason"]
+    assert "not shown to break" in culprit["reason"], culprit["reason"]
+    (used,) = [e for e in culprit["evidence"] if e["source"] == "import-graph"]
+    assert used["context"] == "module", used
+    breaks = "breaks" if case.raises else "imports cleanly"
+    add(SECTION, f"a changed version startup imports unguarded, {breaks}, read: risky")
 
 
 def test_the_import_check_is_fatal_only_where_the_import_breaks(
