@@ -93,7 +93,17 @@ class Case:
     # the raising frame: file under site-packages, line, the statement there
     raised_in: tuple[str, int, str] = ("", 0, "")
     static: str = "risky"  # the culprit's severity without the import check
+    guarded: bool = False  # the service also imports a name the target lacks, guarded
 
+
+# a guarded import of what huggingface_hub 0.26.0 dropped, from the module that defined it
+# (huggingface_hub/file_download.py:579 in 0.25.2), whose names envsync reads
+GUARDED = """\
+try:
+    from huggingface_hub.file_download import cached_download
+except ImportError:
+    cached_download = None
+"""
 
 CASES = (
     Case(
@@ -113,6 +123,25 @@ CASES = (
         # `_attach(__name__, submodules=[], submod_attrs=_SUBMOD_ATTRS)`, a table passed
         # by name: envsync does not read it as complete, so cannot show the name absent
         static="risky",
+    ),
+    Case(
+        id="diffusers-hub-0.26-guarded-too",
+        report="TMElyralab/MuseTalk#265, the service also guarding cached_download as the "
+        "shims of easydiffusion/easydiffusion#1851 and xinntao/Real-ESRGAN#887 do",
+        service=GUARDED + "from diffusers import AutoencoderKL  # musetalk/models/vae.py:1\n",
+        same=HUB_STACK,
+        reference="huggingface_hub==0.25.2",
+        target="huggingface_hub==0.26.0",
+        raises="ImportError: cannot import name 'cached_download' from 'huggingface_hub'",
+        raised_in=(
+            "diffusers/utils/dynamic_modules_utils.py",
+            28,
+            "from huggingface_hub import cached_download, hf_hub_download, model_info",
+        ),
+        # the guarded break is the only one read (file_download.py binds its names):
+        # `degraded` before issue 31; the unguarded import keeps it `risky`
+        static="risky",
+        guarded=True,
     ),
     Case(
         id="diffusers-hub-0.25-kept",
@@ -205,6 +234,14 @@ def test_the_static_verdict_is_never_below_risky(
     culprit = found[_culprit(case)]
     # imported unguarded at module level: never degraded or benign, whatever else is read
     assert culprit["severity"] == case.static, culprit
+    if case.guarded:
+        # the guarded break is read, and is evidence; the unguarded import decides
+        assert culprit["decided_by"] == "import-graph", culprit
+        assert "unguarded" in culprit["reason"] and "so not degraded" in culprit["reason"]
+        (read,) = [e for e in culprit["evidence"] if e["source"] == "name-check" and e["line"]]
+        assert (read["file"].endswith("svc/main.py"), read["line"]) == (True, 2), read
+        add(SECTION, "a guarded name gone and an unguarded import unread: risky, not degraded")
+        return
     assert "startup imports it" in culprit["reason"], culprit["reason"]
     assert "not shown to break" in culprit["reason"], culprit["reason"]
     (used,) = [e for e in culprit["evidence"] if e["source"] == "import-graph"]
