@@ -16,6 +16,10 @@ outside any guard, is never `degraded` or `benign` (claims that startup works).
   `_attach` its table by name, `submod_attrs=_SUBMOD_ATTRS`, which it does not read as
   complete): the verdict rests on the unguarded import alone, `risky`, never lower; the
   import check's real import makes it `fatal`, with the exception and its frame (line 28).
+- The same, the service also guarding `cached_download` (the pattern of the shims in
+  easydiffusion/easydiffusion#1851 and xinntao/Real-ESRGAN#887) from the module that
+  defined it, huggingface_hub/file_download.py, which envsync reads: the one break it can
+  read is guarded (`degraded` before issue 31); the unguarded import keeps it `risky`.
 - The same import beside huggingface_hub 0.25.2 where the reference has 0.24.7 (both
   define `cached_download`): the same kind of difference, which really starts.
 
