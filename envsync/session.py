@@ -141,6 +141,8 @@ class Session:
     collected: Collected = field(default_factory=Collected, repr=False, compare=False)
     # What each HOST argument of this command names (resolve): each resolved once
     resolved: dict[str, Source] = field(default_factory=dict, repr=False, compare=False)
+    # The recorded states named in this command that were looked up (resolve): each once
+    looked_up: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def __enter__(self) -> Session:
         return self
@@ -157,7 +159,7 @@ class Session:
 
     def fresh(self) -> Session:
         """This session, remembering nothing collected (a new round of `watch`)."""
-        return replace(self, collected=Collected(), resolved={})
+        return replace(self, collected=Collected(), resolved={}, looked_up=set())
 
     def changed(self, host: str) -> None:
         """The host changed (or may have: its lock was taken after it was collected):
@@ -181,8 +183,13 @@ class Session:
         answer); a recorded state is looked up (not read) at once, so that a state that
         does not exist fails before any host is collected."""
         source = self._named(name)
-        if isinstance(source, StateSource) and self.states is not None:
+        if (
+            isinstance(source, StateSource)
+            and self.states is not None
+            and source.name not in self.looked_up
+        ):
             pick(self.states, source.spec.name, source.selector, source.name)
+            self.looked_up.add(source.name)
         return source
 
     def _named(self, name: HostArg) -> Source:
