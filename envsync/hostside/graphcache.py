@@ -10,8 +10,8 @@ A graph is kept and sent in two parts: its header (every field but the modules) 
 modules' JSON text, known by the digest of that text; the host keeps that text in chunks
 that its graphs' variants and versions share (chunks.py). envsync keeps the modules it was sent
 by their digest, and says which it holds ("known"): modules whose digest it names are not
-sent again (collect.py). A cache file holds three lines: the stamps, the header (with the
-digest), the digests of the modules' chunks.
+sent again (collect.py). Its cache file: graphfile.py. Where only some modules' files
+changed, the cached graph is patched rather than walked again (graphpatch.py).
 """
 
 from __future__ import annotations
@@ -25,19 +25,19 @@ import time
 from .caches import cache_path, save_text
 from .chunks import load_chunks, save_chunks
 from .files import open_regular
+from .graphfile import REFRESHED, graph_stamps, holds, save_graph
+from .graphpatch import patched_graph
 from .roots import script_path
-from .shared import Stamp, racy, stamp, text_digest
+from .shared import racy, text_digest
 from .startup import startup_graph
-from .store import touch
+from .store import open_store, touch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, List, Optional
+    from typing import Any
 
     from .finder import ModuleFinder
     from .share import Share
-
-    Stamped = Optional[List[int]]
 
 
 class RawJSON:
@@ -75,63 +75,6 @@ def encoded(graph: dict[str, Any], path: str | None = None) -> RawJSON:
     return RawJSON(json.dumps(header, separators=(",", ":")), modules, path, graph)
 
 
-def file_stamp(path: str) -> Stamped:
-    """What changes whenever a file or folder changes: a new entry changes its folder's
-    mtime, a write its mtime and ctime, a replacement its inode (None: it does not exist)."""
-    found = stamp(path)
-    return found.plain() if isinstance(found, Stamp) else None
-
-
-def listing(path: str) -> str | None:
-    """A folder's entries as the import system sees them: every name but __pycache__,
-    whose creation (a service's first start compiles its modules) changes the folder's
-    mtime and nothing that an import finds (None: not a folder)."""
-    try:
-        names = sorted(n for n in os.listdir(path) if n != "__pycache__")
-    except OSError:
-        return None
-    return text_digest("\0".join(names).encode("utf-8", "surrogateescape"))
-
-
-def graph_stamps(graph: dict[str, Any], searched: set[str], extra: list[str]) -> list[Any]:
-    """Stamps of every source read and every folder searched to build `graph` (a folder's
-    with its listing: a folder whose stamp changed and whose listing did not is the same)."""
-    paths = set(searched)
-    paths.update(extra)
-    files = set()
-    for info in graph["modules"].values():
-        if info.get("file"):
-            files.add(info["file"])
-    paths.update(files)
-    out: list[Any] = []
-    for p in sorted(paths):
-        row: list[Any] = [p, file_stamp(p)]
-        if p not in files and row[1] is not None:
-            found = listing(p)
-            if found is not None:
-                row.append(found)
-        out.append(row)
-    return out
-
-
-def holds(row: list[Any], now: int) -> bool:
-    """Whether a stamp row still holds: the same stat, or a folder with the same listing
-    (then the row takes the folder's new stat, unless it changed in the last seconds, so
-    that the next run stats it again instead of listing it)."""
-    found = file_stamp(row[0])
-    if found == row[1]:
-        return True
-    if len(row) != 3 or row[1] is None or found is None or listing(row[0]) != row[2]:
-        return False
-    if not racy(found[1], now):
-        row[1] = found
-        REFRESHED.append(row[0])
-    return True
-
-
-REFRESHED: list[str] = []  # folders whose stamps still_valid took anew on this run
-
-
 def graph_key(options: dict[str, Any], finder: ModuleFinder) -> str:
     return hashlib.sha256(
         json.dumps(
@@ -159,6 +102,7 @@ def still_valid(path: str, chunks: str) -> RawJSON | None:
                 return None
             header = f.readline().decode("utf-8").strip()
             index = json.loads(f.readline().decode("utf-8"))
+            rest = f.read().decode("utf-8") if REFRESHED else ""
     except (OSError, ValueError, TypeError):
         return None
     if not header or not isinstance(index, list) or not all(isinstance(d, str) for d in index):
@@ -168,7 +112,7 @@ def still_valid(path: str, chunks: str) -> RawJSON | None:
         return None
     if REFRESHED:  # the same graph, its folders' new stats kept: later runs only stat them
         lines = [json.dumps(stamps, separators=(",", ":")), header, json.dumps(index)]
-        save_text(path, "\n".join(lines) + "\n")
+        save_text(path, "\n".join(lines) + "\n" + rest)
     else:
         touch(path)
     return RawJSON(header, modules, path)
@@ -190,9 +134,15 @@ def cached_startup_graph(
     path = pattern % graph_key(options, finder)
     chunks = cache_path(base, "chunks", digest) or ""
     valid = still_valid(path, chunks)
-    if valid is not None and not (share is not None and share.walk):
+    walk = share is not None and share.walk  # envsync asked for the graph's packs
+    if valid is not None and not walk:
         return valid
-    graph = startup_graph(options, finder, base, digest, hashes, share)
+    store = open_store(cache_path(base, "imports", digest))
+    patch = None if walk else patched_graph(path, chunks, finder, store, hashes)
+    if patch is not None:
+        return RawJSON(patch[0], patch[1])
+    keys: dict[str, str] = {}
+    graph = startup_graph(options, finder, base, digest, hashes, share, keys)
     if graph is None:
         return None
     extra = list(finder.paths)
@@ -203,12 +153,8 @@ def cached_startup_graph(
     now = time.time_ns()
     fresh = encoded(graph)
     if all(row[1] is None or not racy(row[1][1], now) for row in stamps):
-        # the modules' text as sent, under the header of a graph that was cached
+        # the modules' text as sent, under the header of a graph that was cached, in
+        # chunks that the graph's other variants and versions share
         header = json.loads(fresh.header)
-        header.update(parsed=0, cached=graph["parsed"] + graph["cached"])
-        # the modules in chunks that the graph's other variants and versions share
-        index = save_chunks(chunks, fresh.modules)
-        text = json.dumps(stamps, separators=(",", ":")) + "\n"
-        text += json.dumps(header, separators=(",", ":")) + "\n"
-        save_text(path, text + json.dumps(index) + "\n")
+        save_graph(path, stamps, header, save_chunks(chunks, fresh.modules), keys)
     return fresh

@@ -42,11 +42,13 @@ def startup_graph(
     digest: str,
     hashes: HashCache | None = None,
     share: Share | None = None,
+    keys: dict[str, str] | None = None,
 ) -> dict[str, Any] | None:
     """The graph of the roots in `options` (None: no roots), with parsed facts kept by
     content (store.py) and files' digests by their stat (`hashes`: the probe's cache of
     file hashes, updated in place); `share`: the packs other hosts' facts came in, taken
-    before the walk, and the graph's own packs made after it (share.py)."""
+    before the walk, and the graph's own packs made after it (share.py); `keys`: filled
+    with each module's facts key."""
     roots = options.get("roots") or []
     if not roots:
         return None
@@ -90,6 +92,8 @@ def startup_graph(
     modules = graph.modules
     if share is not None:
         share.make(graph.keys, modules, store)
+    if keys is not None:
+        keys.update(graph.keys)
     # The standard library does not drift apart from the interpreter: keep it out.
     stdlib = {n for n, m in modules.items() if m["kind"] in ("stdlib", "builtin")}
     for name in stdlib:
@@ -297,15 +301,25 @@ class GraphBuilder:
         self.modules[name] = info
         if kind in ("stdlib", "builtin"):
             return  # the same on both hosts, left out of the graph: nothing to read
-        follow = self.mode[name]
         parent = name.rpartition(".")[0]
         if parent:
-            self.want(parent, follow)  # Python runs a module's parent packages first
+            self.want(parent, self.mode[name])  # Python runs a module's parent packages first
         if kind != "source" or origin is None:
             return
         facts = self.facts(name, origin, locations is not None, info)
-        if facts is None:
-            return
+        if facts is not None:
+            self.absorb(name, info, facts, locations)
+
+    def absorb(
+        self,
+        name: str,
+        info: dict[str, Any],
+        facts: dict[str, Any],
+        locations: list[str] | None,
+    ) -> None:
+        """A source module's facts into its `info`, and its edges followed (or, where
+        only what it binds is read, its star imports)."""
+        follow = self.mode[name]
         info.update({k: facts[k] for k in ("defines", "all", "dynamic", "stars")})
         if facts.get("hooks"):
             self.hooked.add(name)

@@ -1,0 +1,197 @@
+"""A cached graph patched where only modules' files changed: the same graph as a new walk.
+
+The host side runs in this process on a copy of the real rich package (and a small service
+that imports it). After each edit the graph from the cache is compared, byte for byte, with
+a walk of the same files in an empty cache folder, and `graphpatch.PATCHED` says whether
+the cache was patched or walked again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import rich
+
+from envsync.hostside import graphpatch, store
+from envsync.hostside.finder import ModuleFinder
+from envsync.hostside.graphcache import RawJSON, cached_startup_graph
+from tests.helpers import OLD_NS
+
+pytestmark = pytest.mark.quick
+
+OPTIONS = {"roots": ["svc.main"], "internal": ["svc"]}
+SERVICE = """\
+import json
+import rich.console
+
+from svc import util
+
+
+def serve():
+    import rich.table
+    return util.VALUE
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    sp = tmp_path / "site-packages"
+    shutil.copytree(Path(rich.__file__).parent, sp / "rich")
+    (sp / "svc").mkdir()
+    (sp / "svc" / "__init__.py").write_text("")
+    (sp / "svc" / "main.py").write_text(SERVICE)
+    (sp / "svc" / "util.py").write_text("import os\n\nVALUE = 1\n")
+    _date_back(sp)
+    return sp
+
+
+def _date_back(root: Path) -> None:
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, ns=(OLD_NS, OLD_NS), follow_symlinks=False)
+
+
+def _graph(sp: Path, base: Path) -> RawJSON:
+    store._OPEN.clear()  # a probe is a process of its own: no store kept from the last one
+    finder = ModuleFinder([str(sp)], {})
+    graph = cached_startup_graph(OPTIONS, finder, str(base), "test", {})
+    assert graph is not None
+    return graph
+
+
+def _same_as_a_walk(sp: Path, tmp_path: Path, got: RawJSON) -> None:
+    fresh = _graph(sp, tmp_path / f"fresh-{len(list(tmp_path.glob('fresh-*')))}")
+    assert graph_patch_free(fresh)
+    assert got.modules == fresh.modules
+    header = {k: v for k, v in json.loads(got.header).items() if k not in ("parsed", "cached")}
+    assert header == {
+        k: v for k, v in json.loads(fresh.header).items() if k not in ("parsed", "cached")
+    }
+
+
+def graph_patch_free(graph: RawJSON) -> bool:
+    return graphpatch.PATCHED == [] and graph.path is None
+
+
+def _edit(path: Path, text: str, n: int) -> None:
+    path.write_text(text)
+    os.utime(path, ns=(OLD_NS + n * 10**9, OLD_NS + n * 10**9))
+
+
+EDITS = {
+    "a comment at the end": lambda t: t + "\n# a local patch\n",
+    "a line at the top: every line after it moves": lambda t: "# patched\n" + t,
+    "a new function: what it defines changes": lambda t: t + "\n\ndef patched():\n    return 1\n",
+    "a statement inside a function": lambda t: t.replace("        return ", "        return  ", 1),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_an_edit_that_keeps_the_walks_course_is_patched_into_the_same_graph(
+    site: Path, tmp_path: Path, edit: str
+) -> None:
+    base = tmp_path / "cache"
+    first = _graph(site, base)
+    assert first.path is None and "rich.table" in json.loads(first.modules)
+    table = site / "rich" / "table.py"
+    original = table.read_text()
+    _edit(table, EDITS[edit](original), 1)
+    second = _graph(site, base)
+    assert graphpatch.PATCHED == ["rich.table"]
+    assert json.loads(second.header)["parsed"] == 1
+    _same_as_a_walk(site, tmp_path, second)
+    # put back: the old facts are known, nothing is parsed, the first graph again
+    _edit(table, original, 2)
+    third = _graph(site, base)
+    assert graphpatch.PATCHED == ["rich.table"] and json.loads(third.header)["parsed"] == 0
+    assert third.modules == first.modules
+    # and the patch was kept: the next run only stats the files
+    fourth = _graph(site, base)
+    assert fourth.path is not None and fourth.modules == first.modules
+
+
+def test_two_edited_files_are_patched_together(site: Path, tmp_path: Path) -> None:
+    base = tmp_path / "cache"
+    _graph(site, base)
+    for n, name in enumerate(("table.py", "console.py"), 1):
+        path = site / "rich" / name
+        _edit(path, "# patched\n" + path.read_text(), n)
+    got = _graph(site, base)
+    assert sorted(graphpatch.PATCHED) == ["rich.console", "rich.table"]
+    _same_as_a_walk(site, tmp_path, got)
+
+
+CHANGES = {
+    "a new import: another course": ("svc/util.py", "import os\nimport rich.text\n\nVALUE = 1\n"),
+    "an import removed": ("svc/util.py", "\nVALUE = 1\n"),
+    "a file that no longer parses": ("svc/util.py", "import os\n\nVALUE = (\n"),
+    "an import moved out of a function": (
+        "svc/main.py",
+        SERVICE.replace("    import rich.table\n", "").replace(
+            "import json", "import json\nimport rich.table"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_an_edit_that_changes_the_course_is_walked_again(
+    site: Path, tmp_path: Path, change: str
+) -> None:
+    base = tmp_path / "cache"
+    _graph(site, base)
+    rel, text = CHANGES[change]
+    _edit(site / rel, text, 1)
+    got = _graph(site, base)
+    assert graphpatch.PATCHED == [] and got.path is None
+    _same_as_a_walk(site, tmp_path, got)
+
+
+def test_a_new_module_in_a_searched_folder_is_walked_again(site: Path, tmp_path: Path) -> None:
+    base = tmp_path / "cache"
+    _graph(site, base)
+    (site / "svc" / "extra.py").write_text("")
+    os.utime(site / "svc", ns=(OLD_NS + 10**9, OLD_NS + 10**9))
+    _edit(site / "svc" / "util.py", "import os\nfrom svc import extra\n\nVALUE = 1\n", 1)
+    got = _graph(site, base)
+    assert graphpatch.PATCHED == []
+    assert "svc.extra" in json.loads(got.modules)
+    _same_as_a_walk(site, tmp_path, got)
+
+
+def test_an_edit_in_the_last_seconds_is_patched_but_not_kept(site: Path, tmp_path: Path) -> None:
+    base = tmp_path / "cache"
+    _graph(site, base)
+    kept = next(base.glob("graph-*.json")).read_bytes()
+    util = site / "svc" / "util.py"
+    util.write_text("import os\n\nVALUE = 2\n")  # now: the racy window
+    second = _graph(site, base)
+    assert graphpatch.PATCHED == ["svc.util"]
+    _same_as_a_walk(site, tmp_path, second)
+    assert next(base.glob("graph-*.json")).read_bytes() == kept  # the next run hashes it again
+
+
+@pytest.mark.parametrize(
+    "damage", ["no keys line", "keys of another shape", "a key that is no text"]
+)
+def test_a_cache_file_of_another_shape_is_walked_again(
+    site: Path, tmp_path: Path, damage: str
+) -> None:
+    base = tmp_path / "cache"
+    _graph(site, base)
+    cached = next(base.glob("graph-*.json"))
+    lines = cached.read_text().split("\n")
+    if damage == "no keys line":
+        lines = [*lines[:3], ""]
+    elif damage == "keys of another shape":
+        lines[3] = "[1, 2]"
+    else:
+        lines[3] = json.dumps({name: 7 for name in json.loads(lines[3])})
+    cached.write_text("\n".join(lines))
+    _edit(site / "rich" / "table.py", "# patched\n" + (site / "rich" / "table.py").read_text(), 1)
+    got = _graph(site, base)
+    assert graphpatch.PATCHED == [] and got.path is None
+    _same_as_a_walk(site, tmp_path, got)
