@@ -2,12 +2,14 @@
 
 Its only writes, so that a second run skips ast and hashing. They live in the cache
 folder (boot.cache_base) and are keyed by what makes them valid: file hashes by stat (one
-file per environment), parsed facts by content hash and this host side's digest, graphs
-by everything that shapes them. Best effort: a read-only home just means no cache.
+file per environment), parsed facts by content hash and the code that parses them (so an
+envsync upgrade that leaves the parser alone keeps them), graphs by everything that shapes
+them. Best effort: a read-only home just means no cache.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -21,11 +23,54 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# The host side's modules that the facts store's entries are made by (the parser and what
+# it imports, the text search of mentions.py, the packs' marks of share.py, the entries'
+# own format): the store is keyed by their code alone (tests/hostside/test_caches.py
+# checks that the list holds everything they import).
+FACTS_CODE = (
+    "analyse",
+    "astutil",
+    "files",
+    "lazy",
+    "mentions",
+    "parallel",
+    "share",
+    "shared",
+    "store",
+    "versionchecks",
+)
+_FACTS_DIGEST: dict[str, str] = {}
+
+
+def facts_digest(digest: str) -> str:
+    """The digest of FACTS_CODE's sources beside this module (`digest`, the whole host
+    side's, where they cannot be read: a host side run from memory)."""
+    found = _FACTS_DIGEST.get(digest)
+    if found is None:
+        found = _FACTS_DIGEST[digest] = _code_digest(globals().get("__file__")) or digest
+    return found
+
+
+def _code_digest(source: str | None) -> str | None:
+    if not source:
+        return None
+    here = os.path.dirname(os.path.abspath(source))
+    code = hashlib.sha256(b"facts v1\0")
+    try:
+        for name in FACTS_CODE:
+            with open(os.path.join(here, name + ".py"), "rb") as f:
+                code.update(name.encode() + b"\0" + f.read() + b"\0")
+    except OSError:
+        return None
+    return code.hexdigest()[:16]
+
+
 def cache_path(base: str | None, kind: str, digest: str) -> str | None:
     """Where the cache of `kind` lives in the folder `base` (None: caching is off).
 
-    Parsed import facts and graphs are only as good as the code that made them: keyed by
-    the host side's digest, so that another envsync version on the host never reads them.
+    What the probe keeps is only as good as the code that made it: keyed by the host
+    side's digest (parsed facts by their own code's: facts_digest), so that another
+    envsync version on the host never reads it.
     """
     if not base:
         return None
@@ -39,7 +84,8 @@ def cache_path(base: str | None, kind: str, digest: str) -> str | None:
     if kind == "graph":  # one file per graph key (%s), written whole, read line by line
         return os.path.join(base, f"graph-{digest}-%s.json")
     # parsed facts: a folder of entries by content (store.py)
-    return os.path.join(base, f"facts-{digest}-py{sys.version_info[0]}{sys.version_info[1]}")
+    py = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    return os.path.join(base, f"facts-{facts_digest(digest)}-{py}")
 
 
 def load_cache(path: str | None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from envsync.apply import Agent
 from envsync.collect import ProbeOptions, collect
 from envsync.hostside import protocol
 from envsync.hostside.boot import PACKAGE
+from envsync.hostside.caches import FACTS_CODE, facts_digest
 from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
 from envsync.snapshot import dumps_snapshot
@@ -91,8 +92,9 @@ def test_a_first_run_writes_the_host_side_once_later_runs_reuse_its_bytecode(
     assert facts(venv) == first
     again = compiled[0].stat()
     assert (again.st_ino, again.st_mtime_ns) == (stamp.st_ino, stamp.st_mtime_ns)
-    # the probe's caches are keyed by the same digest, beside it
-    parsed = list(copy.parent.glob(f"facts-{shipping.bundle().digest}-py*"))
+    # the probe's caches beside it, its parsed facts keyed by the code that parses them
+    parsed = list(copy.parent.glob("facts-*-py*"))
+    assert [p.name.split("-")[1] for p in parsed] == [facts_digest("")]
     assert len(parsed) == 1 and parsed[0].is_dir() and list(parsed[0].rglob("*.json"))
     assert not list(copy.parent.glob("*.part"))
 
@@ -198,3 +200,32 @@ def test_the_host_side_needs_nothing_of_envsync_on_the_host(venv: Path, tmp_path
     assert [(o["module"], o["ok"]) for o in outcome] == [("tiny", True), ("tiny.gone", False)]
     assert outcome[1]["exception"] == "ModuleNotFoundError"
     assert os.path.isdir(cached_copy() / PACKAGE / "agent")
+
+
+def upgraded(module: str) -> shipping.Bundle:
+    """The bundle of an envsync whose host side differs from this one in `module` only."""
+    files = json.loads(zlib.decompress(shipping.bundle.__wrapped__().blob))
+    files[module] += "\n# the next release\n"
+    text = json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
+    digest = hashlib.sha256(text).hexdigest()[:16]
+    return shipping.Bundle(digest=digest, blob=zlib.compress(text, 1), boot=files["boot.py"])
+
+
+def _parsed(python: Path) -> tuple[int, int]:
+    graph = collect(spec(python), LocalRunner("t"), OPTIONS).startup
+    assert graph is not None
+    return graph.parsed, graph.cached
+
+
+@pytest.mark.parametrize("module", ["collect.py", "analyse.py"])
+def test_an_upgrade_keeps_the_parsed_facts_unless_it_changes_the_parser(
+    venv: Path, monkeypatch: pytest.MonkeyPatch, module: str
+) -> None:
+    first = _parsed(venv)
+    assert sum(first) == 1  # tiny, parsed now or on an earlier test
+    new = upgraded(module)
+    monkeypatch.setattr(shipping, "bundle", lambda: new)
+    keeps = module[:-3] not in FACTS_CODE
+    assert _parsed(venv) == ((0, 1) if keeps else (1, 0))
+    copies = list((Path.home() / ".cache" / "envsync").glob("host-*"))
+    assert len(copies) == 2  # the new host side beside the old one
