@@ -6,7 +6,9 @@ memory: nothing is imported or sent again), and their facts are taken when the w
 reaches them. The facts are what a serial parse gives: a pure function of the file's
 text, its module name and how it runs. Where a pool cannot start (no fork, no /dev/shm for
 its locks) or a worker dies, the walk parses on its own. ENVSYNC_PARSE_JOBS caps the
-workers (1: none); only a cold graph (files not in the parsed-facts cache) starts any.
+workers (1: none); only a cold graph starts any: the pool starts once START_AFTER files
+not in the parsed-facts cache are waiting (a walk after a change, with a few files to parse,
+parses them itself rather than fork a pool for them).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     Parsed = Tuple[str, Any]  # ("ok", facts) | ("error", why)
 
 AHEAD_PER_WORKER = 8  # files submitted ahead of the walk, per worker
+START_AFTER = 16  # files waiting to be parsed before the pool starts
 
 
 def workers() -> int:
@@ -56,16 +59,24 @@ class Ahead:
         self.jobs = jobs
         self.pool: ProcessPoolExecutor | None = None
         self.pending: dict[str, Future[Parsed]] = {}
+        self.waiting: dict[str, tuple[Any, ...]] = {}  # submitted before the pool started
         self.broken = jobs < 2
         self.submitted = 0
 
+    def room_for(self) -> int:
+        return self.jobs * AHEAD_PER_WORKER
+
     def room(self) -> bool:
-        return not self.broken and len(self.pending) < self.jobs * AHEAD_PER_WORKER
+        waiting = len(self.pending) + len(self.waiting)
+        return not self.broken and waiting < self.room_for()
 
     def submit(
         self, key: str, data: bytes, name: str, is_package: bool, as_main: bool, runs: Any
     ) -> None:
-        if self.broken or key in self.pending:
+        if self.broken or key in self.pending or key in self.waiting:
+            return
+        self.waiting[key] = (data, name, is_package, as_main, runs)
+        if self.pool is None and len(self.waiting) < min(START_AFTER, self.room_for()):
             return
         try:
             if self.pool is None:
@@ -74,13 +85,18 @@ class Ahead:
 
                 context = multiprocessing.get_context("fork")
                 self.pool = ProcessPoolExecutor(self.jobs, mp_context=context)
-            self.pending[key] = self.pool.submit(parse, data, name, is_package, as_main, runs)
-            self.submitted += 1
+            for waiting, args in list(self.waiting.items()):
+                self.pending[waiting] = self.pool.submit(parse, *args)
+                del self.waiting[waiting]
+                self.submitted += 1
         except Exception:  # no fork, no semaphores (/dev/shm), a pool that broke
             self.broken = True
+            self.waiting.clear()
 
     def take(self, key: str) -> Parsed | None:
         """The facts parsed ahead for `key` (None: not submitted, or lost: parse here)."""
+        if self.waiting.pop(key, None) is not None:
+            return None  # the pool has not started: the walk parses it
         job = self.pending.pop(key, None)
         if job is None:
             return None
@@ -91,6 +107,7 @@ class Ahead:
             return None
 
     def close(self) -> None:
+        self.waiting.clear()
         for job in self.pending.values():
             job.cancel()
         self.pending.clear()

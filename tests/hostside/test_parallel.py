@@ -95,3 +95,19 @@ def test_the_number_of_workers_can_be_capped(
 ) -> None:
     monkeypatch.setenv("ENVSYNC_PARSE_JOBS", given)
     assert parallel.workers() == expected
+
+
+def test_a_few_files_to_parse_start_no_pool() -> None:
+    ahead = parallel.Ahead(4)
+    try:
+        for n in range(parallel.START_AFTER - 1):
+            ahead.submit(f"k{n}", b"X = 1\n", f"m{n}", False, False, ())
+        assert ahead.pool is None and ahead.submitted == 0
+        assert ahead.take("k0") is None  # the walk parses it itself
+        ahead.submit("k0", b"X = 1\n", "m0", False, False, ())
+        ahead.submit("last", b"Y = 2\n", "last", False, False, ())
+        assert ahead.pool is not None and ahead.submitted == parallel.START_AFTER
+        found = ahead.take("last")
+        assert found is not None and found[0] == "ok" and found[1]["defines"] == ["Y"]
+    finally:
+        ahead.close()
