@@ -55,8 +55,9 @@ def lock_host(
             "known only on the live host",
             tip="name an inventory host or `local`",
         )
-    from envsync.index import Index, read_config  # the index client: only for pylock
-    from envsync.pylock import dumps_pylock, locate
+    from envsync.chosen import Chosen  # the index client: only for pylock
+    from envsync.index import Index, read_config
+    from envsync.pylock import dumps_pylock, locate, recorded_sha256
 
     snap = session.collect_one(name)
     record_state(session, name, "lock", snap)
@@ -66,11 +67,24 @@ def lock_host(
     if not config.indexes:
         warnings.append(f"{spec.name}: its pip configuration names no index (no-index)")
     index = Index(config)
+    kept = Chosen(config)
+    sha = {d.name: recorded_sha256(d) for d in snap.distributions}
+    known = {
+        d.name: found
+        for d in snap.distributions
+        if (found := kept.get(d.name, d.version, sha[d.name])) is not None
+    }
     session.note(
         f"{spec.name}: locating {len(snap.distributions)} packages on "
         f"{len(config.indexes)} index(es)"
+        + (f", {len(known)} as chosen in the last day" if known else "")
     )
-    located = locate(snap, index.files, config.tags, index.size)
+    located = locate(snap, index.files, config.tags, index.size, known)
+    for each in snap.distributions:
+        chosen = located.files.get(each.name)
+        if chosen is not None and each.name not in known:
+            kept.put(each.name, each.version, sha[each.name], chosen)
+    kept.save()
     for dist_name, reason in sorted(located.unlocked.items()):
         dist = snap.distribution(dist_name)
         warnings.append(

@@ -76,8 +76,10 @@ def locate(
     files_of: Callable[[str], Sequence[IndexFile]],
     tags: Sequence[str],
     size_of: Callable[[str], int | None] = lambda url: None,
+    known: Mapping[str, IndexFile] | None = None,
 ) -> Located:
-    """The index file of every package of the host (network through `files_of`)."""
+    """The index file of every package of the host (network through `files_of`; `known`:
+    files chosen before, by distribution name, taken as they are)."""
     found: dict[str, IndexFile] = {}
     unlocked: dict[str, str] = {}
     vcs: dict[str, Mapping[str, str]] = {}
@@ -95,7 +97,9 @@ def locate(
         if dist.direct_url and sha is None:
             unlocked[dist.name] = "installed from a file on the host that no index serves"
             continue
-        chosen = choose(files_of(dist.name), dist.name, dist.version, tags, sha)
+        chosen = (known or {}).get(dist.name) or choose(
+            files_of(dist.name), dist.name, dist.version, tags, sha
+        )
         if chosen is None:
             if sha is not None and pep751_source(dist.direct_url):
                 continue  # an archive URL with its hash: its own source

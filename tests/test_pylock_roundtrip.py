@@ -197,3 +197,37 @@ def test_check_accepts_a_pylock_written_by_uv(
     got = {(f["subject"], f["kind"], f["severity"]) for f in json.loads(out)["findings"]}
     assert ("soundfile", "missing", "fatal") in got and ("xgrammar", "version", "fatal") in got
     assert code == 1
+
+
+def test_a_second_lock_asks_no_index_for_what_it_chose_in_the_last_day(
+    capsys: pytest.CaptureFixture[str],
+    inventory: Path,
+    index: IndexServer,
+    host_index: str,
+    tmp_path: Path,
+) -> None:
+    first, again = tmp_path / "pylock.first.toml", tmp_path / "pylock.again.toml"
+    code, _, err = cli(capsys, inventory, "lock", "--format", "pylock", "ct129", "-o", str(first))
+    assert code == 0 and "as chosen in the last day" not in err, err
+    index.stop()  # no index at all now: only what was chosen
+    try:
+        code, _, err = cli(
+            capsys, inventory, "lock", "--format", "pylock", "ct129", "-o", str(again)
+        )
+        assert code == 0 and "warning" not in err, err
+        assert "as chosen in the last day" in err
+        assert _packages(again) == _packages(first)
+        # a day later the choices are asked for again: with no index, nothing is locked
+        kept = next((Path.home() / ".cache" / "envsync" / "received").glob("chosen-*.json"))
+        entries = json.loads(kept.read_text())
+        kept.write_text(json.dumps({k: [v[0] - 86400, v[1]] for k, v in entries.items()}))
+        code, _, err = cli(
+            capsys, inventory, "lock", "--format", "pylock", "ct129", "-o", str(again)
+        )
+        assert "no index of the host serves this version" in err
+    finally:
+        index.start()
+
+
+def _packages(lock: Path) -> list[object]:
+    return tomllib.loads(lock.read_text())["packages"]  # type: ignore[no-any-return]
