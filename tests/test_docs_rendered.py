@@ -65,3 +65,17 @@ def test_the_readme_links_to_pages_that_read_well() -> None:
         assert uri not in pages, f"{link}: link its rendered copy, docs/generated/{uri}"
         markers = len(re.findall(r"<!--\s*envsync:", path.read_text()))
         assert len(prose(path.read_text())) >= 5 * max(1, markers), f"{link}: mostly markers"
+
+
+def test_contributings_module_map_is_the_tree() -> None:
+    from docsgen import architecture
+
+    text = architecture.CONTRIBUTING.read_text()
+    assert architecture.written(text) == text, "run `python -m docsgen.architecture` and commit"
+    mapped = {line.split("`")[1] for line in text.splitlines() if line.startswith("| `envsync/")}
+    modules = {
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / "envsync").rglob("*.py")
+        if p.name != "__init__.py" and "__pycache__" not in p.parts
+    }
+    assert modules <= mapped, sorted(modules - mapped)
