@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import IO, Literal, Protocol, get_args
 
-from envsync.collect import ProbeOptions, first_wave, share
+from envsync.collect import ProbeOptions, share, waves
 from envsync.errors import CollectError, InputError
 from envsync.inventorymodel import HostSpec, Inventory
 from envsync.model import Snapshot
@@ -282,13 +282,12 @@ class Session:
         shown = self.progress(len(requests)) if self.progress else contextlib.nullcontext(None)
         with shown as advance, ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
             jobs: dict[Future[Snapshot], int] = {}
-            lead = self._lead(requests, sources)
-            if lead is not None:  # its facts are given to the rest (collect.first_wave)
-                jobs[pool.submit(self.collect_one, *requests[lead])] = lead
-                wait(jobs, timeout=FIRST_WAVE_S)  # a host that hangs holds no one long
-            for i, (name, options) in enumerate(requests):
-                if i != lead:
-                    jobs[pool.submit(self.collect_one, name, options)] = i
+            order = self._waves(requests, sources)
+            for n, wave in enumerate(order):  # each given what the waves before parsed
+                started = [pool.submit(self.collect_one, *requests[i]) for i in wave]
+                jobs.update(zip(started, wave, strict=True))
+                if n < len(order) - 1:
+                    wait(started, timeout=FIRST_WAVE_S)  # a host that hangs holds no one long
             try:
                 for job in as_completed(jobs):
                     i = jobs.pop(job)  # as_completed lets go of it too: its snapshot goes with it
@@ -305,10 +304,10 @@ class Session:
                 for job in jobs:
                     job.cancel()
 
-    def _lead(self, requests: Sequence[Request], sources: Sequence[Source]) -> int | None:
-        """The host collected before the others, where envsync knows none of its command
-        yet, so that the rest are given its facts (collect.first_wave); None: all at once."""
-        return first_wave(
+    def _waves(self, requests: Sequence[Request], sources: Sequence[Source]) -> list[list[int]]:
+        """The waves in which to collect the hosts, so that each is given the facts of the
+        hosts before it (collect.waves)."""
+        return waves(
             [
                 (s.spec, requests[i][1] or self.probe) if isinstance(s, HostSource) else None
                 for i, s in enumerate(sources)
@@ -338,10 +337,9 @@ class Session:
         if not asked:
             return
         shown = self.progress(len(asked)) if self.progress else contextlib.nullcontext(None)
-        lead = first_wave([(spec, options) for _, spec, options in asked])
-        waves = [[asked[lead]], asked[:lead] + asked[lead + 1 :]] if lead is not None else [asked]
+        order = [[asked[n] for n in wave] for wave in waves([(s, o) for _, s, o in asked])]
         with shown as advance:
-            for i, result in (answer for wave in waves for answer in engine.collect(wave)):
+            for i, result in (answer for wave in order for answer in engine.collect(wave)):
                 if not isinstance(result, CollectError):
                     try:
                         result = self._received(sources[i], result)

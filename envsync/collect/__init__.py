@@ -155,25 +155,49 @@ def offer(
     )
 
 
-def first_wave(requests: Sequence[tuple[HostSpec, ProbeOptions] | None]) -> int | None:
-    """Of several hosts to collect at once, the one to collect before the others (None:
-    all at once): where two or more walk the same startup graph's roots and envsync knows
-    none of them nor any pack of that command, the first one's packs are then given to
-    the rest, so that each file is parsed once in all."""
-    groups: dict[str, list[tuple[int, HostSpec, ProbeOptions]]] = {}
+def waves(requests: Sequence[tuple[HostSpec, ProbeOptions] | None]) -> list[list[int]]:
+    """The order in which to collect several hosts at once: waves of indexes of `requests`,
+    each started once the one before has answered, so that a host is given the facts the
+    hosts before it parsed, and each file is parsed once in all.
+
+    Of the hosts envsync knows nothing of (no record of the packs they hold), one is
+    collected first where envsync holds no pack of their command either. Then the rest are
+    grouped by image (the command and the interpreter's path, as nodes of one image share
+    them): of a group of two or more, one goes first and the others after it, as they
+    will parse the same files that differ from what envsync holds. Every other host goes
+    in the first wave: it waits for no one."""
+    groups: dict[tuple[str, str], list[int]] = {}  # (command, interpreter) -> hosts
     for i, asked in enumerate(requests):
         if asked is None or asked[1].cache_dir == "" or not asked[1].roots:
             continue
         host, options = asked
-        key = share.command_key(options.roots, options.internal, options.main)
-        groups.setdefault(key, []).append((i, host, options))
-    for group in groups.values():
-        options = group[0][2]
-        if len(group) < 2 or share.known_command(options.roots, options.internal, options.main):
-            continue
-        if not any(share.known_host(host, o.cache_dir) for _, host, o in group):
-            return group[0][0]
-    return None
+        if not share.known_host(host, options.cache_dir):
+            key = share.command_key(options.roots, options.internal, options.main)
+            groups.setdefault((key, host.python), []).append(i)
+    commands: dict[str, list[int]] = {}
+    for (key, _), members in groups.items():
+        commands.setdefault(key, []).extend(members)
+    leads: list[int] = []  # of a command envsync holds no pack of: one host first
+    for members in commands.values():
+        asked = requests[members[0]]
+        assert asked is not None
+        roots, internal, main = asked[1].roots, asked[1].internal, asked[1].main
+        if len(members) >= 2 and not share.known_command(roots, internal, main):
+            leads.append(min(members))
+    led = {image for image, members in groups.items() if set(members) & set(leads)}
+    then: list[int] = []
+    last: list[int] = []
+    for image, members in groups.items():
+        rest = [i for i in members if i not in leads]
+        if image in led or len(rest) < 2:
+            then.extend(rest)  # its image's files are the lead's: nothing to wait for
+        else:
+            then.append(rest[0])
+            last.extend(rest[1:])
+    grouped = {i for members in groups.values() for i in members}
+    others = [i for i in range(len(requests)) if i not in grouped]
+    found = [leads + others, then, last] if leads else [others + then, last]
+    return [sorted(wave) for wave in found if wave]
 
 
 def _request(host: HostSpec, options: ProbeOptions) -> str | None:

@@ -27,8 +27,10 @@ record planted in the cache folder, or restored from another machine's, names no
 that is given. A pack is trusted as the host that sent it is: its facts are checked
 against the receiving host's files (their content digests), not parsed again.
 
-`first_wave`: of several hosts of one command, none of them known, one is collected first
-and the rest are then given its packs (a fleet of one image parses each file once).
+`waves` (collect/__init__.py): of several hosts of one command that envsync does not know,
+one is collected first where it holds no pack of the command, and of the rest, one per
+image (the interpreter's path) before the others of that image, which are then given its
+packs (a fleet of one image parses each file once, against a warm reference too).
 """
 
 from __future__ import annotations

@@ -107,6 +107,21 @@ def test_a_fleet_of_one_image_parses_each_file_once(tmp_path: Path, wheel_cache:
         assert list((tmp_path / f"node{n}" / "envsync").glob("facts-*/*/*.json"))
 
 
+def test_new_nodes_of_one_image_against_a_known_reference_parse_what_differs_once(
+    tmp_path: Path, wheel_cache: Path
+) -> None:
+    reference = _venv(tmp_path / "reference", wheel_cache)
+    image = _venv(tmp_path / "image", wheel_cache, patch=True)  # one file the reference lacks
+    hosts = {"ref": _host("ref", reference, tmp_path / "ref")}
+    hosts |= {f"node{n}": _host(f"node{n}", image, tmp_path / f"node{n}") for n in range(3)}
+    with Session(inventory=_inventory(hosts), runners=Runners(), probe=OPTIONS, jobs=4) as s:
+        s.collect_all([("ref", None)])  # known now: its command's packs are envsync's
+    with Session(inventory=_inventory(hosts), runners=Runners(), probe=OPTIONS, jobs=4) as s:
+        snaps = s.collect_all([(f"node{n}", None) for n in range(3)])
+    # the patched file is parsed on one node; the others are given its facts
+    assert sorted(_parsed(snap) for snap in snaps) == [0, 0, 1]
+
+
 def test_two_new_hosts_collected_together_parse_each_file_once(
     tmp_path: Path, venvs: tuple[Path, Path]
 ) -> None:
