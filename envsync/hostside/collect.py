@@ -34,7 +34,7 @@ from .nccl import nccl_facts
 from .share import Share, read_payload, stale
 from .shared import normalize, text_digest
 from .state import service_state
-from .store import bound
+from .store import bound, open_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ def collect(
     facts["service_flags"], facts["crash"] = service_state()
     if share.enabled:
         facts["packs"] = share
+    open_store(cache_path(base, "imports", digest)).keep_packs()  # other hosts' facts used
     bound(base)  # the cache folder under its cap, when this run wrote into it
     facts["duration_s"] = round(time.time() - started, 4)
     return facts

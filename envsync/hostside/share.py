@@ -153,9 +153,7 @@ class Share:
                 self.refused.append(f"pack {digest[:12]}: {why}")
                 continue
             self.taken += 1
-            for key, facts in why.items():
-                store.seeds.setdefault(key, facts)
-                store.missing.discard(key)
+            store.seed_pack(digest, text, why)
         self.given = []
 
     def check(self, text: bytes, digest: str, tag: str) -> dict[str, Any] | str:

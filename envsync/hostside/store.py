@@ -8,11 +8,16 @@ entries it needs and writes the ones it learned: after a change, the changed fil
     FOLDER/facts-DIGEST/ab/abcdef....json     two lines: the key and the sha256 of the
                                              facts' text; the facts' JSON text
 
-An entry whose text does not match its digest (cut short, damaged) or that names another
-key is removed and learned again, never used. The store is bounded: past its cap, the
-entries used longest ago go first (a hit refreshes an entry's time once a day, so that a
-warm run writes nothing). Best effort: a store that cannot be written is a store that
-keeps nothing.
+    FOLDER/facts-DIGEST/packs/DIGEST.pack    a pack of entries other hosts learned (share.py),
+    FOLDER/facts-DIGEST/packs/DIGEST.keys    kept whole once a walk used it, and its keys
+
+A pack that a walk used is kept as it came (one file, not one per entry: a node of a fleet
+writes a few dozen files, not thousands), and read whole when one of its keys is first
+looked up. An entry or a pack whose text does not match its digest (cut short, damaged) or
+that names another key is removed and learned again, never used. The store is bounded:
+past its cap, the entries used longest ago go first (a hit refreshes an entry's time once
+a day, so that a warm run writes nothing). Best effort: a store that cannot be written is
+a store that keeps nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import os
 import time
 
 from .files import open_regular
-from .shared import temp_name
+from .shared import temp_name, text_digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -81,6 +86,19 @@ class Store:
         self.dropped = 0
         self.seeds: dict[str, Any] = {}
         self.seeded = 0
+        self.seed_of: dict[str, str] = {}  # key -> the digest of the pack it came in
+        self.pack_texts: dict[str, tuple[bytes, list[str]]] = {}  # digest -> text, keys
+        self.used: set[str] = set()  # packs whose entries a lookup used
+        self._kept: dict[str, str] | None = None  # key -> a kept pack's digest (packs/)
+
+    def seed_pack(self, digest: str, text: bytes, entries: dict[str, Any]) -> None:
+        """A given pack's entries, as seeds: a lookup that uses one keeps the pack."""
+        for key, facts in entries.items():
+            if key not in self.seeds:
+                self.seeds[key] = facts
+                self.seed_of[key] = digest
+            self.missing.discard(key)
+        self.pack_texts[digest] = (text, sorted(entries))
 
     def path(self, key: str) -> str | None:
         if not self.folder:
@@ -102,7 +120,8 @@ class Store:
                 data = f.read()
                 st = os.fstat(f.fileno())
         except OSError:
-            return self.seeded_value(key)
+            found = self.from_kept_pack(key)
+            return found if found is not None else self.seeded_value(key)
         try:
             value = read_entry(data, key)
         except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
@@ -115,14 +134,69 @@ class Store:
         return value
 
     def seeded_value(self, key: str) -> Any:
-        """A seed for a key this store does not hold, kept now that it is used."""
+        """A seed for a key this store does not hold: its pack is kept (keep_packs), now
+        that it is used."""
         value = self.seeds.pop(key, None)
         if value is None:
             self.missing.add(key)
             return None
         self.seeded += 1
-        self.put(key, value)
+        self.memo[key] = value
+        self.used.add(self.seed_of.get(key, ""))
         return value
+
+    def packs_folder(self) -> str | None:
+        return os.path.join(self.folder, "packs") if self.folder else None
+
+    def keep_packs(self) -> None:
+        """Keep the packs whose entries this run used, each in one file with its keys."""
+        where = self.packs_folder()
+        for digest in sorted(self.used):
+            found = self.pack_texts.get(digest)
+            if where is None or found is None:
+                continue
+            text, keys = found
+            pack = os.path.join(where, digest + ".pack")
+            if not os.path.isfile(pack) and write_file(pack, text):
+                write_file(os.path.join(where, digest + ".keys"), json.dumps(keys).encode())
+        self.used.clear()
+
+    def from_kept_pack(self, key: str) -> Any:
+        """The value a kept pack holds for `key` (None: no pack kept holds it); the pack's
+        other entries are read with it. A pack that does not match its digest is removed."""
+        where = self.packs_folder()
+        if where is None:
+            return None
+        if self._kept is None:
+            self._kept = kept_keys(where)
+        digest = self._kept.get(key)
+        if digest is None:
+            return None
+        path = os.path.join(where, digest + ".pack")
+        try:
+            with os.fdopen(open_regular(path, follow=False), "rb") as f:
+                text = f.read()
+                st = os.fstat(f.fileno())
+            if text_digest(text) != digest:
+                raise ValueError("does not match its digest")
+            entries = json.loads(text.decode("utf-8"))["entries"]
+            if not isinstance(entries, dict):
+                raise ValueError("not a pack")
+        except OSError:
+            entries = {}
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError, RecursionError):
+            self.dropped += 1
+            remove(path)
+            remove(os.path.join(where, digest + ".keys"))
+            entries = {}
+        for name in [k for k, d in self._kept.items() if d == digest]:
+            del self._kept[name]
+        if entries:
+            touch(path, st.st_mtime_ns)
+        for name, value in entries.items():
+            if isinstance(name, str) and name not in self.memo:
+                self.memo[name] = value
+        return self.memo.get(key)
 
     def drop(self, key: str) -> None:
         """Forget `key`'s entry (one found unfit where it is used), and remove its file."""
@@ -142,6 +216,24 @@ class Store:
         if path is None:
             return
         write_file(path, entry_text(key, value))
+
+
+def kept_keys(where: str) -> dict[str, str]:
+    """{key: the digest of the kept pack that holds it} of the packs folder `where`."""
+    out: dict[str, str] = {}
+    try:
+        names = sorted(n for n in os.listdir(where) if n.endswith(".keys"))
+    except OSError:
+        return out
+    for name in names:
+        try:
+            with os.fdopen(open_regular(os.path.join(where, name), follow=False), "rb") as f:
+                keys = json.loads(f.read().decode("utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(keys, list):
+            out.update((k, name[: -len(".keys")]) for k in keys if isinstance(k, str))
+    return out
 
 
 _OPEN: dict[str, Store] = {}

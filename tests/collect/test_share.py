@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -102,9 +103,14 @@ def test_a_fleet_of_one_image_parses_each_file_once(tmp_path: Path, wheel_cache:
     assert sorted(parsed)[:3] == [0, 0, 0]  # the first wave's node parsed, the rest did not
     assert max(parsed) > 20
     assert len({json.dumps(_verdict(snap)) for snap in snaps}) == 1
-    # each node's own store now holds the facts: envsync is not needed for the next walk
+    # each node's own store now holds the facts (the packs it used, kept whole): envsync
+    # is not needed for the next walk
     for n in range(4):
-        assert list((tmp_path / f"node{n}" / "envsync").glob("facts-*/*/*.json"))
+        assert list((tmp_path / f"node{n}" / "envsync").glob("facts-*/*/*.*"))
+    shutil.rmtree(wire.folder())  # envsync's own cache gone: no pack to give
+    for graph in (tmp_path / "node3" / "envsync").glob("graph-*.json"):
+        graph.unlink()  # the node walks its graph again
+    assert _parsed(_collect(hosts["node3"])) == 0
 
 
 def test_new_nodes_of_one_image_against_a_known_reference_parse_what_differs_once(

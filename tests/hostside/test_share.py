@@ -115,10 +115,31 @@ def test_a_pack_for_another_host_is_skipped_not_refused(
 
 
 def test_seeds_are_kept_only_when_a_walk_uses_them(tmp_path: Path) -> None:
+    text = _text(["file", "ab"], {"k": FACTS, "j": FACTS})
+    unused = _text(["file", "cd"], {"u": FACTS})
     store = Store(str(tmp_path / TAG))
-    store.seeds["k"] = FACTS
+    store.seed_pack(text_digest(text), text, {"k": FACTS, "j": FACTS})
+    store.seed_pack(text_digest(unused), unused, {"u": FACTS})
     assert store.get("other") is None
     assert store.get("k") == FACTS and store.seeded == 1
-    assert list((tmp_path / TAG).rglob("*.json"))  # kept on disk now
+    store.keep_packs()
+    # the used pack is kept whole, in one file with its keys; the unused one is not kept
+    kept = sorted(p.name for p in (tmp_path / TAG / "packs").iterdir())
+    assert kept == [f"{text_digest(text)}.keys", f"{text_digest(text)}.pack"]
+    assert not list((tmp_path / TAG).rglob("*.json"))  # no entry file per seed
     fresh = Store(str(tmp_path / TAG))
-    assert fresh.get("k") == FACTS and fresh.seeded == 0
+    assert fresh.get("k") == FACTS and fresh.get("j") == FACTS and fresh.seeded == 0
+    assert fresh.get("u") is None
+
+
+def test_a_kept_pack_that_does_not_match_its_digest_is_removed(tmp_path: Path) -> None:
+    text = _text(["file", "ab"], {"k": FACTS})
+    store = Store(str(tmp_path / TAG))
+    store.seed_pack(text_digest(text), text, {"k": FACTS})
+    assert store.get("k") == FACTS
+    store.keep_packs()
+    pack = tmp_path / TAG / "packs" / f"{text_digest(text)}.pack"
+    pack.write_bytes(text.replace(b"defines", b"definez"))
+    fresh = Store(str(tmp_path / TAG))
+    assert fresh.get("k") is None and fresh.dropped == 1
+    assert not pack.exists()
