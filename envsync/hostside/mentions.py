@@ -104,6 +104,10 @@ class Mentions:
                 self.store.put(key, answers)
         self.changed.clear()
 
+    def kept(self) -> dict[str, dict[str, int]]:
+        """Every answer this walk knows, by its store key (what share.py packs)."""
+        return {key: answers for key, answers in self.known.values() if key and answers}
+
     def tier(self, module: str, item: str) -> int:
         """2: a file may define the name; 1: one may import it; 0: none names it."""
         if module not in self.subtree:

@@ -171,6 +171,8 @@ class Share:
             return Skip("made for another host side or Python")
         identity = pack.get("id")
         entries: dict[str, Any] = pack["entries"]
+        if isinstance(identity, list) and identity[:1] == ["mentions"]:
+            return mention_entries(entries)
         for key, facts in entries.items():
             if not isinstance(facts, dict) or not all(f in facts for f in FIELDS):
                 return f"the facts of {key.split(':')[1:2]} are not facts"
@@ -236,8 +238,15 @@ class Share:
 
     # -- the graph's packs, made after a walk
 
-    def make(self, keys: dict[str, str], modules: dict[str, Any], store: Store) -> None:
-        """The packs of the graph's files (`keys`: module -> its facts' store key)."""
+    def make(
+        self,
+        keys: dict[str, str],
+        modules: dict[str, Any],
+        store: Store,
+        mentions: dict[str, Any] | None = None,
+    ) -> None:
+        """The packs of the graph's files (`keys`: module -> its facts' store key), and
+        one of its text searches' answers (`mentions`: key -> answers, mentions.py)."""
         if not self.enabled or not store.folder:
             return
         self.made = True
@@ -274,6 +283,14 @@ class Share:
             if store.get(mark) != digest:
                 store.put(mark, digest)
             self.packs.append((identity, text, digest))
+        if mentions:
+            # keyed by the module's files and their digests: a host whose files are not
+            # these (another image, other paths) never looks one up
+            found = {k: v for k, v in sorted(mentions.items()) if v}
+            identity = ["mentions", text_digest(json.dumps(sorted(found)).encode())]
+            pack = {"v": 1, "tag": tag, "id": identity, "entries": found}
+            text = json.dumps(pack, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            self.packs.append((identity, text, text_digest(text)))
 
     def owner(
         self,
@@ -319,6 +336,18 @@ class Share:
             for _, text, digest in self.packs
             if text is not None and digest not in self.held
         ]
+
+
+def mention_entries(entries: dict[str, Any]) -> dict[str, Any] | str:
+    """A pack of text searches' answers (mentions.py), or why it is refused: each key is
+    of the files it searched and their digests, so that only a host whose files are those
+    looks it up; each answer a tier, 0 to 2."""
+    for key, answers in entries.items():
+        if not key.startswith("mentions:") or not isinstance(answers, dict):
+            return "an entry of its answers is not one"
+        if not all(isinstance(v, int) and 0 <= v <= 2 for v in answers.values()):
+            return "an answer is not a tier"
+    return entries
 
 
 def module_path(name: str, is_package: bool) -> str:

@@ -91,7 +91,7 @@ def startup_graph(
     graph.run()
     modules = graph.modules
     if share is not None:
-        share.make(graph.keys, modules, store)
+        share.make(graph.keys, modules, store, graph.mentions.kept())
     if keys is not None:
         keys.update(graph.keys)
     # The standard library does not drift apart from the interpreter: keep it out.

@@ -128,6 +128,60 @@ def test_new_nodes_of_one_image_against_a_known_reference_parse_what_differs_onc
     assert sorted(_parsed(snap) for snap in snaps) == [0, 0, 1]
 
 
+LAZY_INIT = """\
+from typing import TYPE_CHECKING
+from .._lazy import LazyModule, define_import_structure
+if TYPE_CHECKING:
+    from .processing import *
+else:
+    import sys
+    sys.modules[__name__] = LazyModule(__name__, define_import_structure(__file__))
+"""
+
+
+def _entry_keys(store: Path) -> list[str]:
+    """The keys of a facts store's entries (one file each; not its kept packs)."""
+    return [json.loads(p.read_bytes().partition(b"\n")[0])[0] for p in store.glob("*/*.json")]
+
+
+def test_a_text_search_one_node_ran_is_not_run_again_on_another(
+    tmp_path: Path, wheel_cache: Path
+) -> None:
+    from tests.helpers import make_wheel
+
+    image = _venv(tmp_path / "image", wheel_cache)
+    lazy = make_wheel(
+        tmp_path / "w",
+        "lazyt",
+        "1.0",
+        {
+            "lazyt/__init__.py": "",
+            "lazyt/_lazy.py": "LazyModule = define_import_structure = None\n",
+            "lazyt/vision/__init__.py": LAZY_INIT,
+            "lazyt/vision/processing.py": "def is_valid():\n    pass\n",
+            "lazyt/vision/other.py": "def unrelated():\n    pass\n",
+        },
+    )
+    pip_install(image, lazy)
+    main = site_packages(image) / "svc" / "main.py"
+    main.write_text(main.read_text() + "from lazyt.vision import is_valid\n")
+    for path in [main.parent, *main.parent.iterdir()]:
+        os.utime(path, ns=(OLD_NS, OLD_NS))
+    hosts = {f"node{n}": _host(f"node{n}", image, tmp_path / f"node{n}") for n in range(2)}
+    with Session(inventory=_inventory(hosts), runners=Runners(), probe=OPTIONS, jobs=2) as s:
+        snaps = s.collect_all([(name, None) for name in hosts])
+    assert snaps[0].startup is not None and "lazyt.vision.processing" in snaps[0].startup.modules
+    assert sorted(_parsed(snap) for snap in snaps)[0] == 0
+    stores = {n: next((tmp_path / f"node{n}" / "envsync").glob("facts-*")) for n in range(2)}
+    searched = [
+        n for n in range(2) if any(k.startswith("mentions:") for k in _entry_keys(stores[n]))
+    ]
+    assert len(searched) == 1  # the first node searched the text; the other was given it
+    other = stores[1 - searched[0]]
+    ids = [json.loads(p.read_bytes())["id"][0] for p in (other / "packs").glob("*.pack")]
+    assert "mentions" in ids
+
+
 def test_two_new_hosts_collected_together_parse_each_file_once(
     tmp_path: Path, venvs: tuple[Path, Path]
 ) -> None:

@@ -143,3 +143,24 @@ def test_a_kept_pack_that_does_not_match_its_digest_is_removed(tmp_path: Path) -
     fresh = Store(str(tmp_path / TAG))
     assert fresh.get("k") is None and fresh.dropped == 1
     assert not pack.exists()
+
+
+@pytest.mark.parametrize(
+    ("entries", "why"),
+    [
+        ({"mentions:ab": {"name": 3}}, "an answer is not a tier"),
+        ({"ab:pkg.mod:0": {"name": 1}}, "an entry of its answers is not one"),
+        ({"mentions:ab": ["name"]}, "an entry of its answers is not one"),
+    ],
+)
+def test_a_pack_of_text_search_answers_that_are_not_is_refused(
+    dist: dict[str, object], entries: dict[str, object], why: str
+) -> None:
+    text = _text(["mentions", "x"], entries)
+    assert _share(dist).check(text, text_digest(text), TAG) == why
+
+
+def test_a_pack_of_text_search_answers_is_taken(dist: dict[str, object]) -> None:
+    entries = {"mentions:ab": {"name": 2, "other": 0}}
+    text = _text(["mentions", "x"], entries)
+    assert _share(dist).check(text, text_digest(text), TAG) == entries
