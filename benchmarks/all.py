@@ -319,6 +319,9 @@ def main() -> int:
         "--changes", type=int, default=50, help="diffs after one change each, for the caches"
     )
     parser.add_argument("--nodes", type=int, default=8, help="the cold fleet's nodes")
+    parser.add_argument(
+        "--simulated", type=int, default=100, help="the simulated fleet's nodes (0: none)"
+    )
     parser.add_argument("--simulate", type=int, metavar="HOSTS", help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, default=8, help=argparse.SUPPRESS)
     parser.add_argument("--latency", type=float, default=0.05, help=argparse.SUPPRESS)
@@ -411,7 +414,7 @@ def main() -> int:
     if not args.no_change:  # on copies of ct200, with caches of their own
         from benchmarks.change import measure, print_results
 
-        change = measure(min(args.runs, 3), args.changes, args.nodes)
+        change = measure(min(args.runs, 3), args.changes, args.nodes, simulated=args.simulated)
         print_results(change)
     print(f"runs: {args.runs}, interleaved, fresh processes; medians (peak RSS: largest)")
     for name, value in medians.items():

@@ -21,10 +21,14 @@ machines would, and so does envsync:
               hosts' empty, with 1, 2 and 4 parse workers on each host
   fleet       N nodes of ct200's image, every cache empty, diffed against the warm
               reference at once: the hosts' CPU time against one node's cold diff
+  simulated   100 nodes of ct200's image (probes of one venv, each with a cache folder of
+              its own), cold, diffed against the warm reference: the CPU of every host-side
+              command on them (GNU time in each node's exec prefix) against one node's
+              cold parse (its probe alone, with --no-cache)
   caches      the size of envsync's and the hosts' caches after N diffs, each after one
               edited file, against the size after the first diff
 
-    .venv/bin/python -m benchmarks.change [--runs 3] [--changes 20] [--nodes 8]
+    .venv/bin/python -m benchmarks.change [--runs 3] [--changes 20] [--nodes 8] [--simulated 100]
 
 benchmarks/all.py runs it too, and writes its figures with the others.
 """
@@ -150,6 +154,35 @@ def _inventory(folder: Path, ct200: Path, nodes: int, jobs: int | None = None) -
     return path
 
 
+def _simulated_inventory(folder: Path, ct200: Path, nodes: int) -> Path:
+    """The example's inventory and `nodes` nodes of ct200's image, each with a cache folder
+    of its own, every host-side command on it timed into cpu/NODE.txt by GNU time."""
+    lines = _inventory(folder, ct200, 0).read_text().splitlines()
+    python = ct200 / "bin" / "python"
+    (folder / "cpu").mkdir(exist_ok=True)
+    for i in range(nodes):
+        words = ["/usr/bin/time", "-a", "-o", str(folder / "cpu" / f"s{i}.txt"), "-f", "%U %S"]
+        words += ["env", f"XDG_CACHE_HOME={folder / 'hosts' / f's{i}'}"]
+        lines += [f"[hosts.s{i}]", f'python = "{python}"', f"exec = {json.dumps(words)}"]
+    path = folder / "envsync-simulated.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _host_cpu(folder: Path, nodes: range) -> float:
+    """The CPU seconds of every host-side command timed on these nodes (then forgotten)."""
+    total = 0.0
+    for i in nodes:
+        log = folder / "cpu" / f"s{i}.txt"
+        if log.is_file():
+            for line in log.read_text().splitlines():
+                words = line.split()
+                if len(words) == 2 and all(w.replace(".", "", 1).isdigit() for w in words):
+                    total += float(words[0]) + float(words[1])
+            log.unlink()
+    return total
+
+
 def _report(argv: list[str], env: dict[str, str]) -> list[str]:
     out = subprocess.run(
         [*argv, "--format", "json"], env=env, capture_output=True, check=False, text=True
@@ -186,7 +219,9 @@ def _service_crash(inv: Path, host: str) -> float:
     return time.perf_counter() - started
 
 
-def measure(runs: int = 3, changes: int = 20, nodes: int = 8, compare: bool = True) -> Results:
+def measure(
+    runs: int = 3, changes: int = 20, nodes: int = 8, compare: bool = True, simulated: int = 100
+) -> Results:
     """Every step, `runs` times where a step can be repeated."""
     envsync = REPO / ".venv" / "bin" / "envsync"
     out = Results()
@@ -299,6 +334,8 @@ def measure(runs: int = 3, changes: int = 20, nodes: int = 8, compare: bool = Tr
             )
             out.peaks[f"fleet of {nodes} cold nodes"] = all_nodes.peak_kib
             _clear(*(hosts / f"n{i}" for i in range(nodes)))
+        if simulated:
+            _simulate_fleet(out, folder, ct200, simulated, env)
         # the caches after many diffs, each after one change
         before = _size(own, hosts)
         for i in range(changes):
@@ -314,6 +351,34 @@ def measure(runs: int = 3, changes: int = 20, nodes: int = 8, compare: bool = Tr
     return out
 
 
+def _simulate_fleet(
+    out: Results, parent: Path, ct200: Path, nodes: int, env: dict[str, str]
+) -> None:
+    """`nodes` nodes of one image, cold, against the warm reference: their host CPU over one
+    node's cold parse (its probe with --no-cache: nothing kept, nothing given). In a folder
+    of its own: the hosts' caches, the logs of GNU time."""
+    envsync = REPO / ".venv" / "bin" / "envsync"
+    folder = parent / "simulated"
+    folder.mkdir()
+    inv = _simulated_inventory(folder, ct200, nodes)
+    hosts = folder / "hosts"
+    cli = [str(envsync), "--inventory", str(inv), "-q"]
+    _host_cpu(folder, range(nodes))
+    measured([*cli, "diff", "ct129", "ct200"], env)  # the reference warm, its packs envsync's
+    measured([*cli, "diff", "ct129", "s0", "--no-cache"], env)
+    one = _host_cpu(folder, range(1))
+    _clear(*(hosts / f"s{i}" for i in range(nodes)))
+    fleet = measured([*cli, "diff", "ct129", *(f"s{i}" for i in range(nodes)), "-j", "8"], env)
+    total = _host_cpu(folder, range(nodes))
+    label = f"fleet of {nodes} simulated nodes: host CPU over one node's cold parse"
+    out.seconds[label] = total / one
+    out.seconds[f"fleet of {nodes} simulated nodes: one node's cold parse, CPU s"] = one
+    out.seconds[f"fleet of {nodes} simulated nodes: all nodes, host CPU s"] = total
+    out.seconds[f"fleet of {nodes} simulated nodes: the diff, wall s"] = fleet.wall
+    out.peaks[f"fleet of {nodes} simulated nodes"] = fleet.peak_kib
+    _clear(folder)
+
+
 def rows(results: Results) -> list[tuple[str, float, float, str]]:
     """(label, value, target, note) of each step that ran, as benchmarks.all prints them."""
     medians = results.medians()
@@ -326,7 +391,7 @@ def rows(results: Results) -> list[tuple[str, float, float, str]]:
     if lag is not None:
         out.append(("crash verdict beyond the service's crash, s", lag, 2.0, "(full stack)"))
     for label, value in results.seconds.items():
-        if label.startswith("fleet of"):
+        if label.startswith("fleet of") and "over one node" in label:
             out.append((label, value, 1.2, ""))
         if label.startswith("caches after") and label.endswith("/ after the first"):
             out.append((label, value, 2.0, ""))
@@ -349,8 +414,11 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--nodes", type=int, default=8, help="the fleet's nodes (0: none)")
     parser.add_argument("--no-compare", action="store_true", help="skip the --no-cache diffs")
+    parser.add_argument(
+        "--simulated", type=int, default=100, help="the simulated fleet's nodes (0: none)"
+    )
     args = parser.parse_args()
-    results = measure(args.runs, args.changes, args.nodes, not args.no_compare)
+    results = measure(args.runs, args.changes, args.nodes, not args.no_compare, args.simulated)
     print_results(results)
     for label, value, target, note in rows(results):
         met = "met" if value <= target else "NOT met"
