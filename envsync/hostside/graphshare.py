@@ -6,8 +6,7 @@ sys.path, the editable finders, the interpreter, the home folder) is the same on
 new host that walked its graph sends it as a pack of its own (share.py): the graph's text,
 its facts keys, and what makes it valid on any host, not its stats (which are this host's):
 every folder the walk searched with its listing, every file it read with its content's
-sha256, every extension module it found (never read: that it is there), every path it
-found absent. A node given a graph pack of its own key checks each
+sha256, every path it found absent. A node given a graph pack of its own key checks each
 of those on its own disk (listings, hashes: it reads its files, as any cold probe does)
 and takes the graph only where all of them hold; then it keeps it as its own, with its
 own stats. Anything that does not hold is walked, as if no pack had come. A graph pack is
@@ -60,12 +59,9 @@ def pack_text(
 ) -> bytes | None:
     """The graph pack of a graph just walked (None: a file it read cannot be read now)."""
     shas: dict[str, str] = {}
-    unread: set[str] = set()  # files the walk found and never read: extension modules
     for info in json.loads(modules.decode("utf-8")).values():
         if isinstance(info, dict) and isinstance(info.get("sha256"), str):
             shas[str(info.get("file"))] = info["sha256"]
-        elif isinstance(info, dict) and info.get("kind") == "extension" and info.get("file"):
-            unread.add(str(info["file"]))
     rows: list[list[Any]] = []
     for row in stamps:
         path = row[0]
@@ -73,8 +69,6 @@ def pack_text(
             rows.append(["-", path])
         elif len(row) == 3:
             rows.append(["d", path, row[2]])
-        elif path in unread and path not in shas:
-            rows.append(["e", path])  # only its being there shaped the graph
         else:
             sha = shas.get(path) or content_digest(path, hashes)
             if sha is None:
@@ -96,9 +90,6 @@ def holds_here(rows: Any, hashes: HashCache) -> bool:
         kind, path = row[0], row[1]
         if kind == "-":
             if file_stamp(path) is not None:
-                return False
-        elif kind == "e":
-            if not os.path.isfile(path):
                 return False
         elif kind == "d":
             if len(row) != 3 or listing(path) != row[2]:

@@ -273,23 +273,12 @@ def bound(folder: str | None, cap: int | None = None) -> int:
     return prune(folder, host_cap() if cap is None else cap)
 
 
-MADE: set[str] = set()  # folders write_file made (or found) on this run
-
-
 def write_file(path: str, data: bytes) -> bool:
     """Write a file whole through a temporary file, or not at all (its temporary removed)."""
     tmp = temp_name(path)
-    folder = os.path.dirname(path)
     try:
-        if folder not in MADE:  # a folder made once a run (chunks and entries: hundreds)
-            os.makedirs(folder, exist_ok=True)
-            MADE.add(folder)
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        except FileNotFoundError:  # removed since (a prune, a clear): made again
-            os.makedirs(folder, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        with os.fdopen(fd, "wb") as f:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
         WRITTEN[0] += 1

@@ -55,12 +55,3 @@ def test_a_cache_file_that_is_a_link_or_a_fifo_reads_as_absent(
         planted(path, kind, text, tmp_path)
         assert within(10, lambda: chunks.load_chunks(str(folder), [digest])) is None
     held(ITEM)
-
-
-def test_a_cache_folder_removed_during_a_run_is_made_again(tmp_path: Path) -> None:
-    path = tmp_path / "cache" / "ab" / "entry.json"
-    assert store.write_file(str(path), b"one")
-    import shutil
-
-    shutil.rmtree(tmp_path / "cache")  # a prune or a clear, by another process
-    assert store.write_file(str(path), b"two") and path.read_bytes() == b"two"
