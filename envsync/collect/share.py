@@ -62,7 +62,6 @@ class Offer:
 
     host: str  # the host's record key
     command: str  # the command's record key
-    python: str = ""  # the host's interpreter: a graph it sends serves the nodes of its image
     give: tuple[str, ...] = ()
     texts: tuple[bytes, ...] = ()
     held: tuple[str, ...] = ()
@@ -147,15 +146,6 @@ def _digests(record: dict[str, Any] | None, field: str) -> list[str]:
     return [d for d in found if isinstance(d, str) and len(d) == 32]
 
 
-def _graphs(record: dict[str, Any] | None) -> dict[str, str]:
-    """{digest: interpreter} of a command's graph packs (graphshare.py): each is given only
-    to the hosts of that interpreter's path, the nodes of one image."""
-    found = (record or {}).get("graphs")
-    if not isinstance(found, dict):
-        return {}
-    return {d: p for d, p in found.items() if isinstance(d, str) and isinstance(p, str)}
-
-
 def _pack(where: Path, digest: str) -> Path:
     return where / f"pack-{digest}.json"
 
@@ -188,12 +178,11 @@ def offer(
     if fresh:
         record = None  # what it held is not there
     held = {d for d in _digests(record, "held") if _pack(where, d).is_file()}
-    graphs = _graphs(command)
     give: list[str] = []
     texts: list[bytes] = []
     for digest in dict.fromkeys(_digests(command, "index") + _digests(record, "index")):
-        if digest in held or graphs.get(digest, host.python) != host.python:
-            continue  # held, or a graph of another image (another interpreter's path)
+        if digest in held:
+            continue
         path = _pack(where, digest)
         try:
             text = wire.read_used(path)
@@ -208,7 +197,6 @@ def offer(
     return Offer(
         host=mine,
         command=ours,
-        python=host.python,
         give=tuple(give),
         texts=tuple(texts),
         held=tuple(sorted(held | set(give))),
@@ -226,14 +214,11 @@ def receive(host: str, offered: Offer, told: Any, lines: list[bytes]) -> None:
     index: list[str] = []
     lost = 0
     kept: set[str] = set()
-    graphs: dict[str, str] = {}
     try:
         for entry in told["index"]:
             if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], str)):
                 continue
             digest, sent = entry[1], entry[2] is True
-            if isinstance(entry[0], list) and entry[0][:1] == ["graph"]:
-                graphs[digest] = offered.python
             if sent:
                 text = lines.pop(0) if lines else b""
                 if text_digest(text) != digest:
@@ -255,12 +240,9 @@ def receive(host: str, offered: Offer, told: Any, lines: list[bytes]) -> None:
             record = {"held": held, "index": index, "store": store or before.get("store")}
             _write(mine, record)
             ours = where / f"packs-command-{offered.command}.json"
-            before_command = _read(ours)
-            old = [d for d in _digests(before_command, "index") if d not in set(index)]
+            old = [d for d in _digests(_read(ours), "index") if d not in set(index)]
             union = (old + index)[-INDEX_SIZE:]
-            graphs = {**_graphs(before_command), **graphs}
-            listed = {d: p for d, p in graphs.items() if d in set(union)}
-            _write(ours, {"index": union, "graphs": listed})
+            _write(ours, {"index": union})
         wire.bound(where, keep=kept)
     except OSError:
         return
@@ -270,8 +252,6 @@ def receive(host: str, offered: Offer, told: Any, lines: list[bytes]) -> None:
 def _note(host: str, told: dict[str, Any], lost: int) -> None:
     refused = [str(r) for r in told.get("refused") or []]
     bits = []
-    if told.get("graph") is True:
-        bits.append("the startup graph another node of its image walked, checked here")
     if told.get("seeded"):  # the packs' facts a walk used (those of its files)
         bits.append(f"{told['seeded']} files' facts from other hosts")
     if refused:

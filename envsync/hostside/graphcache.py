@@ -27,7 +27,6 @@ from .chunks import load_chunks, save_chunks
 from .files import open_regular
 from .graphfile import REFRESHED, graph_stamps, holds, save_graph
 from .graphpatch import patched_graph
-from .graphshare import holds_here, own_stamps, pack_text
 from .roots import script_path
 from .shared import racy, text_digest
 from .startup import startup_graph
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
     from .finder import ModuleFinder
     from .share import Share
-    from .store import Store
 
 
 class RawJSON:
@@ -133,8 +131,7 @@ def cached_startup_graph(
     if not pattern or not options.get("roots"):
         graph = startup_graph(options, finder, base, digest, hashes, share)
         return None if graph is None else encoded(graph)
-    key = graph_key(options, finder)
-    path = pattern % key
+    path = pattern % graph_key(options, finder)
     chunks = cache_path(base, "chunks", digest) or ""
     valid = still_valid(path, chunks)
     walk = share is not None and share.walk  # envsync asked for the graph's packs
@@ -144,9 +141,6 @@ def cached_startup_graph(
     patch = None if walk else patched_graph(path, chunks, finder, store, hashes)
     if patch is not None:
         return RawJSON(patch[0], patch[1])
-    taken = taken_graph(key, path, chunks, store, hashes, share) if valid is None else None
-    if taken is not None:
-        return taken
     keys: dict[str, str] = {}
     graph = startup_graph(options, finder, base, digest, hashes, share, keys)
     if graph is None:
@@ -163,45 +157,4 @@ def cached_startup_graph(
         # chunks that the graph's other variants and versions share
         header = json.loads(fresh.header)
         save_graph(path, stamps, header, save_chunks(chunks, fresh.modules), keys)
-        if walk and share is not None and store.folder:  # a new host: its graph for its image
-            tag = os.path.basename(store.folder)
-            share.add_graph(pack_text(key, tag, stamps, fresh.header, fresh.modules, keys, hashes))
     return fresh
-
-
-def taken_graph(
-    key: str,
-    path: str,
-    chunks: str,
-    store: Store,
-    hashes: dict[str, list[Any]] | None,
-    share: Share | None,
-) -> RawJSON | None:
-    """The graph another node of this image walked (a graph pack of this key that envsync
-    gave), where all it read holds here (graphshare.py); kept as this host's own, and the
-    facts packs given with it kept too, for this host's next walk."""
-    if share is None or not store.folder:
-        return None
-    entries = share.take_graph(key, os.path.basename(store.folder))
-    if entries is None:
-        return None
-    rows, header, modules, keys = (entries[f] for f in ("rows", "header", "modules", "keys"))
-    if not (isinstance(header, str) and isinstance(modules, str) and isinstance(keys, dict)):
-        return None
-    if not holds_here(rows, hashes):
-        share.took_graph = False
-        return None
-    try:
-        told = json.loads(header)
-    except ValueError:
-        return None
-    text = modules.encode("utf-8")
-    stamps = own_stamps(rows)
-    now = time.time_ns()
-    if isinstance(told, dict) and all(r[1] is None or not racy(r[1][1], now) for r in stamps):
-        save_graph(path, stamps, told, save_chunks(chunks, text), keys)
-    share.seed(store)
-    store.used.update(store.pack_texts)  # this host's next walk reads them
-    read = int(told.get("parsed", 0)) + int(told.get("cached", 0)) if isinstance(told, dict) else 0
-    header = json.dumps(dict(told, parsed=0, cached=read), separators=(",", ":"))
-    return RawJSON(header, text)

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     HashCache = Dict[str, List[Any]]
 
 FIELDS = ("defines", "all", "dynamic", "stars", "imports")  # what a walk reads of facts
-GRAPH_PACK = b'{"id":["graph",'  # a graph pack's text starts so (graphshare.py)
 
 
 def read_payload(options: dict[str, Any]) -> dict[str, Any]:
@@ -130,7 +129,6 @@ class Share:
         self.taken = 0  # packs taken into the store's seeds
         self.packs: list[Pack] = []
         self.made = False  # a walk ran and made the graph's packs
-        self.took_graph = False  # the graph another node of this image walked was taken
         self._records: dict[str, dict[str, str] | None] = {}
         self._record_shas: dict[str, str | None] = {}
         self._dists: dict[tuple[str, str], dict[str, Any]] = {
@@ -148,8 +146,6 @@ class Share:
         tag = os.path.basename(store.folder)
         for n, digest in enumerate(self.give):
             text = self.given[n] if n < len(self.given) else b""
-            if text.startswith(GRAPH_PACK):
-                continue  # a graph: taken before a walk, or not at all (take_graph)
             why = self.check(text, digest, tag)
             if isinstance(why, Skip):
                 continue  # not for this host: another Python, another version
@@ -159,30 +155,6 @@ class Share:
             self.taken += 1
             store.seed_pack(digest, text, why)
         self.given = []
-
-    def take_graph(self, key: str, tag: str) -> dict[str, Any] | None:
-        """The entries of a given graph pack of this graph key, made for this store (None:
-        none was given; one that is not what it says is refused, with a note)."""
-        mine = GRAPH_PACK + json.dumps(key).encode() + b"]"
-        for n, digest in enumerate(self.give):
-            text = self.given[n] if n < len(self.given) else b""
-            if not text.startswith(mine):
-                continue
-            why = self.check(text, digest, tag)
-            if isinstance(why, Skip):
-                continue
-            if isinstance(why, str):
-                self.refused.append(f"pack {digest[:12]}: {why}")
-                continue
-            self.took_graph = True
-            return why
-        return None
-
-    def add_graph(self, text: bytes | None) -> None:
-        """Send the graph pack of a graph just walked (graphshare.pack_text)."""
-        if text is not None and self.enabled:
-            digest = text_digest(text)
-            self.packs.append((["graph"], text, digest))
 
     def check(self, text: bytes, digest: str, tag: str) -> dict[str, Any] | str:
         """A given pack's entries, or why it is refused (a Skip: why it is not for this
@@ -201,9 +173,6 @@ class Share:
         entries: dict[str, Any] = pack["entries"]
         if isinstance(identity, list) and identity[:1] == ["mentions"]:
             return mention_entries(entries)
-        if isinstance(identity, list) and identity[:1] == ["graph"]:
-            fields = ("rows", "header", "modules", "keys")
-            return entries if all(f in entries for f in fields) else "not a graph"
         for key, facts in entries.items():
             if not isinstance(facts, dict) or not all(f in facts for f in FIELDS):
                 return f"the facts of {key.split(':')[1:2]} are not facts"
@@ -356,7 +325,6 @@ class Share:
                 for identity, text, digest in self.packs
             ],
             "taken": self.taken,
-            "graph": self.took_graph,
             "seeded": self.seeded_by.seeded if self.seeded_by is not None else 0,
             "refused": self.refused,
         }
