@@ -26,7 +26,7 @@ from .files import open_regular, read_bytes
 from .graphfile import file_stamp, holds, save_graph
 from .parallel import parse
 from .shared import racy
-from .startup import GraphBuilder, well_formed
+from .startup import GraphBuilder, file_content, well_formed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class Patcher:
         if parts is None:
             return None
         try:
-            new_sha, data = self.builder().content(origin)
+            new_sha, data = file_content(origin, self.hashes)
         except OSError:
             return None
         if new_sha == sha:

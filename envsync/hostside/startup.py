@@ -113,6 +113,21 @@ def startup_graph(
     }
 
 
+def file_content(path: str, hashes: HashCache | None) -> tuple[str, bytes | None]:
+    """A file's sha256, and its bytes when they had to be read: a file whose stat is the
+    one its hash was kept with in `hashes` is not read (one modified in the last seconds
+    is, always: git's racy rule)."""
+    st = os.lstat(path)
+    cache = hashes if stat.S_ISREG(st.st_mode) else None  # a link: read through
+    known = known_digest(path, st, cache)
+    if known is not None:
+        return known, None
+    data = read_bytes(path)
+    sha = hashlib.sha256(data).hexdigest()
+    keep_digest(path, st, sha, cache)
+    return sha, data
+
+
 def _edges(value: Any, *fields: str) -> bool:
     return isinstance(value, list) and all(
         isinstance(e, dict) and all(isinstance(e.get(f), str) for f in fields) for e in value
@@ -266,18 +281,7 @@ class GraphBuilder:
                 self.ahead.submit(key, data, name, found[2] is not None, as_main, runs)
 
     def content(self, path: str) -> tuple[str, bytes | None]:
-        """A file's sha256, and its bytes when they had to be read: a file whose stat is
-        the one its hash was kept with is not read (one modified in the last seconds is,
-        always: git's racy rule)."""
-        st = os.lstat(path)
-        cache = self.hashes if stat.S_ISREG(st.st_mode) else None  # a link: read through
-        known = known_digest(path, st, cache)
-        if known is not None:
-            return known, None
-        data = read_bytes(path)
-        sha = hashlib.sha256(data).hexdigest()
-        keep_digest(path, st, sha, cache)
-        return sha, data
+        return file_content(path, self.hashes)
 
     def key(self, name: str, digest: str, locations: object) -> tuple[str, bool, tuple[str, ...]]:
         """The parsed-facts key of a module's file: relative imports resolve against the
