@@ -168,6 +168,12 @@ def pip_install(python: Path, *wheels: Path) -> None:
 OLD_NS = 1_600_000_000_000_000_000  # a time the host's caches keep (not the last seconds)
 
 
+def date_back(root: Path) -> None:
+    """`root` and everything under it dated OLD_NS (links themselves, not their targets)."""
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, ns=(OLD_NS, OLD_NS), follow_symlinks=False)
+
+
 def service_venv(root: Path) -> Path:
     """A real venv at `root` with a small service package (svc.main imports svc.util, which
     imports alpha: missing), its files dated back so that the host's caches may hold them."""

@@ -21,7 +21,7 @@ from envsync.model import Snapshot
 from envsync.runner import Runners
 from envsync.runner.local import LocalRunner
 from envsync.session import Session
-from tests.helpers import OLD_NS, fetch, make_venv, pip_install, run_cli, site_packages
+from tests.helpers import OLD_NS, date_back, fetch, make_venv, pip_install, run_cli, site_packages
 
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
 NONE = ProbeOptions(roots=OPTIONS.roots, internal=OPTIONS.internal, cache_dir="")
@@ -38,8 +38,7 @@ def _venv(root: Path, wheel_cache: Path, *, patch: bool = False) -> Path:
     if patch:  # a local patch: its content is this host's own
         table = sp / "rich" / "table.py"
         table.write_text(table.read_text() + "\n# a local patch\n")
-    for path in [sp, *sp.rglob("*")]:
-        os.utime(path, ns=(OLD_NS, OLD_NS), follow_symlinks=False)
+    date_back(sp)
     return python
 
 

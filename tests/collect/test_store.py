@@ -18,7 +18,7 @@ from envsync.hostside import store as host_store
 from envsync.inventory import HostSpec
 from envsync.model import StartupGraph
 from envsync.runner.local import LocalRunner
-from tests.helpers import OLD_NS, fetch, make_venv, pip_install, site_packages
+from tests.helpers import OLD_NS, date_back, fetch, make_venv, pip_install, site_packages
 
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
 pytestmark = pytest.mark.slow
@@ -31,13 +31,8 @@ def _rich_venv(root: Path, wheel_cache: Path) -> Path:
     (sp / "svc").mkdir()
     (sp / "svc" / "__init__.py").write_text("")
     (sp / "svc" / "main.py").write_text("import rich.console\nimport rich.table\n")
-    _date_back(sp)
+    date_back(sp)
     return python
-
-
-def _date_back(root: Path) -> None:
-    for path in [root, *root.rglob("*")]:
-        os.utime(path, ns=(OLD_NS, OLD_NS), follow_symlinks=False)
 
 
 def _graph(python: Path, options: ProbeOptions = OPTIONS) -> StartupGraph:

@@ -19,7 +19,7 @@ import rich
 from envsync.hostside import graphpatch, store
 from envsync.hostside.finder import ModuleFinder
 from envsync.hostside.graphcache import RawJSON, cached_startup_graph
-from tests.helpers import OLD_NS
+from tests.helpers import OLD_NS, date_back
 
 pytestmark = pytest.mark.quick
 
@@ -45,13 +45,8 @@ def site(tmp_path: Path) -> Path:
     (sp / "svc" / "__init__.py").write_text("")
     (sp / "svc" / "main.py").write_text(SERVICE)
     (sp / "svc" / "util.py").write_text("import os\n\nVALUE = 1\n")
-    _date_back(sp)
+    date_back(sp)
     return sp
-
-
-def _date_back(root: Path) -> None:
-    for path in [root, *root.rglob("*")]:
-        os.utime(path, ns=(OLD_NS, OLD_NS), follow_symlinks=False)
 
 
 def _graph(sp: Path, base: Path) -> RawJSON:
