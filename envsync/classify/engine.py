@@ -18,7 +18,7 @@ from envsync.classify.truth import apply_crash, apply_import_check
 from envsync.collect.native import Providers
 from envsync.findings import Difference, Finding, Report
 from envsync.hostside.shared import SKIPPED_VALUE
-from envsync.model import ImportOutcome, Snapshot
+from envsync.model import ImportOutcome, Snapshot, StartupGraph
 from envsync.vocab import PACKAGE_KINDS, SEVERITY_RANK
 
 
@@ -32,7 +32,7 @@ def classify(
     providers: Providers | None = None,
 ) -> Report:
     blind = _no_startup(target, startup)
-    graph = None if blind else target.startup
+    graph = None if blind else plain_graph(target.startup)
     analysis = Analysis(graph, startup, startup.command)
     notes = [blind] if blind else []
     notes += _skipped(reference) + _skipped(target)
@@ -73,6 +73,15 @@ def classify(
         findings=tuple(findings),
         notes=tuple(notes),
     )
+
+
+def plain_graph(graph: StartupGraph | None) -> StartupGraph | None:
+    """The target's graph with its modules in a plain dict: reachability looks each module
+    up a few hundred thousand times, and startup reaches nearly every module the walk
+    read, so decoding them all at once costs nothing more than decoding them as met."""
+    if graph is None or type(graph.modules) is dict:
+        return graph
+    return replace(graph, modules=dict(graph.modules.items()))
 
 
 def _skipped(snapshot: Snapshot) -> list[str]:

@@ -165,6 +165,7 @@ class GraphIndex:
         self._bound: dict[str, set[str] | None] = {}
         self._lookups: dict[tuple[str, str], tuple[bool | None, str | None]] = {}
         self._steps: dict[str, Steps] = {}
+        self._edges: dict[str, list[tuple[ImportEdge, list[Target]]]] = {}
         self._ordered: dict[str, list[tuple[float, int, list[str]]]] = {}
         self._owners: dict[tuple[str, str], list[str]] = {}
         self._walks: dict[
@@ -178,22 +179,38 @@ class GraphIndex:
         modules it runs; computed once for every root and flag tried."""
         found = self._steps.get(name)
         if found is None:
-            modules = self.graph.modules
-            facts = modules.get(name)
+            governed = self._governed
             found = []
-            for edge in facts.imports if facts is not None else ():
-                if edge.context == "typing":
-                    continue
+            for edge, present in self.edges(name):
                 targets = [
-                    (t, RANK[c])
-                    for t, c in _targets(edge, modules, self.owners)
-                    if t in modules
-                    and modules[t].kind != "missing"
-                    and not (c == "function" and t in self._governed)
+                    (t, RANK[c]) for t, c in present if not (c == "function" and t in governed)
                 ]
                 if targets:
                     found.append((edge, targets))
             self._steps[name] = found
+        return found
+
+    def edges(self, name: str) -> list[tuple[ImportEdge, list[Target]]]:
+        """A module's imports but a type checker's, each with the present modules it runs
+        (_targets less the missing ones): what steps and the walk in running order both
+        read, computed once."""
+        found = self._edges.get(name)
+        if found is None:
+            modules = self.graph.modules
+            facts = modules.get(name)
+            found = [
+                (
+                    edge,
+                    [
+                        (t, c)
+                        for t, c in _targets(edge, modules, self.owners)
+                        if t in modules and modules[t].kind != "missing"
+                    ],
+                )
+                for edge in (facts.imports if facts is not None else ())
+                if edge.context != "typing"
+            ]
+            self._edges[name] = found
         return found
 
     def owners(self, module: str, name: str) -> list[str]:
@@ -420,20 +437,10 @@ class GraphIndex:
         each with the modules it runs (computed once for every root and flag tried)."""
         found = self._ordered.get(name)
         if found is None:
-            modules = self.graph.modules
-            facts = modules.get(name)
             found = sorted(
-                (
-                    _runs_at(edge),
-                    edge.line,
-                    [
-                        t
-                        for t, c in _targets(edge, modules, self.owners)
-                        if c != "function" and t in modules and modules[t].kind != "missing"
-                    ],
-                )
+                (_runs_at(edge), edge.line, [t for t, c in present if c != "function"])
                 # every statement that runs, a failing one too: it has nothing to run
-                for edge in (facts.imports if facts is not None else ())
+                for edge, present in self.edges(name)
                 if edge.context in RUNS
             )
             self._ordered[name] = found
@@ -446,10 +453,30 @@ class GraphIndex:
         import of that try fails too, the fallback's failure is the one startup meets.
         Sorted surest first, then in the order startup runs them.
         """
+        found = self.unordered_failures(reached)
+        order = self.execution_order(roots) if roots else {}
+        last = len(order)
+        return sorted(
+            found,
+            key=lambda f: (
+                RANK[f.context],
+                order.get((f.importer, f.edge.line), last),
+                f.module,
+                f.importer,
+                f.edge.line,
+            ),
+        )
+
+    def unordered_failures(self, reached: dict[str, Reach]) -> list[Failure]:
+        """failures(), in no particular order: what a caller that only asks which imports
+        fail needs, without walking startup in the order it runs."""
         found: dict[tuple[str, str | None, str, int], Failure] = {}
+        modules = self.graph.modules
         for name, how in reached.items():
-            facts = self.graph.modules.get(name)
             broken = self.broken_imports(name)
+            if not broken:
+                continue
+            facts = modules.get(name)
             failed_tries = {
                 b.edge.group for b in broken if b.edge.context != "fallback" and b.edge.group
             }
@@ -474,18 +501,7 @@ class GraphIndex:
                         declared_in=b.declared_in,
                     ),
                 )
-        order = self.execution_order(roots) if roots else {}
-        last = len(order)
-        return sorted(
-            found.values(),
-            key=lambda f: (
-                RANK[f.context],
-                order.get((f.importer, f.edge.line), last),
-                f.module,
-                f.importer,
-                f.edge.line,
-            ),
-        )
+        return list(found.values())
 
 
 def _runs_at(edge: ImportEdge) -> float:
@@ -537,16 +553,6 @@ def _bound_names(graph: StartupGraph, module: str, seen: frozenset[str]) -> set[
         else:
             names.update(n for n in exported if not n.startswith("_"))
     return names
-
-
-def uses(
-    graph: StartupGraph, reached: dict[str, Reach], tops: Iterable[str]
-) -> tuple[str, ImportEdge, str] | None:
-    """The surest import of any of the top-level names `tops` in reached modules.
-
-    Returns (importer, edge, effective context), or None when nothing imports them.
-    """
-    return ImportsOf(graph, reached).surest(tops)
 
 
 class ImportsOf:

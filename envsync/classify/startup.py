@@ -64,15 +64,24 @@ class Analysis:
         roots = startup.roots(self.flags)
         self.roots = (site_roots(graph) + roots) if roots else ()
         self.reached: dict[str, Reach] = self.index.reach(self.roots) if self.index else {}
-        self.failures: list[Failure] = (
-            self.index.failures(self.reached, self.roots) if self.index else []
-        )
+        self._failures: list[Failure] | None = None
         self._imports: ImportsOf | None = None
         self._doors: list[Door] | None = None
         self._behind: Behind | None = None
 
+    @property
+    def failures(self) -> list[Failure]:
+        """The imports that cannot succeed, surest first, then in the order startup runs
+        them (computed when first asked: a launch flag tried asks only fatal_keys)."""
+        if self._failures is None:
+            self._failures = self.index.failures(self.reached, self.roots) if self.index else []
+        return self._failures
+
     def fatal_keys(self) -> set[tuple[str, str | None]]:
-        return {(f.module, f.missing_name) for f in self.failures if f.context == "module"}
+        found = self._failures
+        if found is None:
+            found = self.index.unordered_failures(self.reached) if self.index else []
+        return {(f.module, f.missing_name) for f in found if f.context == "module"}
 
     @property
     def imports(self) -> ImportsOf | None:

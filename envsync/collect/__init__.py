@@ -67,12 +67,13 @@ def probe_argv(
     host: HostSpec,
     options: ProbeOptions,
     *,
-    known: Mapping[str, str] | None = None,
+    known: Mapping[str, object] | None = None,
     offered: share.Offer | None = None,
 ) -> list[str]:
     """The probe's command; `known`: the digests of the parts envsync holds for this
-    request ("graph": the startup graph's modules; "distributions", "native"): the host
-    does not send again those that are the same; `offered`: the packs of facts given on
+    request ("graph": the startup graph's modules; "distributions", "native"; "graphs":
+    those of its last states): the host does not send again those that are the same;
+    `offered`: the packs of facts given on
     stdin, and those envsync holds (share.py)."""
     payload: dict[str, object] = {
         "host": host.name,
@@ -289,7 +290,7 @@ def parse_probe_output(
             snap = replace(snap, **parts)
     except DecodeError as e:
         raise CollectError(f"{host}: probe output is not an envsync snapshot: {e}") from e
-    if request is not None and texts:
+    if request is not None and digests:  # what it sent, and the digests it named
         wire.keep(request, digests, texts)
     if snap.startup is None:
         return snap

@@ -75,16 +75,16 @@ def request_key(argv: list[str]) -> str:
     return hashlib.sha256(json.dumps(argv).encode()).hexdigest()[:24]
 
 
-def known(request: str) -> dict[str, str]:
+GRAPHS_KEPT = 4  # the graphs of a request's last states named to its host (its past states)
+
+
+def known(request: str) -> dict[str, Any]:
     """The digests of the parts the last answer to `request` had ("graph": its modules;
-    "distributions", "native"), those of which envsync holds a copy."""
-    try:
-        data = json.loads(_read(folder() / f"known-{request}"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {
+    "distributions", "native"), those of which envsync holds a copy; and "graphs": the
+    graphs of the request's last GRAPHS_KEPT answers that it holds (a host back in a past
+    state sends none of them again)."""
+    data = _known_file(request)
+    out: dict[str, Any] = {
         name: digest
         for name, digest in data.items()
         if isinstance(name, str)
@@ -92,6 +92,24 @@ def known(request: str) -> dict[str, str]:
         and len(digest) == 32
         and (folder() / f"{_kind(name)}-{digest}.json").is_file()
     }
+    graphs = data.get("graphs")
+    if isinstance(graphs, list):
+        held = [
+            d
+            for d in graphs[:GRAPHS_KEPT]
+            if isinstance(d, str) and len(d) == 32 and (folder() / f"modules-{d}.json").is_file()
+        ]
+        if held:
+            out["graphs"] = held
+    return out
+
+
+def _known_file(request: str) -> dict[str, Any]:
+    try:
+        data = json.loads(_read(folder() / f"known-{request}"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _kind(name: str) -> str:
@@ -118,8 +136,15 @@ def keep(request: str, digests: dict[str, str], texts: dict[str, bytes]) -> None
             else:
                 write(path, text)
                 prune(where, f"{_kind(name)}-")
-        write(where / f"known-{request}", json.dumps(digests).encode())
-        bound(where, keep=kept)
+        before = _known_file(request)
+        told: dict[str, Any] = dict(digests)
+        graph = digests.get("graph")
+        graphs = [d for d in before.get("graphs") or [] if isinstance(d, str) and d != graph]
+        told["graphs"] = ([graph] if graph else []) + graphs[: GRAPHS_KEPT - 1]
+        if told != before:  # a warm answer writes nothing
+            write(where / f"known-{request}", json.dumps(told).encode())
+        if texts:
+            bound(where, keep=kept)
     except OSError:
         return
 

@@ -3,13 +3,16 @@
 It installs nothing; its only writes are its caches (caches.py). Options come as one JSON
 object in its first argument: {"host", "watch": [...], "env": [...], "deep": false,
 "roots": [...], "internal": [...], "workdir", "isolated", "main", "loader_env": {...},
-"model": {...}} (model.py), "known": {"graph": DIGEST, "distributions": DIGEST, ...},
+"model": {...}} (model.py), "known": {"graph": DIGEST, "graphs": [DIGEST, ...],
+"distributions": DIGEST, ...},
 "share": {"bytes": N}} (share.py: the packs given, and those envsync holds, follow the
 bundle on stdin).
 
 The document is one line; a startup graph's modules follow it on a line of their own, and
 so do the distributions and the native facts, unless envsync said it holds them ("known":
-their digests): then the first line gives the digest alone (graphcache.py, dumps_facts).
+their digests; "graphs": the graphs of the request's last states, one of which a host back
+in a past state has): then the first line gives the digest alone (graphcache.py,
+dumps_facts).
 After them, a line each, the packs of facts envsync does not hold (share.py), which the
 first line's "packs" lists. Where envsync named another facts store than this host's (it
 was made anew), the answer is one line, {"share_again": ID}: envsync asks again.
@@ -127,7 +130,8 @@ def dumps_facts(facts: ProbeFacts, known: dict[str, str] | None = None) -> bytes
     if not isinstance(raw, RawJSON):
         rest["startup"] = raw
         return b"".join([json.dumps(rest).encode("utf-8") + b"\n", *lines])
-    sent = raw.digest != known.get("graph")
+    held = known.get("graphs")  # the graphs of this request's last states envsync holds
+    sent = raw.digest != known.get("graph") and not (isinstance(held, list) and raw.digest in held)
     head = raw.header[:-1] if raw.header.endswith("}") else "{"
     comma = ", " if head != "{" else ""
     # "modules": null in the header: they are on the next line, or already envsync's

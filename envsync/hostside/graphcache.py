@@ -10,8 +10,10 @@ A graph is kept and sent in two parts: its header (every field but the modules) 
 modules' JSON text, known by the digest of that text; the host keeps that text in chunks
 that its graphs' variants and versions share (chunks.py). envsync keeps the modules it was sent
 by their digest, and says which it holds ("known"): modules whose digest it names are not
-sent again (collect.py). Its cache file: graphfile.py. Where only some modules' files
-changed, the cached graph is patched rather than walked again (graphpatch.py).
+sent again (collect.py). Its cache file: graphfile.py. Where the environment is back in a
+state it had, that state's graph is taken back by its files' content (graphstates.py);
+where only some modules' files changed, the cached graph is patched rather than walked
+again (graphpatch.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .chunks import load_chunks, save_chunks
 from .files import open_regular
 from .graphfile import REFRESHED, graph_stamps, holds, save_graph
 from .graphpatch import patched_graph
+from .graphstates import TAKEN, taken_back
 from .roots import script_path
 from .shared import racy, text_digest
 from .startup import startup_graph
@@ -127,6 +130,7 @@ def cached_startup_graph(
     share: Share | None = None,
 ) -> RawJSON | None:
     """The startup graph (None: no roots), from the cache while it is still valid."""
+    del TAKEN[:]
     pattern = cache_path(base, "graph", digest)
     if not pattern or not options.get("roots"):
         graph = startup_graph(options, finder, base, digest, hashes, share)
@@ -137,6 +141,9 @@ def cached_startup_graph(
     walk = share is not None and share.walk  # envsync asked for the graph's packs
     if valid is not None and not walk:
         return valid
+    back = None if walk else taken_back(path, chunks, hashes)
+    if back is not None:  # a state this environment had: its graph, by its files' content
+        return RawJSON(back[0], back[1], path if back[2] else None)
     store = open_store(cache_path(base, "imports", digest))
     patch = None if walk else patched_graph(path, chunks, finder, store, hashes)
     if patch is not None:
@@ -156,5 +163,6 @@ def cached_startup_graph(
         # the modules' text as sent, under the header of a graph that was cached, in
         # chunks that the graph's other variants and versions share
         header = json.loads(fresh.header)
-        save_graph(path, stamps, header, save_chunks(chunks, fresh.modules), keys)
+        index = save_chunks(chunks, fresh.modules)
+        save_graph(path, stamps, header, index, keys, graph.get("modules") or {})
     return fresh

@@ -1,10 +1,15 @@
 """A startup graph's cache file: the stamps that keep it valid, and its lines.
 
-A cache file holds four lines: the stamps of every source the walk read and every folder
+A cache file holds five lines: the stamps of every source the walk read and every folder
 it searched (a folder's with its listing), the graph's header (every field but the
-modules, with their digest), the digests of the modules' chunks (chunks.py), and each
+modules, with their digest), the digests of the modules' chunks (chunks.py), each
 module's parsed-facts key (store.py), which a patch of the graph starts from
-(graphpatch.py).
+(graphpatch.py), and the sha256 of each module's file, by path.
+
+A graph file that another state of the environment replaces is kept beside it, as a past
+state (`PATH.past-DIGEST`, the newest PAST_KEPT of them): a host that comes back to a
+state it had (a rollback, a file put back, the version it had reinstalled) takes that
+state's graph by its files' content, without walking (graphstates.py).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 
 from .caches import save_text
 from .shared import Stamp, racy, stamp, text_digest
+from .store import remove
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,11 +86,72 @@ REFRESHED: list[str] = []  # folders whose stamps still_valid took anew on this 
 
 
 def save_graph(
-    path: str, stamps: list[Any], header: dict[str, Any], index: list[str], keys: dict[str, str]
+    path: str,
+    stamps: list[Any],
+    header: dict[str, Any],
+    index: list[str],
+    keys: dict[str, str],
+    modules: dict[str, Any],
 ) -> None:
-    """Keep a graph's cache file (its header as a cached graph's: nothing parsed)."""
+    """Keep a graph's cache file (its header as a cached graph's: nothing parsed), the
+    one it replaces kept as a past state."""
     read = int(header.get("parsed", 0)) + int(header.get("cached", 0))
     told = dict(header, parsed=0, cached=read)
     lines = [json.dumps(stamps, separators=(",", ":")), json.dumps(told, separators=(",", ":"))]
     lines += [json.dumps(index), json.dumps(keys, separators=(",", ":"))]
+    lines.append(json.dumps(file_shas(modules), separators=(",", ":")))
+    keep_past(path, lines[2])
     save_text(path, "\n".join(lines) + "\n")
+
+
+def file_shas(modules: dict[str, Any]) -> dict[str, str]:
+    """{file: sha256} of the graph's modules that have both."""
+    out: dict[str, str] = {}
+    for info in modules.values():
+        if isinstance(info, dict):
+            file, sha = info.get("file"), info.get("sha256")
+            if isinstance(file, str) and isinstance(sha, str):
+                out[file] = sha
+    return out
+
+
+PAST_KEPT = 4  # past states kept per graph file
+PAST = ".past-"
+
+
+def past_states(path: str) -> list[str]:
+    """The past states kept beside the graph file `path`, the newest first."""
+    folder, name = os.path.split(path)
+    found = []
+    try:
+        entries = list(os.scandir(folder or "."))
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.name.startswith(name + PAST):
+            try:
+                found.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.path))
+            except OSError:
+                continue
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def keep_past(path: str, index: str) -> None:
+    """Before the graph file `path` is replaced by the graph whose chunks' index is
+    `index`, keep it as a past state (one of another graph only, of five lines), and
+    remove the oldest past states beyond PAST_KEPT."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError:
+        text = b""
+    lines = text.split(b"\n")
+    if len(lines) >= 5 and lines[2] != index.encode("utf-8"):
+        past = path + PAST + text_digest(lines[2])
+        try:
+            os.replace(path, past)
+            os.utime(past)  # the newest past state
+        except OSError:
+            pass
+    for old in past_states(path)[PAST_KEPT:]:
+        remove(old)

@@ -79,6 +79,9 @@ def _identities(store: Data) -> set[tuple[str, str, int]]:
 # What startup loads, in order
 
 
+PLANS_KEPT = 4  # the plans of the environment's last states (graphfile.PAST_KEPT's)
+
+
 def planned_loads(
     graph: Any,
     finder: ModuleFinder,
@@ -91,8 +94,9 @@ def planned_loads(
     """The loads of a startup, from the store while the graph and every file and folder
     they were read from are unchanged."""
     source = getattr(graph, "path", None)
-    # a cached graph is known by its cache file: rewritten whenever the graph changes
-    key = f"{source}:{plain(stamp(source))}" if source else None
+    # a cached graph is known by its cache file and its modules' digest: a state the
+    # environment comes back to (graphstates.py) finds its plan
+    key = f"{source}:{graph.digest}" if source else None
     kept = store.setdefault("planned", {})
     record = kept.get(key) if key else None
     if record is not None and unchanged(record["observed"]):
@@ -105,8 +109,10 @@ def planned_loads(
     if key:
         now = stamp_now()
         if all(not (isinstance(v, list) and racy(v[1], now)) for v in seen.values()):
-            kept.clear()  # one graph per environment is enough to keep
-            kept[key] = {"observed": seen, "loads": loads}
+            kept.pop(key, None)
+            kept[key] = {"observed": seen, "loads": loads}  # the newest last
+            for old in list(kept)[:-PLANS_KEPT]:  # a few states per environment
+                del kept[old]
     return loads
 
 

@@ -4,6 +4,7 @@ the folder stays under its cap, and nothing kept is used unchecked."""
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -60,13 +61,36 @@ def test_a_kept_graph_reads_back_checked() -> None:
     wire.keep("req", {"graph": digest}, {"graph": text})
     wire._MEMO.clear()
     assert wire.load(digest) == text
-    assert wire.known("req") == {"graph": digest}
+    assert wire.known("req") == {"graph": digest, "graphs": [digest]}
     chunk = next(iter(sorted(wire.folder().glob("chunk-*.json"))))
     chunk.write_bytes(chunk.read_bytes()[:-3])  # damaged: never used, sent again
     wire._MEMO.clear()
     with pytest.raises(wire.Stale):
         wire.load(digest)
     assert wire.known("req") == {}
+
+
+def test_the_graphs_of_a_requests_last_states_are_named_while_held() -> None:
+    """A host back in a past state has one of them: envsync names the newest few it holds,
+    the last answer's first, and no graph it no longer holds."""
+    modules = _modules(50)
+    digests = []
+    for i in range(wire.GRAPHS_KEPT + 2):
+        modules["pkg0.mod0"]["defines"] = [f"state_{i}"]
+        text = _text(modules)
+        digests.append(text_digest(text))
+        wire.keep("req", {"graph": digests[-1]}, {"graph": text})
+    newest = digests[::-1][: wire.GRAPHS_KEPT]
+    assert wire.known("req") == {"graph": digests[-1], "graphs": newest}
+    wire.keep("req", {"graph": digests[-2]}, {})  # back in the state before: nothing sent
+    assert wire.known("req")["graphs"] == [digests[-2], digests[-1], *newest[2:]]
+    (wire.folder() / f"modules-{newest[2]}.json").unlink()
+    assert newest[2] not in wire.known("req")["graphs"]
+    # a warm answer (the same digests) writes nothing
+    known = wire.folder() / "known-req"
+    os.utime(known, ns=(1, 1))
+    wire.keep("req", {"graph": digests[-2]}, {})
+    assert known.stat().st_mtime_ns == 1
 
 
 def test_fifty_changes_keep_their_changed_chunks_only() -> None:

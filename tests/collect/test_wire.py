@@ -137,6 +137,32 @@ def test_a_changed_graph_is_sent_whole(venv: Path) -> None:
     assert len(_copies()) == 2
 
 
+def test_a_host_back_in_a_state_it_had_parses_nothing_and_sends_no_graph(venv: Path) -> None:
+    """An edit that changes the walk's course, then the file put back (a new file of the
+    old content, as a rollback writes it): the host takes its past state's graph by the
+    files' content, and envsync, which holds that graph, is not sent it again."""
+    runner = Recording()
+    first = _collect(venv, runner)
+    util = site_packages(venv) / "svc" / "util.py"
+    original = util.read_bytes()
+    util.write_text("import gamma\n")
+    os.utime(util, ns=(OLD_NS + 10**9, OLD_NS + 10**9))
+    changed = _collect(venv, runner)
+    assert [e.module for e in changed.modules["svc.util"].imports] == ["gamma"]
+    restored = util.with_name("util.py.new")
+    restored.write_bytes(original)
+    os.utime(restored, ns=(OLD_NS + 2 * 10**9, OLD_NS + 2 * 10**9))
+    os.replace(restored, util)  # another inode and other times: the same content
+    back = _collect(venv, runner)
+    assert [_sent(o) for o in runner.outputs] == [True, True, False]
+    assert back.parsed == 0 and back.cached == first.parsed + first.cached
+    assert dict(back.modules) == dict(first.modules)
+    assert back.modules.digest == first.modules.digest  # type: ignore[attr-defined]  # modules is typed Mapping; a probe's graph holds a LazyModules, which has its digest
+    # it is the graph file again: the next run only stats the files, and sends nothing
+    again = _collect(venv, runner)
+    assert _sent(runner.outputs[-1]) is False and dict(again.modules) == dict(first.modules)
+
+
 def test_a_host_that_lost_its_cache_builds_the_same_graph_and_is_not_resent(venv: Path) -> None:
     runner = Recording()
     first = _collect(venv, runner)

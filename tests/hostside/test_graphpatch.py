@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import rich
 
-from envsync.hostside import graphpatch, store
+from envsync.hostside import graphpatch, graphstates, store
 from envsync.hostside.finder import ModuleFinder
 from envsync.hostside.graphcache import RawJSON, cached_startup_graph
 from tests.helpers import OLD_NS, date_back
@@ -98,11 +98,12 @@ def test_an_edit_that_keeps_the_walks_course_is_patched_into_the_same_graph(
     assert graphpatch.PATCHED == ["rich.table"]
     assert json.loads(second.header)["parsed"] == 1
     _same_as_a_walk(site, tmp_path, second)
-    # put back: the old facts are known, nothing is parsed, the first graph again
+    # put back: the first graph is a past state that holds again by content (a state
+    # the environment had: graphstates.py), nothing is patched or parsed
     _edit(table, original, 2)
     third = _graph(site, base)
-    assert graphpatch.PATCHED == ["rich.table"] and json.loads(third.header)["parsed"] == 0
-    assert third.modules == first.modules
+    assert graphstates.TAKEN and graphpatch.PATCHED == []
+    assert json.loads(third.header)["parsed"] == 0 and third.modules == first.modules
     # and the patch was kept: the next run only stats the files
     fourth = _graph(site, base)
     assert fourth.path is not None and fourth.modules == first.modules
