@@ -297,6 +297,7 @@ def test_violated_requirements_of_the_runtime(
     wrong: list[str] = []
     rows: list[str] = []
     broken: dict[str, tuple[str, str]] = {}  # host -> (the culprit, the real import's last line)
+    first_broken: dict[str, int] = {}  # host -> the index in `dependents` of what broke first
     for n, (override, found) in enumerate(cases):
         name = override.partition("==")[0]
         finding = verdicts[f"t{n}"][name]
@@ -306,8 +307,11 @@ def test_violated_requirements_of_the_runtime(
             clean, last = imports_cleanly(hosts[f"t{n}"], modules[dependent])
             real = "imports" if clean else "breaks"
             matrix[static, real] += 1
-            if not clean:
+            if not clean and (  # svc.main stops at the first dependent it imports that breaks
+                f"t{n}" not in broken or dependents.index(dependent) < first_broken[f"t{n}"]
+            ):
                 broken[f"t{n}"] = (name, last)
+                first_broken[f"t{n}"] = dependents.index(dependent)
             rows.append(f"  {override}: {dependent} requires {text}: {severity}, really {real}")
             if (real == "breaks" and static == "neither") or (
                 real == "imports" and static == "fatal"
