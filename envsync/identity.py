@@ -14,8 +14,8 @@ snapshot (kept while the snapshot lives), and no other module hashes a snapshot.
 |                 | distribution (version, location, watched files), | variable, the graph)       |
 |                 | the interpreter, the service flags               |                            |
 | `verdict_input` | everything a classification reads: the whole     | when it was collected and  |
-|                 | snapshot, the graph's modules by the digest of   | how long it took           |
-|                 | their text                                       |                            |
+|                 | snapshot, the graph's modules by the digest of   | how long it took, when     |
+|                 | their text                                       | each package was installed |
 | `patch_set`     | a watched distribution's patched, added and      | the rest                   |
 |                 | missing files with their hashes                  |                            |
 
@@ -26,14 +26,14 @@ target's `plan_target` (apply refuses a target that moved); a kept verdict is ke
 `compared` and `plan_target` are spelled as they always
 were: recorded states and saved plans keep matching the hosts they came from.
 
-Cheap, by what the wire already says: `verdict_input` names the graph's modules, the
-distributions and the native facts by the digests their host sent them with (collect/
-wire.py), where the snapshot holds the very parts decoded from them, and encodes only the
-rest. `environment` reads the graph's modules by kind, content digest and error (paths
-differ between hosts of one image), which is a function of their text: it is derived
-once per text digest, kept in this process and in envsync's cache folder, sealed with
-this machine's key (seal.py) like a kept verdict, so that a warm run does not decode the
-graph to hash it.
+Cheap, by what the wire already says: `verdict_input` names the graph's modules and the
+native facts by the digests their host sent them with (collect/wire.py), where the
+snapshot holds the very parts decoded from them, and encodes only the rest (the
+distributions, without their install times). `environment` reads the graph's modules by
+kind, content digest and error (paths differ between hosts of one image), which is a
+function of their text: it is derived once per text digest, kept in this process and in
+envsync's cache folder, sealed with this machine's key (seal.py) like a kept verdict, so
+that a warm run does not decode the graph to hash it.
 """
 
 from __future__ import annotations
@@ -179,14 +179,17 @@ def _verdict_input(snap: Snapshot) -> str | None:
         modules = getattr(graph.modules, "digest", None)
         if modules is None and graph.modules:
             return None
-    dists = wire.digest_of("distributions", snap.distributions)
+    # each distribution but when it was installed: no verdict reads it (a note of what
+    # arrived since is added after, compare.py), and a package reinstalled as it was is the
+    # same input (a few milliseconds: the distributions are small beside the graph)
+    dists = [to_data(replace(d, installed_at=None)) for d in snap.distributions]
     native = wire.digest_of("native", snap.native) if snap.native is not None else None
     bare = replace(
         snap,
         collected_at=None,
         duration_s=None,
         startup=None if graph is None else replace(graph, modules={}, parsed=0, cached=0),
-        distributions=() if dists else snap.distributions,
+        distributions=(),
         native=None if native else snap.native,
     )
     return _sha256([to_data(bare), modules, dists, native])
