@@ -123,7 +123,7 @@ def problems(
                     )
         if index is not None and reached is not None:
             if places is None and any(e.source == "name-check" for e in finding.evidence):
-                places = _places(index, reached)
+                places = _places(index, reached, _cited(findings))
             if places is not None:
                 out += _made_up(finding, index, places)
     return out
@@ -132,12 +132,26 @@ def problems(
 Places = dict[tuple[str | None, int], list[tuple[str, ImportEdge]]]
 
 
-def _places(index: GraphIndex, reached: Collection[str]) -> Places:
-    """The `from X import N` statements of the modules startup runs, by file and line."""
+def _cited(findings: Sequence[Finding]) -> set[str]:
+    """The files that name-check evidence cites."""
+    return {
+        ev.file
+        for finding in findings
+        for ev in finding.evidence
+        if ev.source == "name-check" and ev.file is not None
+    }
+
+
+def _places(index: GraphIndex, reached: Collection[str], files: set[str]) -> Places:
+    """The `from X import N` statements of the modules startup runs, by file and line, in
+    the `files` that evidence cites (no other is looked up)."""
     out: Places = {}
+    modules = index.graph.modules
     for importer in reached:
-        facts = index.graph.modules.get(importer)
-        for edge in facts.imports if facts is not None else ():
+        facts = modules.get(importer)
+        if facts is None or facts.file not in files:
+            continue
+        for edge in facts.imports:
             if edge.names:
                 out.setdefault((facts.file if facts else None, edge.line), []).append(
                     (importer, edge)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import heapq
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -124,27 +124,28 @@ Steps = list[tuple[ImportEdge, list[tuple[str, int]]]]
 
 def _reach_one(graph: StartupGraph, root: Root, steps: Callable[[str], Steps]) -> dict[str, Reach]:
     """Modules reached from one root, with the surest path to each (Dijkstra over the
-    contexts' ranks: a path is as sure as its weakest edge)."""
+    contexts' ranks: a path is as sure as its weakest edge).
+
+    A path only grows weaker, so the ranks come out in order, and a queue per rank (a
+    handful) stands for the heap: each rank's paths in the order they were found, as a
+    heap of (rank, order) would give them. A module is settled by the first path that
+    reaches it, the surest."""
     best: dict[str, Reach] = {}
-    settled: dict[str, int] = {}  # name -> the rank of its surest path
-    # (rank, order, name, parent, edge): a Reach is made only for the path that wins
-    heap: list[tuple[int, int, str, str | None, ImportEdge | None]] = [
-        (RANK[root.context], i, name, None, None) for i, name in enumerate(seeds(graph, root))
-    ]
-    counter = len(heap)
-    pop, push = heapq.heappop, heapq.heappush
-    while heap:
-        rank, _, name, parent, edge = pop(heap)
-        if settled.get(name, rank + 1) <= rank:
-            continue
-        settled[name] = rank
-        best[name] = Reach(context=CONTEXTS[rank], root=root, parent=parent, edge=edge)
-        for step, targets in steps(name):
-            for target, own in targets:
-                weakest = rank if rank >= own else own
-                if settled.get(target, weakest + 1) > weakest:
-                    counter += 1
-                    push(heap, (weakest, counter, target, name, step))
+    # a queue per rank of (name, parent, edge): a Reach is made only for the path that wins
+    queues: list[deque[tuple[str, str | None, ImportEdge | None]]] = [deque() for _ in CONTEXTS]
+    queues[RANK[root.context]].extend((name, None, None) for name in seeds(graph, root))
+    for rank, queue in enumerate(queues):
+        context = CONTEXTS[rank]
+        pop = queue.popleft
+        while queue:
+            name, parent, edge = pop()
+            if name in best:
+                continue
+            best[name] = Reach(context=context, root=root, parent=parent, edge=edge)
+            for step, targets in steps(name):
+                for target, own in targets:
+                    if target not in best:
+                        queues[own if own > rank else rank].append((target, name, step))
     return best
 
 
