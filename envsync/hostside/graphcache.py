@@ -164,5 +164,5 @@ def cached_startup_graph(
         # chunks that the graph's other variants and versions share
         header = json.loads(fresh.header)
         index = save_chunks(chunks, fresh.modules)
-        save_graph(path, stamps, header, index, keys, graph.get("modules") or {}, hashes)
+        save_graph(path, stamps, header, index, keys, graph.get("modules") or {})
     return fresh

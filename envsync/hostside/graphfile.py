@@ -18,16 +18,14 @@ import json
 import os
 
 from .caches import save_text
-from .files import file_sha256, keep_digest, known_digest
 from .shared import Stamp, racy, stamp, text_digest
 from .store import remove
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, List, Optional
 
     Stamped = Optional[List[int]]
-    HashCache = Optional[Dict[str, List[Any]]]
 
 
 def file_stamp(path: str) -> Stamped:
@@ -94,7 +92,6 @@ def save_graph(
     index: list[str],
     keys: dict[str, str],
     modules: dict[str, Any],
-    hashes: HashCache = None,
 ) -> None:
     """Keep a graph's cache file (its header as a cached graph's: nothing parsed), the
     one it replaces kept as a past state."""
@@ -102,15 +99,15 @@ def save_graph(
     told = dict(header, parsed=0, cached=read)
     lines = [json.dumps(stamps, separators=(",", ":")), json.dumps(told, separators=(",", ":"))]
     lines += [json.dumps(index), json.dumps(keys, separators=(",", ":"))]
-    lines.append(json.dumps(file_shas(modules, hashes), separators=(",", ":")))
+    lines.append(json.dumps(file_shas(modules), separators=(",", ":")))
     keep_past(path, lines[2])
     save_text(path, "\n".join(lines) + "\n")
 
 
-def file_shas(modules: dict[str, Any], hashes: HashCache = None) -> dict[str, str]:
-    """{file: sha256} of the graph's modules' files: a source's as the walk hashed it, an
-    extension module's (which the walk never reads) hashed here, once per version of it
-    where `hashes` keeps it (files.py); one that cannot be read has none."""
+def file_shas(modules: dict[str, Any]) -> dict[str, str]:
+    """{file: sha256} of the graph's modules' sources, as the walk hashed them, and {file:
+    ""} of its extension modules, which the walk never reads: their being there is all
+    the graph holds of them (graphstates.py checks them so)."""
     out: dict[str, str] = {}
     for info in modules.values():
         if isinstance(info, dict):
@@ -118,23 +115,8 @@ def file_shas(modules: dict[str, Any], hashes: HashCache = None) -> dict[str, st
             if isinstance(file, str) and isinstance(sha, str):
                 out[file] = sha
             elif isinstance(file, str) and info.get("kind") == "extension":
-                found = _sha(file, hashes)
-                if found is not None:
-                    out[file] = found
+                out[file] = ""
     return out
-
-
-def _sha(path: str, hashes: HashCache) -> str | None:
-    try:
-        st = os.lstat(path)
-        known = known_digest(path, st, hashes)
-        if known is not None:
-            return known
-        sha = file_sha256(path)
-    except OSError:
-        return None
-    keep_digest(path, st, sha, hashes)
-    return sha
 
 
 PAST_KEPT = 4  # past states kept per graph file

@@ -229,7 +229,7 @@ def _patched(
         done.append(name)
     text = json.dumps(modules, separators=(",", ":")).encode("utf-8")
     if all(row[1] is None or not racy(row[1][1], now) for row in stamps):
-        save_graph(path, stamps, header, save_chunks(chunks, text), keys, modules, hashes)
+        save_graph(path, stamps, header, save_chunks(chunks, text), keys, modules)
     PATCHED.extend(done)
     told = dict(header, parsed=patcher.parsed, cached=len(keys) - patcher.parsed)
     return json.dumps(told, separators=(",", ":")), text

@@ -5,8 +5,9 @@ the environment changes and changes back (a file edited and put back, a repair r
 back, a package upgraded and the old version reinstalled), the files are the same again
 but their stats are not: new inodes, new times. Their graph is the one a past state of
 the cache file holds (graphfile.py keeps the last few): each row of that state holds
-again, a file by its content (its sha256 as the state recorded it, hashed where its stat
-changed), a folder by its listing, an absent path by its absence. Then that state is the
+again, a source by its content (its sha256 as the state recorded it, hashed where its stat
+changed), an extension module by its being there (the walk never reads one), a folder by
+its listing, an absent path by its absence. Then that state is the
 graph, nothing is parsed or walked, and it becomes the cache file again, its rows' new
 stats kept, so that the next run only stats them. Where a row changed in the last seconds
 the state is taken but not kept (git's racy rule).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 
 from .caches import save_text
@@ -76,11 +78,14 @@ def _holds_again(past: str, chunks: str, hashes: HashCache) -> tuple[list[str], 
         for row in stamps:
             if holds(row, now):
                 continue
-            if len(row) != 2 or row[1] is None or not isinstance(shas.get(row[0]), str):
+            sha = shas.get(row[0])
+            if len(row) != 2 or row[1] is None or not isinstance(sha, str):
                 return None  # a folder whose listing changed, a path that came or went
             st = os.lstat(row[0])
-            if file_content(row[0], hashes)[0] != shas[row[0]]:
+            if not stat.S_ISREG(st.st_mode):
                 return None
+            if sha and file_content(row[0], hashes)[0] != sha:
+                return None  # a source of other content ("": an extension module, there)
             row[1] = file_stamp(row[0])
             if row[1] is None or racy(st.st_mtime_ns, now) or racy(row[1][1], now):
                 keep = False

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,31 @@ def test_only_the_newest_past_states_are_kept(site: Path, tmp_path: Path) -> Non
         _put(util, f"import mod{n}\n".encode(), n + 1)
         _graph(site, base)
     assert len(_pasts(base)) == graphfile.PAST_KEPT
+
+
+def test_an_extension_module_written_again_is_taken_back_by_its_being_there(
+    site: Path, tmp_path: Path, walks: list[int]
+) -> None:
+    """A package reinstalled writes its shared objects again: the walk never reads one, so
+    the past state asks only that it is there (a file of any content), not its hash."""
+    base = tmp_path / "cache"
+    fast = site / "svc" / f"fast{EXTENSION_SUFFIXES[0]}"
+    fast.write_bytes(b"\x7fELF not read by the walk")
+    os.utime(fast, ns=(OLD_NS, OLD_NS))
+    main = site / "svc" / "main.py"
+    original = main.read_bytes() + b"from svc import fast\n"
+    _put(main, original, 1)
+    first = _graph(site, base)
+    assert json.loads(first.modules)["svc.fast"]["kind"] == "extension"
+    _put(main, b"import gamma\n", 2)
+    _graph(site, base)
+    _put(fast, b"\x7fELF the same version, written again", 3)
+    _put(main, original, 4)
+    back = _graph(site, base)
+    assert graphstates.TAKEN and walks[0] == 2 and back.modules == first.modules
+    fast.unlink()  # gone: the state does not hold, and the walk finds no module there
+    _put(main, b"import gamma\n", 5)
+    _graph(site, base)
+    _put(main, original, 6)
+    gone = _graph(site, base)
+    assert graphstates.TAKEN == [] and "svc.fast" not in json.loads(gone.modules)
