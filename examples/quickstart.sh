@@ -32,8 +32,15 @@ t=$(now)
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,docs]' >.venv/install.log 2>&1 \
-    || { cat .venv/install.log; echo "quickstart: installing envsync failed (log above)" >&2; exit 1; }
+# An editable install: the code is read from the checkout. It is done again only when
+# pyproject.toml (what is installed) changed since the last one that succeeded.
+installed=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -x .venv/bin/envsync ] || [ "$(cat .venv/.envsync-installed 2>/dev/null)" != "$installed" ]; then
+    rm -f .venv/.envsync-installed
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,docs]' >.venv/install.log 2>&1 \
+        || { cat .venv/install.log; echo "quickstart: installing envsync failed (log above)" >&2; exit 1; }
+    echo "$installed" >.venv/.envsync-installed
+fi
 took install "$t"
 # --runtime: a shared venv with torch (CPU), transformers, ... that both hosts see, so the
 # demo server imports the real xgrammar and soundfile (built once, then cached).
