@@ -45,10 +45,10 @@ if TYPE_CHECKING:
 
 class RawJSON:
     """A graph as JSON text: its header (every field but the modules, with their digest),
-    its modules' text, and the cache file it was read from (what later stages may key their
-    own caches by; None: built on this run)."""
+    its modules' text, and the cache file it was read from or kept in (what later stages
+    may key their own caches by; None: built on this run and not kept)."""
 
-    __slots__ = ("decoded", "digest", "header", "modules", "path")
+    __slots__ = ("decoded", "digest", "header", "modules", "path", "same_course")
 
     def __init__(
         self,
@@ -56,12 +56,16 @@ class RawJSON:
         modules: bytes,
         path: str | None = None,
         decoded: dict[str, Any] | None = None,
+        same_course: str | None = None,
     ) -> None:
         self.header = header
         self.modules = modules
         self.digest = text_digest(modules)
         self.path = path
         self.decoded = decoded  # the graph it was encoded from, when built on this run
+        # a patch (graphpatch.py): the digest of the graph it was made from, whose walk
+        # takes the same course (the same modules, imports and doors, by the same files)
+        self.same_course = same_course
 
     def whole(self) -> dict[str, Any]:
         """The graph, decoded."""
@@ -146,8 +150,8 @@ def cached_startup_graph(
         return RawJSON(back[0], back[1], path if back[2] else None)
     store = open_store(cache_path(base, "imports", digest))
     patch = None if walk else patched_graph(path, chunks, finder, store, hashes)
-    if patch is not None:
-        return RawJSON(patch[0], patch[1])
+    if patch is not None:  # of the old graph's course: what keys itself by it may follow
+        return RawJSON(patch[0], patch[1], path if patch[2] else None, same_course=patch[3])
     keys: dict[str, str] = {}
     graph = startup_graph(options, finder, base, digest, hashes, share, keys)
     if graph is None:
@@ -165,4 +169,5 @@ def cached_startup_graph(
         header = json.loads(fresh.header)
         index = save_chunks(chunks, fresh.modules)
         save_graph(path, stamps, header, index, keys, graph.get("modules") or {})
+        fresh.path = path  # kept: what keys itself by the graph file may keep its own
     return fresh

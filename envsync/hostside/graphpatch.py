@@ -25,7 +25,7 @@ from .chunks import load_chunks, save_chunks
 from .files import open_regular, read_bytes
 from .graphfile import file_stamp, holds, save_graph
 from .parallel import parse
-from .shared import racy
+from .shared import racy, text_digest
 from .startup import GraphBuilder, file_content, well_formed
 
 TYPE_CHECKING = False
@@ -35,15 +35,18 @@ if TYPE_CHECKING:
     from .finder import ModuleFinder
     from .store import Store
 
-    Cached = Tuple[List[Any], Dict[str, Any], Dict[str, Any], Dict[str, str]]
+    Cached = Tuple[List[Any], Dict[str, Any], Dict[str, Any], Dict[str, str], str]
+    # a patched graph: its header, its modules' text, whether it is the graph file now,
+    # and the digest of the modules' text it was patched from
+    Patched = Tuple[str, bytes, bool, str]
     HashCache = Optional[Dict[str, List[Any]]]
 
 PATCHED: list[str] = []  # the modules patched on this run (what tests look at)
 
 
 def read_cached(path: str, chunks: str) -> Cached | None:
-    """A graph cache file's stamps, header, modules and keys (None: unreadable, or one
-    kept without the modules' facts keys)."""
+    """A graph cache file's stamps, header, modules, keys and the digest of the modules'
+    text (None: unreadable, or one kept without the modules' facts keys)."""
     try:
         with os.fdopen(open_regular(path, follow=False), "rb") as f:
             lines = f.read().decode("utf-8").split("\n")
@@ -61,7 +64,9 @@ def read_cached(path: str, chunks: str) -> Cached | None:
         modules = json.loads(text.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         return None
-    return (stamps, header, modules, keys) if isinstance(modules, dict) else None
+    if not isinstance(modules, dict):
+        return None
+    return stamps, header, modules, keys, text_digest(text)
 
 
 def course(facts: dict[str, Any]) -> list[Any]:
@@ -185,10 +190,11 @@ class Patcher:
 
 def patched_graph(
     path: str, chunks: str, finder: ModuleFinder, store: Store, hashes: HashCache
-) -> tuple[str, bytes] | None:
+) -> Patched | None:
     """The cached graph at `path` with its changed modules' entries made anew, kept there
-    again (header, modules text), where only modules' source files changed and each takes
-    the walk's old course (None: walk it again, as for a cache file of another shape)."""
+    again (header, modules text, whether it was kept, the digest of the modules it was
+    patched from), where only modules' source files changed and each takes the walk's old
+    course (None: walk it again, as for a cache file of another shape)."""
     del PATCHED[:]
     try:
         return _patched(path, chunks, finder, store, hashes)
@@ -199,12 +205,12 @@ def patched_graph(
 
 def _patched(
     path: str, chunks: str, finder: ModuleFinder, store: Store, hashes: HashCache
-) -> tuple[str, bytes] | None:
+) -> Patched | None:
     """patched_graph, unguarded."""
     cached = read_cached(path, chunks)
     if cached is None:
         return None
-    stamps, header, modules, keys = cached
+    stamps, header, modules, keys, was = cached
     now = time.time_ns()
     changed = [row for row in stamps if not holds(row, now)]
     owners: dict[str, list[str]] = {}
@@ -228,8 +234,9 @@ def _patched(
         row[1] = file_stamp(row[0])
         done.append(name)
     text = json.dumps(modules, separators=(",", ":")).encode("utf-8")
-    if all(row[1] is None or not racy(row[1][1], now) for row in stamps):
+    kept = all(row[1] is None or not racy(row[1][1], now) for row in stamps)
+    if kept:
         save_graph(path, stamps, header, save_chunks(chunks, text), keys, modules)
     PATCHED.extend(done)
     told = dict(header, parsed=patcher.parsed, cached=len(keys) - patcher.parsed)
-    return json.dumps(told, separators=(",", ":")), text
+    return json.dumps(told, separators=(",", ":")), text, kept, was

@@ -99,7 +99,17 @@ def planned_loads(
     key = f"{source}:{graph.digest}" if source else None
     kept = store.setdefault("planned", {})
     record = kept.get(key) if key else None
+    # a patch of a graph whose walk took the same course: the plan reads the modules, the
+    # imports and the files it records, none of which the patch changed (unless it read a
+    # patched file: then that file's stamp is another)
+    before = getattr(graph, "same_course", None)
+    if record is None and key and before:
+        record = kept.get(f"{source}:{before}")
     if record is not None and unchanged(record["observed"]):
+        if key and key not in kept:
+            kept[key] = record
+            for old in list(kept)[:-PLANS_KEPT]:
+                del kept[old]
         return list(record["loads"])
     whole = graph.whole() if hasattr(graph, "whole") else graph
     seen: dict[str, Any] = {}
