@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -172,6 +173,32 @@ def date_back(root: Path) -> None:
     """`root` and everything under it dated OLD_NS (links themselves, not their targets)."""
     for path in [root, *root.rglob("*")]:
         os.utime(path, ns=(OLD_NS, OLD_NS), follow_symlinks=False)
+
+
+def service_site(root: Path, main: str) -> Path:
+    """A site-packages folder at `root`: a copy of the real rich package and a small service
+    (svc.main, with the text `main`, and svc.util), every file dated back: what the
+    in-process tests of the host's graph cache walk."""
+    import rich
+
+    shutil.copytree(Path(rich.__file__).parent, root / "rich")
+    (root / "svc").mkdir()
+    (root / "svc" / "__init__.py").write_text("")
+    (root / "svc" / "main.py").write_text(main)
+    (root / "svc" / "util.py").write_text("import os\n\nVALUE = 1\n")
+    date_back(root)
+    return root
+
+
+def put_back(path: Path, data: bytes, n: int) -> None:
+    """Write `path` as a rollback or a reinstall does: a new file renamed over it (another
+    inode), dated OLD_NS + n seconds, as its folder (not the last seconds, which no cache
+    trusts)."""
+    new = path.with_name(path.name + ".new")
+    new.write_bytes(data)
+    os.utime(new, ns=(OLD_NS + n * 10**9, OLD_NS + n * 10**9))
+    os.replace(new, path)
+    os.utime(path.parent, ns=(OLD_NS + n * 10**9, OLD_NS + n * 10**9))
 
 
 def service_venv(root: Path) -> Path:

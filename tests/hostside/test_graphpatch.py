@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
-import rich
 
 from envsync.hostside import graphpatch, graphstates, store
 from envsync.hostside.finder import ModuleFinder
 from envsync.hostside.graphcache import RawJSON, cached_startup_graph
-from tests.helpers import OLD_NS, date_back
+from tests.helpers import OLD_NS, service_site
 
 pytestmark = pytest.mark.quick
 
@@ -39,14 +37,7 @@ def serve():
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    sp = tmp_path / "site-packages"
-    shutil.copytree(Path(rich.__file__).parent, sp / "rich")
-    (sp / "svc").mkdir()
-    (sp / "svc" / "__init__.py").write_text("")
-    (sp / "svc" / "main.py").write_text(SERVICE)
-    (sp / "svc" / "util.py").write_text("import os\n\nVALUE = 1\n")
-    date_back(sp)
-    return sp
+    return service_site(tmp_path / "site-packages", SERVICE)
 
 
 def _graph(sp: Path, base: Path) -> RawJSON:

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
-import rich
 
 from envsync.hostside import graphcache, graphfile, graphpatch, graphstates, startup, store
 from envsync.hostside.finder import ModuleFinder
 from envsync.hostside.graphcache import RawJSON, cached_startup_graph
-from tests.helpers import OLD_NS, date_back
+from tests.helpers import OLD_NS, put_back, service_site
 
 pytestmark = pytest.mark.quick
 
@@ -32,14 +30,7 @@ SERVICE = "import json\nimport rich.console\n\nfrom svc import util\n"
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    sp = tmp_path / "site-packages"
-    shutil.copytree(Path(rich.__file__).parent, sp / "rich")
-    (sp / "svc").mkdir()
-    (sp / "svc" / "__init__.py").write_text("")
-    (sp / "svc" / "main.py").write_text(SERVICE)
-    (sp / "svc" / "util.py").write_text("import os\n\nVALUE = 1\n")
-    date_back(sp)
-    return sp
+    return service_site(tmp_path / "site-packages", SERVICE)
 
 
 @pytest.fixture
@@ -63,32 +54,28 @@ def _graph(sp: Path, base: Path) -> RawJSON:
     return graph
 
 
-def _put(path: Path, data: bytes, n: int) -> None:
-    """Write `path` as a rollback does: a new file renamed over it (another inode), with
-    a time of its own, as its folder (not the last seconds, which no cache trusts)."""
-    new = path.with_name(path.name + ".new")
-    new.write_bytes(data)
-    os.utime(new, ns=(OLD_NS + n * 10**9, OLD_NS + n * 10**9))
-    os.replace(new, path)
-    os.utime(path.parent, ns=(OLD_NS + n * 10**9, OLD_NS + n * 10**9))
-
-
 def _pasts(base: Path) -> list[Path]:
     return sorted(base.glob("graph-*" + graphfile.PAST + "*"))
+
+
+def _left(site: Path, base: Path) -> tuple[RawJSON, Path, bytes, RawJSON]:
+    """The first state's graph, then the state left for another course (svc.util imports
+    gamma, walked): the first graph, util.py, its first text, and the second graph."""
+    first = _graph(site, base)
+    util = site / "svc" / "util.py"
+    original = util.read_bytes()
+    put_back(util, b"import gamma\n", 1)
+    return first, util, original, _graph(site, base)
 
 
 def test_a_file_put_back_takes_the_graph_it_had_without_a_walk(
     site: Path, tmp_path: Path, walks: list[int]
 ) -> None:
     base = tmp_path / "cache"
-    first = _graph(site, base)
-    util = site / "svc" / "util.py"
-    original = util.read_bytes()
-    _put(util, b"import gamma\n", 1)  # another course: walked
-    changed = _graph(site, base)
+    first, util, original, changed = _left(site, base)  # another course: walked
     assert walks[0] == 2 and changed.modules != first.modules
     assert len(_pasts(base)) == 1  # the first state, kept beside the graph file
-    _put(util, original, 2)
+    put_back(util, original, 2)
     back = _graph(site, base)
     assert graphstates.TAKEN and walks[0] == 2 and graphpatch.PATCHED == []
     assert back.modules == first.modules and json.loads(back.header)["parsed"] == 0
@@ -97,7 +84,7 @@ def test_a_file_put_back_takes_the_graph_it_had_without_a_walk(
     assert graphstates.TAKEN == [] and again.path is not None and again.modules == first.modules
     assert walks[0] == 2
     # and the state just left is a past state in turn: going there again walks nothing
-    _put(util, b"import gamma\n", 3)
+    put_back(util, b"import gamma\n", 3)
     assert _graph(site, base).modules == changed.modules and walks[0] == 2
 
 
@@ -113,11 +100,11 @@ def test_a_package_upgraded_and_reinstalled_takes_its_graph_back(
     added = site / "rich" / "added.py"
     added.write_text("VALUE = 2\n")
     os.utime(added, ns=(OLD_NS, OLD_NS))
-    _put(init, original + b"\nfrom rich import added\n", 1)
+    put_back(init, original + b"\nfrom rich import added\n", 1)
     upgraded = _graph(site, base)
     assert "rich.added" in json.loads(upgraded.modules) and walks[0] == 2
     added.unlink()
-    _put(init, original, 2)  # the folder's listing is the old one again
+    put_back(init, original, 2)  # the folder's listing is the old one again
     back = _graph(site, base)
     assert graphstates.TAKEN and walks[0] == 2 and back.modules == first.modules
 
@@ -128,12 +115,8 @@ def test_other_content_is_never_taken_for_a_past_state(
     """Put back with a difference (one byte): the past state does not hold; the graph is
     patched or walked, and is what a walk in an empty cache makes."""
     base = tmp_path / "cache"
-    _graph(site, base)
-    util = site / "svc" / "util.py"
-    original = util.read_bytes()
-    _put(util, b"import gamma\n", 1)
-    _graph(site, base)
-    _put(util, original + b"#", 2)
+    _, util, original, _ = _left(site, base)
+    put_back(util, original + b"#", 2)
     got = _graph(site, base)
     assert graphstates.TAKEN == []
     fresh = _graph(site, tmp_path / "fresh")
@@ -145,11 +128,7 @@ def test_a_damaged_past_state_is_dropped_and_never_used(
     site: Path, tmp_path: Path, walks: list[int], damage: str
 ) -> None:
     base = tmp_path / "cache"
-    first = _graph(site, base)
-    util = site / "svc" / "util.py"
-    original = util.read_bytes()
-    _put(util, b"import gamma\n", 1)
-    _graph(site, base)
+    first, util, original, _ = _left(site, base)
     (past,) = _pasts(base)
     if damage == "garbage":
         past.write_text("{}\n")
@@ -159,7 +138,7 @@ def test_a_damaged_past_state_is_dropped_and_never_used(
         index = json.loads(past.read_text().split("\n")[2])
         chunks = base / "chunks-t"
         (chunks / index[0][:2] / index[0][2:]).unlink()
-    _put(util, original, 2)
+    put_back(util, original, 2)
     got = _graph(site, base)
     assert graphstates.TAKEN == [] and walks[0] == 3
     assert got.modules == first.modules  # walked again: the same graph
@@ -171,11 +150,7 @@ def test_a_state_put_back_in_the_last_seconds_is_taken_but_not_kept(
     site: Path, tmp_path: Path, walks: list[int]
 ) -> None:
     base = tmp_path / "cache"
-    first = _graph(site, base)
-    util = site / "svc" / "util.py"
-    original = util.read_bytes()
-    _put(util, b"import gamma\n", 1)
-    _graph(site, base)
+    first, util, original, _ = _left(site, base)
     new = util.with_name("util.py.new")
     new.write_bytes(original)  # now: its stat may not tell a change made in the same tick
     os.replace(new, util)
@@ -190,7 +165,7 @@ def test_only_the_newest_past_states_are_kept(site: Path, tmp_path: Path) -> Non
     _graph(site, base)
     util = site / "svc" / "util.py"
     for n in range(graphfile.PAST_KEPT + 3):
-        _put(util, f"import mod{n}\n".encode(), n + 1)
+        put_back(util, f"import mod{n}\n".encode(), n + 1)
         _graph(site, base)
     assert len(_pasts(base)) == graphfile.PAST_KEPT
 
@@ -206,18 +181,18 @@ def test_an_extension_module_written_again_is_taken_back_by_its_being_there(
     os.utime(fast, ns=(OLD_NS, OLD_NS))
     main = site / "svc" / "main.py"
     original = main.read_bytes() + b"from svc import fast\n"
-    _put(main, original, 1)
+    put_back(main, original, 1)
     first = _graph(site, base)
     assert json.loads(first.modules)["svc.fast"]["kind"] == "extension"
-    _put(main, b"import gamma\n", 2)
+    put_back(main, b"import gamma\n", 2)
     _graph(site, base)
-    _put(fast, b"\x7fELF the same version, written again", 3)
-    _put(main, original, 4)
+    put_back(fast, b"\x7fELF the same version, written again", 3)
+    put_back(main, original, 4)
     back = _graph(site, base)
     assert graphstates.TAKEN and walks[0] == 2 and back.modules == first.modules
     fast.unlink()  # gone: the state does not hold, and the walk finds no module there
-    _put(main, b"import gamma\n", 5)
+    put_back(main, b"import gamma\n", 5)
     _graph(site, base)
-    _put(main, original, 6)
+    put_back(main, original, 6)
     gone = _graph(site, base)
     assert graphstates.TAKEN == [] and "svc.fast" not in json.loads(gone.modules)

@@ -8,19 +8,16 @@ the host side in this process; `Planner.run` is counted.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import rich
 
 from envsync.hostside import graphpatch, graphstates, nativescan, store
 from envsync.hostside.finder import ModuleFinder
 from envsync.hostside.graphcache import cached_startup_graph
-from tests.helpers import OLD_NS, date_back
+from tests.helpers import put_back, service_site
 
 pytestmark = pytest.mark.quick
 
@@ -29,14 +26,7 @@ OPTIONS = {"roots": ["svc.main"], "internal": ["svc"]}
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    sp = tmp_path / "site-packages"
-    shutil.copytree(Path(rich.__file__).parent, sp / "rich")
-    (sp / "svc").mkdir()
-    (sp / "svc" / "__init__.py").write_text("")
-    (sp / "svc" / "main.py").write_text("import rich.console\n\nfrom svc import util\n")
-    (sp / "svc" / "util.py").write_text("import os\n\nVALUE = 1\n")
-    date_back(sp)
-    return sp
+    return service_site(tmp_path / "site-packages", "import rich.console\n\nfrom svc import util\n")
 
 
 @pytest.fixture
@@ -59,14 +49,6 @@ def _plan(sp: Path, base: Path, kept: dict[str, Any]) -> list[Any]:
     return nativescan.planned_loads(graph, finder, None, [], str(base), "t", kept)
 
 
-def _put(path: Path, text: str, n: int) -> None:
-    new = path.with_name(path.name + ".new")
-    new.write_text(text)
-    os.utime(new, ns=(OLD_NS + n * 10**9, OLD_NS + n * 10**9))
-    os.replace(new, path)
-    os.utime(path.parent, ns=(OLD_NS + n * 10**9, OLD_NS + n * 10**9))
-
-
 def test_a_plan_outlives_a_patch_and_comes_back_with_a_past_state(
     site: Path, tmp_path: Path, plans: list[int]
 ) -> None:
@@ -77,12 +59,12 @@ def test_a_plan_outlives_a_patch_and_comes_back_with_a_past_state(
     assert _plan(site, base, kept) == first and plans[0] == 1  # warm
     util = site / "svc" / "util.py"
     original = util.read_text()
-    _put(util, original + "\n# a local patch\n", 1)  # the same course: patched
+    put_back(util, (original + "\n# a local patch\n").encode(), 1)  # the same course: patched
     assert _plan(site, base, kept) == first
     assert graphpatch.PATCHED == ["svc.util"] and plans[0] == 1
-    _put(util, "import json\n", 2)  # another course: walked, planned again
+    put_back(util, b"import json\n", 2)  # another course: walked, planned again
     _plan(site, base, kept)
     assert plans[0] == 2
-    _put(util, original, 3)  # back: the first state, and its plan
+    put_back(util, original.encode(), 3)  # back: the first state, and its plan
     assert _plan(site, base, kept) == first
     assert graphstates.TAKEN and plans[0] == 2
