@@ -10,6 +10,7 @@ analysis is as cold as a new user's.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -69,7 +70,7 @@ def fresh_copy(dest: Path, wheels: Path) -> Path:
     return dest
 
 
-def run_script(copy: Path, script: str) -> str:
+def run_script(copy: Path, script: str, env: dict[str, str] | None = None) -> str:
     proc = subprocess.run(
         ["bash", script],
         cwd=copy,
@@ -78,6 +79,7 @@ def run_script(copy: Path, script: str) -> str:
         text=True,
         timeout=1500,
         check=False,
+        env=env,
     )
     assert proc.returncode == 0, proc.stdout[-4000:]
     errors = [line for line in proc.stdout.splitlines() if line.startswith("ERROR")]
@@ -98,9 +100,18 @@ def test_the_quick_start_twice_on_a_fresh_copy(tmp_path: Path, wheel_cache: Path
     assert f"<!-- figure:quickstart -->{quickstart.sentence(REPO)}<!-- /figure -->" in readme
 
     copy = fresh_copy(tmp_path / "envsync", wheel_cache)
+    # a new user's envsync caches (on the hosts and its own): empty, as the recorded first
+    # run's were; pip's and uv's are this machine's (installing is not a step of the story)
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or str(home / "pip"),
+        "UV_CACHE_DIR": os.environ.get("UV_CACHE_DIR") or str(home / "uv"),
+    }
     runs = []
     for _ in range(2):
-        run_script(copy, "examples/quickstart.sh")
+        run_script(copy, "examples/quickstart.sh", env)
         run = json.loads((copy / quickstart.RUN).read_text())
         assert not run["first"], "the shared runtime was there: nothing big was fetched"
         assert {"install", "hosts", "lock", "diff", "check", "story", "total"} <= set(run["ms"])
