@@ -153,9 +153,7 @@ def _places(index: GraphIndex, reached: Collection[str], files: set[str]) -> Pla
             continue
         for edge in facts.imports:
             if edge.names:
-                out.setdefault((facts.file if facts else None, edge.line), []).append(
-                    (importer, edge)
-                )
+                out.setdefault((facts.file, edge.line), []).append((importer, edge))
     return out
 
 

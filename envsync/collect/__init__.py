@@ -73,8 +73,7 @@ def probe_argv(
     """The probe's command; `known`: the digests of the parts envsync holds for this
     request ("graph": the startup graph's modules; "distributions", "native"; "graphs":
     those of its last states): the host does not send again those that are the same;
-    `offered`: the packs of facts given on
-    stdin, and those envsync holds (share.py)."""
+    `offered`: the packs of facts given on stdin, and those envsync holds (share.py)."""
     payload: dict[str, object] = {
         "host": host.name,
         "watch": list(host.watch),

@@ -18,6 +18,7 @@ import json
 import os
 
 from .caches import save_text
+from .files import open_regular
 from .shared import Stamp, racy, stamp, text_digest
 from .store import remove
 
@@ -145,7 +146,7 @@ def keep_past(path: str, index: str) -> None:
     `index`, keep it as a past state (one of another graph only, of five lines), and
     remove the oldest past states beyond PAST_KEPT."""
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path, follow=False), "rb") as f:
             text = f.read()
     except OSError:
         text = b""

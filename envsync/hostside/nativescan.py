@@ -107,9 +107,7 @@ def planned_loads(
         record = kept.get(f"{source}:{before}")
     if record is not None and unchanged(record["observed"]):
         if key and key not in kept:
-            kept[key] = record
-            for old in list(kept)[:-PLANS_KEPT]:
-                del kept[old]
+            _keep_plan(kept, key, record)
         return list(record["loads"])
     whole = graph.whole() if hasattr(graph, "whole") else graph
     seen: dict[str, Any] = {}
@@ -119,11 +117,16 @@ def planned_loads(
     if key:
         now = stamp_now()
         if all(not (isinstance(v, list) and racy(v[1], now)) for v in seen.values()):
-            kept.pop(key, None)
-            kept[key] = {"observed": seen, "loads": loads}  # the newest last
-            for old in list(kept)[:-PLANS_KEPT]:  # a few states per environment
-                del kept[old]
+            _keep_plan(kept, key, {"observed": seen, "loads": loads})
     return loads
+
+
+def _keep_plan(kept: Data, key: str, record: Data) -> None:
+    """Keep a plan under `key` as the newest, and the newest PLANS_KEPT plans alone."""
+    kept.pop(key, None)
+    kept[key] = record
+    for old in list(kept)[:-PLANS_KEPT]:
+        del kept[old]
 
 
 def stamp_now() -> int:
