@@ -50,10 +50,10 @@ sys.path.insert(0, str(REPO))
 
 from docsgen.figures import PERFORMANCE, readme_with_performance  # noqa: E402
 from envsync.collect import probe_argv, probe_source  # noqa: E402
-from envsync.inventory import HostSpec, Inventory  # noqa: E402
 from envsync.runner import CommandResult, Runner, Runners  # noqa: E402
 from envsync.runner.local import LocalRunner  # noqa: E402
-from envsync.session import Session  # noqa: E402
+from envsync.sources.inventory import HostSpec, Inventory  # noqa: E402
+from envsync.sources.session import Session  # noqa: E402
 from tests.figures import provenance  # noqa: E402
 from tests.sshd import free_port  # noqa: E402
 
@@ -230,9 +230,9 @@ def _simulate(hosts: int, jobs: int, latency: float) -> int:
 def crash_after_death(inventory_path: Path, host: str, runs: int) -> float:
     """Median seconds from the service's death to envsync smoke's `crashed` verdict: the
     example's ct200 service, which dies at once (its death is timed by running it here)."""
-    from envsync.apply.agent import Agent
-    from envsync.inventory import load_inventory
+    from envsync.runner.agent import Agent
     from envsync.service import deploy, smoke
+    from envsync.sources.inventory import load_inventory
 
     inventory = load_inventory(str(inventory_path), os.environ)
     spec = inventory.host(host)

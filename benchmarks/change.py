@@ -207,8 +207,8 @@ def _clear(*folders: Path) -> None:
 
 def _service_crash(inv: Path, host: str) -> float:
     """Seconds the host's service takes to die when run directly (its own time to crash)."""
-    from envsync.inventory import load_inventory
-    from envsync.launch import effective_command
+    from envsync.model.launch import effective_command
+    from envsync.sources.inventory import load_inventory
 
     spec = load_inventory(str(inv), os.environ).host(host)
     assert spec.service is not None

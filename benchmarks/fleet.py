@@ -31,13 +31,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envsync import compare  # noqa: E402
 from envsync.collect import ProbeOptions, collect  # noqa: E402
 from envsync.collect.importcheck import NO_IMPORT_CHECK  # noqa: E402
-from envsync.inventory import HostSpec  # noqa: E402
-from envsync.model import Snapshot  # noqa: E402
+from envsync.compare import targets as compare  # noqa: E402
+from envsync.model.environment import Snapshot  # noqa: E402
 from envsync.report import render_fleet  # noqa: E402
 from envsync.runner.local import LocalRunner  # noqa: E402
+from envsync.sources.inventory import HostSpec  # noqa: E402
 from tests import fleet_sim  # noqa: E402
 from tests.figures import provenance  # noqa: E402
 from tests.sshd import SSHD, available  # noqa: E402

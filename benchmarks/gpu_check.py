@@ -161,8 +161,8 @@ def envsync_checks(facts: dict[str, Any]) -> dict[str, Any]:
     try:
         from envsync.classify.facts import _arch_problem, _driver_problem
         from envsync.classify.native import cuda_problems
-        from envsync.codec import from_data
-        from envsync.model import Snapshot, Torch
+        from envsync.model.codec import from_data
+        from envsync.model.environment import Snapshot, Torch
     except (ImportError, SyntaxError, TypeError) as e:
         return {"unavailable": f"the envsync side cannot run here: {type(e).__name__}: {e}"}
     data = dict(facts)

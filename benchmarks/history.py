@@ -33,14 +33,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envsync import compare  # noqa: E402
-from envsync.codec import to_data  # noqa: E402
-from envsync.history import history  # noqa: E402
-from envsync.inventory import load_inventory  # noqa: E402
-from envsync.model import Snapshot  # noqa: E402
+from envsync.compare import targets as compare  # noqa: E402
+from envsync.model.codec import to_data  # noqa: E402
+from envsync.model.environment import Snapshot  # noqa: E402
 from envsync.runner import Runners  # noqa: E402
-from envsync.session import Session  # noqa: E402
-from envsync.states import StateStore, load, record, states_of  # noqa: E402
+from envsync.sources.history import history  # noqa: E402
+from envsync.sources.inventory import load_inventory  # noqa: E402
+from envsync.sources.session import Session  # noqa: E402
+from envsync.sources.states import StateStore, load, record, states_of  # noqa: E402
 
 INVENTORY = REPO / "examples" / "envsync.toml"
 

@@ -27,10 +27,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envsync.bundle import host_argv, host_input  # noqa: E402
 from envsync.hostside import protocol  # noqa: E402
-from envsync.inventory import HostSpec  # noqa: E402
+from envsync.runner.bundle import host_argv, host_input  # noqa: E402
 from envsync.runner.ssh import SSHRunner  # noqa: E402
+from envsync.sources.inventory import HostSpec  # noqa: E402
 from tests.sshd import SSHD, available  # noqa: E402
 
 FLEET = 8

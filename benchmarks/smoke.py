@@ -23,10 +23,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envsync.apply.agent import Agent  # noqa: E402
-from envsync.inventory import load_inventory  # noqa: E402
+from envsync.runner.agent import Agent  # noqa: E402
 from envsync.runner.local import LocalRunner  # noqa: E402
 from envsync.service import deploy, smoke  # noqa: E402
+from envsync.sources.inventory import load_inventory  # noqa: E402
 
 POLL_EVERY, POLL_TIMEOUT = 5.0, 15 * 60.0
 

@@ -15,7 +15,7 @@ from docsgen import text
 from envsync import __version__
 from envsync.cli.parser import build_parser
 from envsync.exitcodes import ExitCode
-from envsync.inventory import INVENTORY_ENV
+from envsync.sources.inventory import INVENTORY_ENV
 
 # Macros argparse-manpage writes; a text line that starts with another `.word` is help text
 # that wrapped onto a dot (".toml) or ..."), which troff would read as a macro call.

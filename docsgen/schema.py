@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from typing import Any, Literal, Union
 
 from docsgen import text
-from envsync.model import Unavailable
+from envsync.model.environment import Unavailable
 
 # Classes whose tables were rendered in this build: every FIELDS entry must name one of them.
 RENDERED: set[str] = set()
 
 
 def resolve(dotted: str) -> Any:
-    """`envsync.model:Snapshot` -> the object."""
+    """`envsync.model.environment:Snapshot` -> the object."""
     module, _, name = dotted.partition(":")
     return getattr(importlib.import_module(module), name)
 

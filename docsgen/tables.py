@@ -8,8 +8,9 @@ from types import UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from docsgen import text
-from envsync import inventorymodel, vocab
 from envsync.exitcodes import ExitCode
+from envsync.model import inventory as inventorymodel
+from envsync.model import vocab
 
 
 class DriftError(Exception):

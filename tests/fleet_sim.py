@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 
 from envsync.collect import ProbeOptions
 from envsync.errors import CollectError
-from envsync.inventory import HostSpec, Inventory
-from envsync.model import Distribution, Snapshot
+from envsync.model.environment import Distribution, Snapshot
 from envsync.runner import Runners
-from envsync.session import Session
+from envsync.sources.inventory import HostSpec, Inventory
+from envsync.sources.session import Session
 
 
 def variant(base: Snapshot, k: int) -> Snapshot:

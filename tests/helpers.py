@@ -314,7 +314,7 @@ def clone_venv(source: Path, root: Path) -> None:
 
 def comparable(snapshot: dict) -> dict:
     """A snapshot's JSON without what describes one act of collection, nor the host name."""
-    from envsync.model import TRANSPORT_FIELDS
+    from envsync.model.environment import TRANSPORT_FIELDS
 
     for key in (*TRANSPORT_FIELDS, "host"):
         snapshot.pop(key, None)

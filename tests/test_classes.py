@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from envsync import compare
-from envsync.codec import from_data
+from envsync.collect.identity import environment as environment_digest
 from envsync.collect.importcheck import NO_IMPORT_CHECK
-from envsync.identity import environment as environment_digest
-from envsync.model import Crash, Snapshot, System
+from envsync.compare import targets as compare
+from envsync.model.codec import from_data
+from envsync.model.environment import Crash, Snapshot, System
 from envsync.report import render_fleet
 from tests import fleet_sim
 

@@ -410,10 +410,10 @@ def test_a_multi_host_snapshot_is_spooled_and_written_in_the_order_named(tmp_pat
     lists them in the order the hosts were named, byte for byte what json.dumps makes."""
     import tempfile
 
-    from envsync.codec import from_data, to_data
     from envsync.errors import CollectError
-    from envsync.model import SNAPSHOT_SCHEMA_VERSION, Snapshot
-    from envsync.snapshot import SnapshotDocument
+    from envsync.model.codec import from_data, to_data
+    from envsync.model.environment import SNAPSHOT_SCHEMA_VERSION, Snapshot
+    from envsync.sources.snapshot import SnapshotDocument
 
     data = json.loads((Path(__file__).parent / "data" / "snapshots" / "ct129.json").read_text())
     snaps = [from_data(Snapshot, {**data, "host": name}, name) for name in ("h0", "h1", "h2", "h3")]

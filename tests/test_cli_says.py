@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envsync.cli.output import apply_line
-from envsync.repair import RepairOptions
+from envsync.repair.run import RepairOptions
 from tests.apply.conftest import bed, target  # noqa: F401  (the repair bed: real wheels)
 from tests.helpers import run_cli as run
 from tests.test_watch import watched  # noqa: F401  (the fixture: a real venv as host `h`)
@@ -168,7 +168,7 @@ def test_repair_without_apply_ends_with_the_command_that_applies_it(
 
 
 def test_watch_says_a_files_hashes_as_the_table_does() -> None:
-    from envsync.watch import FindingSeen, WatchRun, event_lines
+    from envsync.report.watch import FindingSeen, WatchRun, event_lines
 
     seen = FindingSeen(
         host="h",

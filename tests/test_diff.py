@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync.codec import from_data
-from envsync.diff import differences
-from envsync.model import Distribution, Snapshot
+from envsync.model.changes import differences
+from envsync.model.codec import from_data
+from envsync.model.environment import Distribution, Snapshot
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
 
@@ -95,7 +95,7 @@ def wheel_install(files: dict[str, str]) -> Distribution:
 
 
 def source_install(files: dict[str, str], commit: str) -> Distribution:
-    from envsync.model import GitState, SourceTree
+    from envsync.model.environment import GitState, SourceTree
 
     return Distribution(
         name="app",

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from envsync.cli import main
-from envsync.codec import to_data
-from envsync.lock import read_lock
-from envsync.model import TRANSPORT_FIELDS
+from envsync.model.codec import to_data
+from envsync.model.environment import TRANSPORT_FIELDS
+from envsync.sources.locks.lockfile import read_lock
 from tests.helpers import REPO, build_example
 
 pytestmark = pytest.mark.slow

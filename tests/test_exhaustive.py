@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 import typing
 
-from envsync.findings import Fix
-from envsync.plan import Step
+from envsync.model.findings import Fix
+from envsync.repair.plan import Step
 from tests.helpers import REPO
 
 KINDS = {cls.__name__ for cls in (*typing.get_args(Fix), *typing.get_args(Step))}

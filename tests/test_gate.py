@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from envsync.codec import from_data
-from envsync.gate import node_facts, server_report
-from envsync.model import Snapshot, Torch
+from envsync.compare.gate import node_facts, server_report
+from envsync.model.codec import from_data
+from envsync.model.environment import Snapshot, Torch
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages
 from tests.helpers import run_cli as run
 

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from envsync.errors import InventoryError, StateError
-from envsync.history import Change, arrivals, change_text, changes, history, since_notes
 from envsync.hostside.dists import read_distribution
-from envsync.inventory import HostSpec, Inventory
-from envsync.model import GpuInfo, Snapshot, Torch
+from envsync.model.environment import GpuInfo, Snapshot, Torch
 from envsync.report.history import render
 from envsync.runner import Runners
-from envsync.session import Session
-from envsync.snapshot import load_snapshot
-from envsync.states import StateStore, record
+from envsync.sources.history import Change, arrivals, change_text, changes, history, since_notes
+from envsync.sources.inventory import HostSpec, Inventory
+from envsync.sources.session import Session
+from envsync.sources.snapshot import load_snapshot
+from envsync.sources.states import StateStore, record
 from tests.helpers import run_cli
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from envsync.hostidentity import MIGRATED, address_key, identity, machine_of
 from envsync.hostside import machine
-from envsync.inventory import HostSpec
-from envsync.model import Snapshot, System
-from envsync.snapshot import load_snapshot
-from envsync.states import StateStore, last_good, record, states_of
+from envsync.model.environment import Snapshot, System
+from envsync.sources.hostidentity import MIGRATED, address_key, identity, machine_of
+from envsync.sources.inventory import HostSpec
+from envsync.sources.snapshot import load_snapshot
+from envsync.sources.states import StateStore, last_good, record, states_of
 from tests.figures import held
 from tests.helpers import make_venv, run_cli
 

@@ -222,7 +222,7 @@ def with_file(text: str, suffix: str, parse: Callable[[Path], object]) -> Callab
 @BUDGET
 @given(documents(INVENTORY, "toml"))
 def test_inventory_toml(text: str) -> None:
-    from envsync.inventory import load_inventory
+    from envsync.sources.inventory import load_inventory
 
     add("inputs tried per parser", "inventory TOML")
     refused_cleanly(with_file(text, ".toml", lambda p: load_inventory(str(p), {})))
@@ -231,7 +231,7 @@ def test_inventory_toml(text: str) -> None:
 @BUDGET
 @given(documents(LOCK, "toml"))
 def test_lock_toml(text: str) -> None:
-    from envsync.lock import loads_lock
+    from envsync.sources.locks.lockfile import loads_lock
 
     add("inputs tried per parser", "lock TOML")
     refused_cleanly(lambda: loads_lock(text, "env.lock"))
@@ -249,7 +249,7 @@ def test_snapshot_json_as_a_host_sends_it(text: str) -> None:
 @BUDGET
 @given(documents(SNAPSHOT, "json"))
 def test_snapshot_json_file(text: str) -> None:
-    from envsync.snapshot import load_snapshot
+    from envsync.sources.snapshot import load_snapshot
 
     add("inputs tried per parser", "snapshot JSON (file)")
     refused_cleanly(with_file(text, ".json", load_snapshot))
@@ -258,7 +258,7 @@ def test_snapshot_json_file(text: str) -> None:
 @BUDGET
 @given(documents(PLAN, "json"))
 def test_saved_plan_json(text: str) -> None:
-    from envsync.plan import load_plan
+    from envsync.repair.plan import load_plan
 
     add("inputs tried per parser", "saved plan JSON")
     refused_cleanly(with_file(text, ".json", load_plan))
@@ -276,7 +276,7 @@ def test_rule_pack(text: str) -> None:
 @BUDGET
 @given(st.one_of(st.text(max_size=200), mutated(REQUIREMENTS)))
 def test_pinned_requirements(text: str) -> None:
-    from envsync.requirements import read_requirements
+    from envsync.sources.requirements import read_requirements
 
     add("inputs tried per parser", "pinned requirements")
     refused_cleanly(with_file(text, ".txt", read_requirements))
@@ -311,8 +311,8 @@ def test_service_logs_fed_to_the_crash_matcher(text: str) -> None:
 def test_known_hosts_lines(text: str) -> None:
     """A known_hosts file is read before connecting: refused cleanly, or the (closed) port
     refuses the connection; never an exception of paramiko's own."""
-    from envsync.inventory import HostSpec
     from envsync.runner.ssh import SSHRunner
+    from envsync.sources.inventory import HostSpec
 
     add("inputs tried per parser", "known_hosts lines")
     with tempfile.TemporaryDirectory() as d:
@@ -359,9 +359,9 @@ def deep_json(depth: int) -> str:
 
 def test_deeply_nested_documents_are_refused_not_crashed(tmp_path: Path) -> None:
     from envsync.collect import parse_probe_output
-    from envsync.lock import loads_lock
-    from envsync.plan import load_plan
-    from envsync.snapshot import load_snapshot
+    from envsync.repair.plan import load_plan
+    from envsync.sources.locks.lockfile import loads_lock
+    from envsync.sources.snapshot import load_snapshot
 
     deep = deep_json(100_000)
     cases: list[tuple[str, Callable[[], object], int]] = [
@@ -381,7 +381,7 @@ def test_deeply_nested_documents_are_refused_not_crashed(tmp_path: Path) -> None
 def test_huge_documents_are_refused_by_their_size(tmp_path: Path) -> None:
     from envsync.collect import parse_probe_output
     from envsync.documents import MAX_DOCUMENT_BYTES
-    from envsync.snapshot import load_snapshot
+    from envsync.sources.snapshot import load_snapshot
 
     huge = tmp_path / "huge.json"
     with huge.open("w") as f:
@@ -425,7 +425,7 @@ HOSTILE_REQUIREMENTS = [
 def test_a_saved_plan_handing_an_installer_anything_but_name_version_is_refused(
     tmp_path: Path, req: str
 ) -> None:
-    from envsync.plan import PLAN_SCHEMA_VERSION, load_plan
+    from envsync.repair.plan import PLAN_SCHEMA_VERSION, load_plan
 
     doc = json.loads(PLAN)
     doc["schema_version"] = PLAN_SCHEMA_VERSION
@@ -444,7 +444,7 @@ def test_a_saved_plan_handing_an_installer_anything_but_name_version_is_refused(
 def test_a_saved_plan_naming_a_distribution_that_is_no_name_is_refused(
     tmp_path: Path, name: str
 ) -> None:
-    from envsync.plan import PLAN_SCHEMA_VERSION, load_plan
+    from envsync.repair.plan import PLAN_SCHEMA_VERSION, load_plan
 
     doc = json.loads(PLAN)
     doc["schema_version"] = PLAN_SCHEMA_VERSION
@@ -458,7 +458,7 @@ def test_a_saved_plan_naming_a_distribution_that_is_no_name_is_refused(
 
 
 def test_name_version_pins_pass() -> None:
-    from envsync.plan import requirement_problem
+    from envsync.repair.plan import requirement_problem
 
     for ok in ("xgrammar==0.1.32", "torch==2.11.0+cu130", "a.b-c_d==1!2.0.post1.dev3", "x==1.0rc1"):
         assert requirement_problem(ok) is None, ok

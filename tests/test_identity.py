@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from envsync import compare, identity
-from envsync.codec import from_data
-from envsync.collect import Digested, LazyModules, parse_probe_output, wire
+from envsync.collect import Digested, LazyModules, identity, parse_probe_output, wire
 from envsync.collect.importcheck import NO_IMPORT_CHECK
-from envsync.diff import view
+from envsync.compare import targets as compare
 from envsync.hostside.shared import text_digest
-from envsync.model import Crash, ModuleFacts, Snapshot, StartupGraph, Unavailable
+from envsync.model.changes import view
+from envsync.model.codec import from_data
+from envsync.model.environment import Crash, ModuleFacts, Snapshot, StartupGraph, Unavailable
 from tests import fleet_sim
 from tests.helpers import REPO
 
@@ -73,7 +73,7 @@ def test_no_module_but_identity_hashes_a_snapshot() -> None:
     text = "\n".join(p.read_text() for p in (REPO / "envsync").rglob("*.py"))
     for old in ("def environment_digest", "def snapshot_key", "def fingerprint(snapshot"):
         assert old not in text
-    assert "def digest(snapshot" not in (REPO / "envsync" / "states.py").read_text()
+    assert "def digest(snapshot" not in (REPO / "envsync" / "sources" / "states.py").read_text()
 
 
 def test_the_tree_check_can_fail() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from envsync.collect import ProbeOptions
 from envsync.errors import InventoryError
-from envsync.inventory import DEFAULT_ENV, LOCAL, load_inventory
+from envsync.sources.inventory import DEFAULT_ENV, LOCAL, load_inventory
 
 BRIEF_EXAMPLE = """
 [defaults]
@@ -83,8 +83,8 @@ def test_local_is_always_a_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_local_runs_the_inventory_service_like_any_host(tmp_path: Path) -> None:
-    from envsync.compare import prepare
-    from envsync.sources import resolve, service_of
+    from envsync.compare.targets import prepare
+    from envsync.sources.source import resolve, service_of
 
     text = '[service]\ncommand = ["{python}", "-m", "svc.main"]\nport = 8000\n'
     inv = load_inventory(str(write(tmp_path, text)), {})

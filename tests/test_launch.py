@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from envsync.classify.launched import entrypoint
-from envsync.inventory import HostSpec, ServiceSpec
-from envsync.launch import (
+from envsync.model.launch import (
     effective_command,
     launch_of,
     parse_flags,
     with_flag,
     with_flags,
 )
+from envsync.sources.inventory import HostSpec, ServiceSpec
 
 SERVICE = ServiceSpec(
     command=("{python}", "-m", "sglang.launch_server", "--port", "{port}", "--tp", "2"),

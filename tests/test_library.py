@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from envsync import compare
-from envsync.inventory import load_inventory
-from envsync.plan import FlagStep, PinStep, SyncFileStep, load_plan
-from envsync.repair import RepairOptions, repair, rollback_host
+from envsync.compare import targets as compare
+from envsync.repair.plan import FlagStep, PinStep, SyncFileStep, load_plan
+from envsync.repair.run import RepairOptions, repair, rollback_host
 from envsync.runner import Runners
 from envsync.service.host import deploy_host, stop_host
-from envsync.session import Session
+from envsync.sources.inventory import load_inventory
+from envsync.sources.session import Session
 from tests.helpers import REPO, example_inventory
 
 

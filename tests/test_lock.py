@@ -14,11 +14,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from envsync.codec import to_data
 from envsync.errors import LockError
-from envsync.lock import dumps_lock, loads_lock
-from envsync.model import GitState, Interpreter
-from envsync.snapshot import load_snapshot
+from envsync.model.codec import to_data
+from envsync.model.environment import GitState, Interpreter
+from envsync.sources.locks.lockfile import dumps_lock, loads_lock
+from envsync.sources.snapshot import load_snapshot
 
 DATA = Path(__file__).resolve().parent / "data"
 SNAPSHOT = DATA / "snapshots" / "ct129.json"
@@ -94,7 +94,7 @@ def test_bad_locks_are_clear_errors(text: str, message: str) -> None:
 
 
 def test_machine_facts_stand_apart_and_portable_leaves_them_out() -> None:
-    from envsync.diff import differences
+    from envsync.model.changes import differences
 
     snap = load_snapshot(SNAPSHOT)
     doc = tomllib.loads(dumps_lock(snap))
@@ -123,8 +123,8 @@ def test_a_standard_pylock_is_a_partial_reference() -> None:
 
 
 def test_checkouts_and_installers_are_facts_of_the_machine() -> None:
-    from envsync.codec import from_data
-    from envsync.model import Snapshot
+    from envsync.model.codec import from_data
+    from envsync.model.environment import Snapshot
 
     data = to_data(load_snapshot(SNAPSHOT))
     for dist in data["distributions"]:

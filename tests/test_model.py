@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync.codec import from_data, to_data
 from envsync.errors import DecodeError
-from envsync.model import Snapshot, Torch, Unavailable
+from envsync.model.codec import from_data, to_data
+from envsync.model.environment import Snapshot, Torch, Unavailable
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from envsync.errors import InputError, InventoryError
-from envsync.inventory import parse_inventory
-from envsync.nodeset import expand, fold, is_pattern, select, size
+from envsync.model.nodeset import expand, fold, is_pattern, select, size
+from envsync.sources.inventory import parse_inventory
 from tests.figures import held
 from tests.helpers import run_cli as run
 

@@ -10,12 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from envsync.codec import from_data
-from envsync.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
-from envsync.identity import plan_target as fingerprint
-from envsync.model import Distribution, Interpreter, Snapshot
-from envsync.plan import FlagStep, PinStep, Plan, SyncDistStep, SyncFileStep, describe, make_plan
-from envsync.vocab import Installer, Only, Prefer, Severity
+from envsync.collect.identity import plan_target as fingerprint
+from envsync.model.codec import from_data
+from envsync.model.environment import Distribution, Interpreter, Snapshot
+from envsync.model.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
+from envsync.model.vocab import Installer, Only, Prefer, Severity
+from envsync.repair.plan import (
+    FlagStep,
+    PinStep,
+    Plan,
+    SyncDistStep,
+    SyncFileStep,
+    describe,
+    make_plan,
+)
 from tests.figures import held
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
@@ -268,8 +276,8 @@ def test_a_patch_set_moves_whole_and_only_narrows_what_starts_a_step() -> None:
 def test_the_installer_is_what_the_target_has(
     pip: str | None, uv: str | None, named: Installer | None, expected: tuple[str, str | None]
 ) -> None:
-    from envsync.model import Installers
-    from envsync.plan import choose_installer
+    from envsync.model.environment import Installers
+    from envsync.repair.plan import choose_installer
 
     tgt = replace(snap("tgt"), installers=Installers(pip=pip, uv=uv))
     assert choose_installer(tgt, named) == expected
@@ -277,7 +285,7 @@ def test_the_installer_is_what_the_target_has(
 
 def test_with_no_installer_a_pin_copies_from_a_matching_reference_or_the_plan_refuses() -> None:
     from envsync.errors import PlanError
-    from envsync.model import Installers
+    from envsync.model.environment import Installers
 
     ref = snap("ref", ("app", "2.0", ()))
     tgt = replace(snap("tgt", ("app", "1.0", ())), installers=Installers())
@@ -298,7 +306,14 @@ def test_with_no_installer_a_pin_copies_from_a_matching_reference_or_the_plan_re
 
 
 def test_a_saved_plan_round_trips_each_kind_of_step(tmp_path: Path) -> None:
-    from envsync.plan import FlagStep, PinStep, SyncDistStep, SyncFileStep, dumps_plan, load_plan
+    from envsync.repair.plan import (
+        FlagStep,
+        PinStep,
+        SyncDistStep,
+        SyncFileStep,
+        dumps_plan,
+        load_plan,
+    )
 
     ref = snap("ref", ("app", "2.0", ()), ("lib", "2.0", ()))
     tgt = snap("tgt", ("app", "1.0", ()), ("lib", "1.0", ()))
@@ -341,7 +356,7 @@ def test_a_bad_saved_step_names_its_dotted_path(
     tmp_path: Path, change: Callable[[list[dict[str, object]]], object], message: str
 ) -> None:
     from envsync.errors import InputError
-    from envsync.plan import dumps_plan, load_plan
+    from envsync.repair.plan import dumps_plan, load_plan
 
     ref = snap("ref", ("app", "2.0", ()), ("lib", "2.0", ()))
     tgt = snap("tgt", ("app", "1.0", ()), ("lib", "1.0", ()))
@@ -383,7 +398,7 @@ def test_a_plan_of_an_older_schema_is_refused_with_one_line(
 
 
 def _flag_plan() -> tuple[dict, Snapshot]:
-    from envsync.plan import dumps_plan
+    from envsync.repair.plan import dumps_plan
 
     ref = snap("ref", ("app", "2.0", ()))
     tgt = snap("tgt", ("app", "1.0", ()))
@@ -410,7 +425,7 @@ def test_a_saved_plans_flags_are_refused_when_they_are_no_flag(
     """A mapping whose key is the interpreter made `repair --plan FILE --apply` (and every
     later deploy) start another program as the service."""
     from envsync.errors import InputError
-    from envsync.plan import load_plan
+    from envsync.repair.plan import load_plan
 
     data, _ = _flag_plan()
     data["flags"] = flags
@@ -424,7 +439,7 @@ def test_a_saved_plans_flags_are_refused_when_they_are_no_flag(
 
 def test_a_flag_step_that_is_no_flag_is_refused(tmp_path: Path) -> None:
     from envsync.errors import InputError
-    from envsync.plan import load_plan
+    from envsync.repair.plan import load_plan
 
     data, _ = _flag_plan()
     data["steps"][0]["flag"] = "/usr/bin/python3"
@@ -436,7 +451,7 @@ def test_a_flag_step_that_is_no_flag_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_saved_plan_sets_only_the_entrypoints_flags_and_only_by_its_steps() -> None:
-    from envsync.plan import flags_problems
+    from envsync.repair.plan import flags_problems
 
     data, _ = _flag_plan()
     plan = from_data(Plan, data, "plan")
@@ -466,10 +481,10 @@ def test_repair_checks_a_saved_plans_flags_against_the_entrypoint() -> None:
     """The flags the entrypoint defines are the rule packs' (--grammar-backend ...) and
     those of the service's command; any other is refused before anything is applied."""
     from envsync.errors import InputError
-    from envsync.inventory import Inventory, ServiceSpec
-    from envsync.repair import _check_flags
+    from envsync.repair.run import _check_flags
     from envsync.runner import Runners
-    from envsync.session import Session
+    from envsync.sources.inventory import Inventory, ServiceSpec
+    from envsync.sources.session import Session
 
     data, tgt = _flag_plan()
     service = ServiceSpec(command=("{python}", "-m", "sglang.launch_server", "--model-path", "/m"))

@@ -15,13 +15,21 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from envsync.codec import to_data
 from envsync.errors import CollectError
-from envsync.index import IndexFile, choose, parse_config, parse_page, read_config, redact
-from envsync.inventory import HostSpec
-from envsync.lock import loads_lock
-from envsync.model import Interpreter
-from envsync.pylock import (
+from envsync.model.codec import to_data
+from envsync.model.environment import Interpreter
+from envsync.runner import CommandResult
+from envsync.sources.inventory import HostSpec
+from envsync.sources.locks.index import (
+    IndexFile,
+    choose,
+    parse_config,
+    parse_page,
+    read_config,
+    redact,
+)
+from envsync.sources.locks.lockfile import loads_lock
+from envsync.sources.locks.pylock import (
     FILE_NAME,
     Located,
     dumps_pylock,
@@ -29,8 +37,7 @@ from envsync.pylock import (
     locate,
     toml_datetime,
 )
-from envsync.runner import CommandResult
-from envsync.snapshot import load_snapshot
+from envsync.sources.snapshot import load_snapshot
 from tests.helpers import pep751_problems
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -259,8 +266,8 @@ def test_the_validator_finds_what_pep751_forbids() -> None:
 
 
 def test_a_clean_checkout_is_its_remote_at_its_commit() -> None:
-    from envsync.codec import from_data
-    from envsync.model import Snapshot
+    from envsync.model.codec import from_data
+    from envsync.model.environment import Snapshot
 
     data = to_data(load_snapshot(SNAPSHOT))
     for dist in data["distributions"]:

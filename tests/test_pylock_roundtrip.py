@@ -19,7 +19,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from envsync.vocab import PACKAGE_KINDS
+from envsync.model.vocab import PACKAGE_KINDS
 from tests.helpers import REPO, fetch, make_venv, make_wheel, pep751_problems, pip_install
 from tests.helpers import run_cli as run
 from tests.index import IndexServer, build_index

@@ -1,6 +1,6 @@
 """Each HOST argument is resolved once per command, through one function (issue 33, item 1).
 
-`envsync.sources.resolve` is the one function that reads what a HOST argument names; a
+`envsync.sources.source.resolve` is the one function that reads what a HOST argument names; a
 command reaches it only through `Session.resolve`, which keeps each answer for the rest
 of the command and hands the stages the typed source. Checked two ways: by reading the
 tree (no other module calls it, none defines another), and by counting its calls while
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-import envsync.session
-from envsync.sources import Source, resolve
+import envsync.sources.session
+from envsync.sources.source import Source, resolve
 from tests.helpers import REPO
 from tests.helpers import run_cli as run
 
@@ -39,9 +39,9 @@ def test_one_function_resolves_a_host_argument_and_only_the_session_calls_it() -
     importers, definers = [], []
     for name, tree in _modules().items():
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "envsync.sources":
+            if isinstance(node, ast.ImportFrom) and node.module == "envsync.sources.source":
                 importers += [name for alias in node.names if alias.name == "resolve"]
-            if isinstance(node, ast.ImportFrom) and node.module == "envsync.snapshot":
+            if isinstance(node, ast.ImportFrom) and node.module == "envsync.sources.snapshot":
                 assert all(alias.name != "resolve" for alias in node.names), name
             if isinstance(node, ast.FunctionDef) and node.name == "resolve":
                 definers.append(name)
@@ -49,21 +49,21 @@ def test_one_function_resolves_a_host_argument_and_only_the_session_calls_it() -
                 value = node.value
                 if isinstance(value, ast.Name) and value.id in ("sources", "snapshot"):
                     importers.append(name)  # sources.resolve(...) called by attribute
-    assert importers == ["envsync/session.py"]
-    assert sorted(definers) == ["envsync/session.py", "envsync/sources.py"]
+    assert importers == ["envsync/sources/session.py"]
+    assert sorted(definers) == ["envsync/sources/session.py", "envsync/sources/source.py"]
 
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
     """Every call of the one resolve function, by the name it was asked."""
     calls: collections.Counter[str] = collections.Counter()
-    real = resolve  # the function envsync.session imports, and the test replaces there
+    real = resolve  # the function envsync.sources.session imports, and the test replaces there
 
     def counting(name: str, inventory: object) -> Source:
         calls[name] += 1
         return real(name, inventory)  # type: ignore[arg-type]  # the Inventory passed on
 
-    monkeypatch.setattr(envsync.session, "resolve", counting)
+    monkeypatch.setattr(envsync.sources.session, "resolve", counting)
     return calls
 
 

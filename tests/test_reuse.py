@@ -17,16 +17,17 @@ from typing import Any
 
 import pytest
 
-from envsync import compare, identity
-from envsync.canary import rollout
-from envsync.inventory import HostSpec, load_inventory
-from envsync.locking import lock_host
-from envsync.repair import RepairOptions, repair, rollback_host
+from envsync.collect import identity
+from envsync.compare import targets as compare
+from envsync.repair.canary import rollout
+from envsync.repair.run import RepairOptions, repair, rollback_host
+from envsync.report.watch import WatchOptions, watch_once
 from envsync.runner import CommandResult, Runner, Runners
 from envsync.service.host import stop_host
-from envsync.session import Session
-from envsync.states import StateStore
-from envsync.watch import WatchOptions, watch_once
+from envsync.sources.inventory import HostSpec, load_inventory
+from envsync.sources.locks.locking import lock_host
+from envsync.sources.session import Session
+from envsync.sources.states import StateStore
 from tests.helpers import example_inventory
 
 

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from envsync.collect.identity import compared as digest
 from envsync.errors import StateError
 from envsync.exitcodes import ExitCode
-from envsync.identity import compared as digest
-from envsync.inventory import HostSpec, Inventory
-from envsync.model import Distribution, Snapshot
-from envsync.snapshot import load_snapshot
-from envsync.sources import FileSource, HostSource, StateSource, resolve
-from envsync.states import (
+from envsync.model.environment import Distribution, Snapshot
+from envsync.sources.inventory import HostSpec, Inventory
+from envsync.sources.snapshot import load_snapshot
+from envsync.sources.source import FileSource, HostSource, StateSource, resolve
+from envsync.sources.states import (
     AtTime,
     Back,
     LastGood,
@@ -322,7 +322,7 @@ def test_what_a_host_argument_with_an_at_names(tmp_path: Path) -> None:
 
 def test_a_recorded_state_stands_for_the_host_it_was(tmp_path: Path) -> None:
     from envsync.runner import Runners
-    from envsync.session import Session
+    from envsync.sources.session import Session
 
     s = store(tmp_path)
     record(s, base(), "ready", now=T0)
@@ -343,7 +343,7 @@ def test_the_snapshot_of_a_new_distribution_field_reads_old_snapshots() -> None:
     data = json.loads(SNAPSHOT.read_text())
     for dist in data["distributions"]:
         dist.pop("installed_at", None)
-    from envsync.codec import from_data
+    from envsync.model.codec import from_data
 
     snap = from_data(Snapshot, data)
     assert all(d.installed_at is None for d in snap.distributions)
@@ -479,7 +479,7 @@ def test_a_fifo_for_the_state_folders_lock_or_the_watch_memory(tmp_path: Path) -
     assert e.value.exit_code == ExitCode.USAGE
     held("14 state and cache files: no link followed, no FIFO waited on")
     (folder / ".lock").unlink()
-    from envsync.watch import MEMORY, _memory
+    from envsync.report.watch import MEMORY, _memory
 
     os.mkfifo(folder / MEMORY)
     assert _memory(s, "ct129") == {}  # as unreadable: rewritten at the end of the run
@@ -514,7 +514,7 @@ def test_a_hosts_past_is_keyed_by_its_identity_not_its_name(
 ) -> None:
     """Two inventories that both call a host ct200 (staging and production): each machine
     has a history of its own, and `history ct200` says when the name's identity changed."""
-    from envsync.hostidentity import identity
+    from envsync.sources.hostidentity import identity
     from tests.helpers import run_cli
 
     root = tmp_path / "states"

@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from envsync import seal, verdicts
+from envsync import seal
 from envsync.classify import Startup, classify
 from envsync.classify.rules import load_packs
-from envsync.codec import from_data
 from envsync.collect import LazyModules, wire
-from envsync.diff import differences
-from envsync.findings import Report
-from envsync.model import Snapshot, StartupGraph
+from envsync.compare import verdicts
+from envsync.model.changes import differences
+from envsync.model.codec import from_data
+from envsync.model.environment import Snapshot, StartupGraph
+from envsync.model.findings import Report
 from tests.figures import held
 from tests.helpers import REPO
 from tests.helpers import run_cli as run
@@ -190,16 +191,16 @@ def test_the_example_diff_is_classified_once_and_the_same(
     """The built-in example, diffed three times: the classifier runs on the first only,
     the reports are equal; --no-cache computes it again and agrees; a flag that changes
     the startup (--grammar-backend none) is another verdict."""
-    import envsync.compare
+    import envsync.compare.targets
 
     calls: list[int] = []
-    real = envsync.compare.classify
+    real = envsync.compare.targets.classify
 
     def counted(*args: object, **kwargs: object) -> Report:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(envsync.compare, "classify", counted)
+    monkeypatch.setattr(envsync.compare.targets, "classify", counted)
     text = (REPO / "examples" / "envsync.toml").read_text()
     inv = tmp_path / "envsync.toml"
     inv.write_text(

@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 from typing import get_args
 
-from envsync import vocab
-from envsync.findings import Report
 from envsync.hostside import shared
 from envsync.hostside.agent import paths as agent_paths
 from envsync.hostside.agent import service as agent_service
 from envsync.hostside.state import service_state
+from envsync.model import vocab
+from envsync.model.findings import Report
 
 
 def test_ranks_derive_from_the_one_order() -> None:
@@ -68,9 +68,9 @@ def test_the_probe_and_the_agent_find_a_host_environment_state_alike(tmp_path: P
 def test_each_kind_of_fix_and_step_is_one_class_tagged_with_its_word() -> None:
     from typing import get_args
 
-    from envsync.codec import tag_of
-    from envsync.findings import Fix
-    from envsync.plan import Step
+    from envsync.model.codec import tag_of
+    from envsync.model.findings import Fix
+    from envsync.repair.plan import Step
 
     for union in (Fix, Step):
         tags = [tag_of(cls) for cls in get_args(union)]

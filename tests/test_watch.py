@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envsync.watch import HostStatus, WatchRun, parse_duration, textfile
+from envsync.report.watch import HostStatus, WatchRun, parse_duration, textfile
 from tests.figures import held
 from tests.helpers import REPO, make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run
@@ -297,7 +297,7 @@ def test_the_log_is_appended_to_only_as_a_regular_file(tmp_path: Path, kind: str
     """`watch --log` (envsync is often root) never follows a link to append to what it
     names, and never waits on a FIFO: one line, the target untouched."""
     from envsync.errors import OutputError
-    from envsync.watch import append_lines
+    from envsync.report.watch import append_lines
 
     victim = tmp_path / "victim"
     victim.write_text("untouched\n")

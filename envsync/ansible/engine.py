@@ -38,8 +38,8 @@ from envsync.ansible.inventory import ansible_env, ansible_program, generated_in
 from envsync.collect import ProbeOptions, offer, probe_argv, probe_source, read_result
 from envsync.collect.share import Offer
 from envsync.errors import CollectError, EnvsyncError
-from envsync.inventorymodel import HostSpec, Inventory
-from envsync.model import Snapshot
+from envsync.model.environment import Snapshot
+from envsync.model.inventory import HostSpec, Inventory
 from envsync.runner import CommandResult, tail
 from envsync.runner.exec import exec_argv
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from envsync.errors import CommandNotFound, CommandTimeout, InventoryError
-from envsync.inventorymodel import Inventory, parse_inventory
+from envsync.model.inventory import Inventory, parse_inventory
 
 # How long a dynamic inventory script may take to answer.
 INVENTORY_TIMEOUT = 120.0
@@ -353,7 +353,7 @@ def document(
 def generated_inventory(specs: Sequence[Any]) -> dict[str, Any]:
     """An Ansible inventory (YAML plugin's JSON) of envsync hosts: for `--engine ansible`
     over envsync.toml. Each host's transport as envsync's own runner would use it."""
-    from envsync.inventorymodel import jump_hops, parse_target
+    from envsync.model.inventory import jump_hops, parse_target
 
     hosts: dict[str, Any] = {}
     for spec in specs:

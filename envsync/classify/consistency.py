@@ -22,9 +22,9 @@ from dataclasses import replace
 
 from envsync.classify.graph import GraphIndex
 from envsync.exhaustive import assert_never
-from envsync.findings import Evidence, Finding, Fix, FlagFix, PinFix, SyncDistFix, SyncFileFix
-from envsync.model import ImportEdge
-from envsync.vocab import PACKAGE_KINDS
+from envsync.model.environment import ImportEdge
+from envsync.model.findings import Evidence, Finding, Fix, FlagFix, PinFix, SyncDistFix, SyncFileFix
+from envsync.model.vocab import PACKAGE_KINDS
 
 STRICT_ENV = "ENVSYNC_CONSISTENCY"  # "raise": a problem raises InconsistentReport
 

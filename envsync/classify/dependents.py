@@ -25,10 +25,10 @@ from packaging.version import InvalidVersion, Version
 
 from envsync.classify.graph import path_to
 from envsync.classify.startup import CONTEXT_WORDS, SEVERITY_OF_CONTEXT, Analysis, short_file
-from envsync.findings import Evidence
-from envsync.markers import applies
-from envsync.model import Distribution, Snapshot, VersionCheck
-from envsync.vocab import RUNS, SEVERITY_RANK, Severity, weaker
+from envsync.model.environment import Distribution, Snapshot, VersionCheck
+from envsync.model.findings import Evidence
+from envsync.model.markers import applies
+from envsync.model.vocab import RUNS, SEVERITY_RANK, Severity, weaker
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

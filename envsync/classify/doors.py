@@ -27,10 +27,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from envsync.classify.graph import Reach
-from envsync.markers import applies
-from envsync.model import Snapshot, StartupGraph
-from envsync.vocab import CONTEXT_RANK as RANK
-from envsync.vocab import RUNS, Context, weaker
+from envsync.model.environment import Snapshot, StartupGraph
+from envsync.model.markers import applies
+from envsync.model.vocab import CONTEXT_RANK as RANK
+from envsync.model.vocab import RUNS, Context, weaker
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,10 +16,10 @@ from envsync.classify.packages import classify_dist
 from envsync.classify.startup import Analysis, ReferenceSide
 from envsync.classify.truth import apply_crash, apply_import_check
 from envsync.collect.native import Providers
-from envsync.findings import Difference, Finding, Report
 from envsync.hostside.shared import SKIPPED_VALUE
-from envsync.model import ImportOutcome, Snapshot, StartupGraph
-from envsync.vocab import PACKAGE_KINDS, SEVERITY_RANK
+from envsync.model.environment import ImportOutcome, Snapshot, StartupGraph
+from envsync.model.findings import Difference, Finding, Report
+from envsync.model.vocab import PACKAGE_KINDS, SEVERITY_RANK
 
 
 def classify(

@@ -10,9 +10,9 @@ from packaging.version import InvalidVersion, Version
 
 from envsync.classify.packages import dist_fixes
 from envsync.classify.startup import Analysis, finding_about
-from envsync.findings import Difference, Evidence, Finding
-from envsync.model import Snapshot, Torch, Unavailable
-from envsync.vocab import RUNS, Kind, Severity
+from envsync.model.environment import Snapshot, Torch, Unavailable
+from envsync.model.findings import Difference, Evidence, Finding
+from envsync.model.vocab import RUNS, Kind, Severity
 
 
 def classify_fact(diff: Difference, analysis: Analysis) -> Finding:

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from envsync.classify.graph import path_to
 from envsync.classify.startup import Analysis, door_finding, finding_about
-from envsync.findings import Difference, Evidence, Finding, SyncFileFix
-from envsync.model import GitState, Snapshot
-from envsync.vocab import RUNS, SEVERITY_RANK
+from envsync.model.environment import GitState, Snapshot
+from envsync.model.findings import Difference, Evidence, Finding, SyncFileFix
+from envsync.model.vocab import RUNS, SEVERITY_RANK
 
 
 def classify_commit(

@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from envsync.classify.rules import Root
-from envsync.model import ImportEdge, ModuleFacts, StartupGraph
-from envsync.vocab import CONTEXT_RANK as RANK
-from envsync.vocab import CONTEXTS, RUNS, Context, weaker
+from envsync.model.environment import ImportEdge, ModuleFacts, StartupGraph
+from envsync.model.vocab import CONTEXT_RANK as RANK
+from envsync.model.vocab import CONTEXTS, RUNS, Context, weaker
 
 # What the import system binds in every module, whatever its source says
 # (`from numpy._core.records import __doc__` works on a module without a docstring).

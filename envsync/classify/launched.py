@@ -1,7 +1,7 @@
 """What the classifier is asked before it runs, in a module light enough to import first:
 where the service's startup begins (`entrypoint`, with the rule packs' console scripts),
 the service's startup as envsync understands it for one target, and the native symbols to
-ask the live reference about. A command whose verdict is kept (envsync/verdicts.py) never
+ask the live reference about. A command whose verdict is kept (envsync/compare/verdicts.py) never
 imports the rest of the classifier.
 """
 
@@ -11,9 +11,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from envsync.classify.rules import Root, RulePack, ScriptRule, active_roots
-from envsync.inventorymodel import ServiceSpec
-from envsync.launch import effective_command, launch_of
-from envsync.model import NativeFacts, NativeUndefinedSymbol, ServedModel, Snapshot, Unavailable
+from envsync.model.environment import (
+    NativeFacts,
+    NativeUndefinedSymbol,
+    ServedModel,
+    Snapshot,
+    Unavailable,
+)
+from envsync.model.inventory import ServiceSpec
+from envsync.model.launch import effective_command, launch_of
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,8 +23,7 @@ from envsync.classify.launched import native_of
 from envsync.classify.packages import dist_fixes
 from envsync.classify.startup import CONTEXT_WORDS, SEVERITY_OF_CONTEXT, Analysis
 from envsync.collect.native import Providers
-from envsync.findings import Evidence, Finding, Fix
-from envsync.model import (
+from envsync.model.environment import (
     GpuInfo,
     ImportOutcome,
     NativeFacts,
@@ -36,7 +35,8 @@ from envsync.model import (
     Snapshot,
     Torch,
 )
-from envsync.vocab import PACKAGE_KINDS, RUNS, Severity
+from envsync.model.findings import Evidence, Finding, Fix
+from envsync.model.vocab import PACKAGE_KINDS, RUNS, Severity
 
 # Sonames whose number is the CUDA toolkit's major (libcufft and others number their own).
 CUDA_SONAME = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvJitLink|cupti)\.so\.(\d+)$")

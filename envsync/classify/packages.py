@@ -23,10 +23,10 @@ from envsync.classify.startup import (
     short_file,
     statement_at,
 )
-from envsync.findings import Difference, Evidence, Finding, Fix, FlagFix, PinFix, SyncDistFix
-from envsync.launch import with_flag
-from envsync.model import ImportEdge, Snapshot, StartupGraph, why_files_cannot_serve
-from envsync.vocab import RUNS, SEVERITY_RANK, Context, Severity, weaker
+from envsync.model.environment import ImportEdge, Snapshot, StartupGraph, why_files_cannot_serve
+from envsync.model.findings import Difference, Evidence, Finding, Fix, FlagFix, PinFix, SyncDistFix
+from envsync.model.launch import with_flag
+from envsync.model.vocab import RUNS, SEVERITY_RANK, Context, Severity, weaker
 
 
 def dist_fixes(name: str, reference: Snapshot, target: Snapshot) -> list[Fix]:

@@ -11,11 +11,11 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envsync.codec import decode
 from envsync.documents import read_toml
 from envsync.errors import DecodeError, RulesError
-from envsync.model import ServedModel, Unavailable
-from envsync.vocab import Context
+from envsync.model.codec import decode
+from envsync.model.environment import ServedModel, Unavailable
+from envsync.model.vocab import Context
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "rules"
 

@@ -12,10 +12,10 @@ from envsync.classify.doors import Behind, Door, open_doors
 from envsync.classify.graph import Failure, GraphIndex, ImportsOf, Reach, path_to
 from envsync.classify.launched import Startup
 from envsync.classify.rules import Root
-from envsync.findings import Difference, Evidence, Finding, Fix
-from envsync.launch import parse_flags
-from envsync.model import Snapshot, StartupGraph
-from envsync.vocab import Severity
+from envsync.model.environment import Snapshot, StartupGraph
+from envsync.model.findings import Difference, Evidence, Finding, Fix
+from envsync.model.launch import parse_flags
+from envsync.model.vocab import Severity
 
 SEVERITY_OF_CONTEXT: dict[str, Severity] = {
     "module": "fatal",

@@ -22,9 +22,9 @@ from packaging.utils import canonicalize_name
 from envsync.classify import unexplained
 from envsync.classify.dependents import unmet
 from envsync.classify.startup import import_names
-from envsync.findings import Evidence, Finding
-from envsync.model import Distribution, Frame, ImportOutcome, Raised, Snapshot
-from envsync.vocab import PACKAGE_KINDS
+from envsync.model.environment import Distribution, Frame, ImportOutcome, Raised, Snapshot
+from envsync.model.findings import Evidence, Finding
+from envsync.model.vocab import PACKAGE_KINDS
 
 # A module a message names: the import errors' own words, and torch's operator
 # registry ("operator torchvision::nms does not exist": the torchvision namespace).

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from envsync.classify.startup import short_file
-from envsync.findings import Evidence, Finding
-from envsync.model import Raised, Snapshot
-from envsync.vocab import PACKAGE_KINDS, RUNS, SEVERITY_RANK
+from envsync.model.environment import Raised, Snapshot
+from envsync.model.findings import Evidence, Finding
+from envsync.model.vocab import PACKAGE_KINDS, RUNS, SEVERITY_RANK
 
 
 def tried(owners: Sequence[str]) -> str:

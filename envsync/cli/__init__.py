@@ -2,7 +2,7 @@
 
 parser.py builds the argparse parser, options.py turns its namespace into each command's
 typed options, commands.py holds the command functions (each calls one stage, the
-library's, with a Session: envsync/session.py), output.py what they print; main.py runs
+library's, with a Session: envsync/sources/session.py), output.py what they print; main.py runs
 one command and turns errors into exit codes.
 """
 

@@ -1,5 +1,5 @@
 """`envsync cache info|prune|clear`: envsync's caches on this machine, in the spirit of
-`pip cache` and `uv cache` (envsync/caches.py holds the stage)."""
+`pip cache` and `uv cache` (envsync/collect/caches.py holds the stage)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from envsync.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from envsync.caches import CacheArea
     from envsync.cli.options import Command, Invocation
-    from envsync.session import Session
+    from envsync.collect.caches import CacheArea
+    from envsync.sources.session import Session
 
 Action = Literal["info", "prune", "clear"]
 ACTIONS: tuple[Action, ...] = ("info", "prune", "clear")
@@ -87,8 +87,8 @@ def render(areas: tuple[CacheArea, ...], fmt: str) -> str:
 
 
 def cmd_cache(options: CacheOptions, session: Session) -> ExitCode:
-    from envsync import caches
     from envsync.cli.output import emit
+    from envsync.collect import caches
 
     if options.action == "prune":
         limit = None if options.max_size_mb is None else int(options.max_size_mb * (1 << 20))

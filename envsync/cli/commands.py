@@ -35,19 +35,19 @@ from envsync.cli.output import (
 )
 from envsync.errors import CollectError
 from envsync.exitcodes import ExitCode
-from envsync.printable import printable
+from envsync.model.printable import printable
 
 if TYPE_CHECKING:
-    from envsync.repair import RepairOptions
-    from envsync.session import Session
+    from envsync.repair.run import RepairOptions
+    from envsync.sources.session import Session
 
 # Commands import the stages they run when they run: deepdiff, the classifier, rich and
 # the SSH stack cost more to import than a whole local snapshot takes.
 
 
 def cmd_snapshot(options: SnapshotOptions, session: Session) -> ExitCode:
-    from envsync.session import collect_snapshots
-    from envsync.snapshot import dumps_snapshot
+    from envsync.sources.session import collect_snapshots
+    from envsync.sources.snapshot import dumps_snapshot
 
     writable(options.output)
     hosts = session.inventory.select(options.hosts)
@@ -65,7 +65,7 @@ def cmd_snapshot(options: SnapshotOptions, session: Session) -> ExitCode:
 
 
 def cmd_lock(options: LockOptions, session: Session) -> ExitCode:
-    from envsync.locking import lock_host
+    from envsync.sources.locks.locking import lock_host
 
     writable(options.output)
     if options.form == "pylock":
@@ -78,7 +78,7 @@ def cmd_lock(options: LockOptions, session: Session) -> ExitCode:
 
 
 def cmd_diff(options: DiffOptions, session: Session) -> ExitCode:
-    from envsync import compare
+    from envsync.compare import targets as compare
 
     chosen = session.inventory.select(options.targets)
     if len(chosen) > 1:
@@ -114,7 +114,7 @@ def cmd_diff(options: DiffOptions, session: Session) -> ExitCode:
 
 
 def cmd_check(options: CheckOptions, session: Session) -> ExitCode:
-    from envsync import compare
+    from envsync.compare import targets as compare
     from envsync.documents import write_atomic
     from envsync.report import render as render_reports
 
@@ -157,9 +157,9 @@ def cmd_check(options: CheckOptions, session: Session) -> ExitCode:
 
 
 def cmd_repair(options: RepairOptions, session: Session) -> ExitCode:
-    from envsync.canary import rollout
-    from envsync.plan import describe
-    from envsync.repair import fleet_targets, repair
+    from envsync.repair.canary import rollout
+    from envsync.repair.plan import describe
+    from envsync.repair.run import fleet_targets, repair
 
     hosts = fleet_targets(session, options)
     if hosts:
@@ -208,7 +208,7 @@ def cmd_stop(options: ServiceOptions, session: Session) -> ExitCode:
 
 
 def cmd_rollback(options: RollbackOptions, session: Session) -> ExitCode:
-    from envsync.repair import list_backups, rollback_host
+    from envsync.repair.run import list_backups, rollback_host
 
     if options.list:
         emit(backups_text(options.host, list_backups(session, options.host)), None)
@@ -221,8 +221,8 @@ def cmd_rollback(options: RollbackOptions, session: Session) -> ExitCode:
 
 
 def cmd_history(options: HistoryOptions, session: Session) -> ExitCode:
-    from envsync.history import history
     from envsync.report.history import render as render_history
+    from envsync.sources.history import history
 
     writable(options.output)
     done = history(session, options.host, live=options.live)
@@ -231,7 +231,7 @@ def cmd_history(options: HistoryOptions, session: Session) -> ExitCode:
 
 
 def cmd_watch(options: WatchCommandOptions, session: Session) -> ExitCode:
-    from envsync import watch
+    from envsync.report import watch
 
     for path in (options.log, options.prometheus):
         writable(path)

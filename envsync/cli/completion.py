@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from envsync.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from envsync.session import Session
+    from envsync.sources.session import Session
 
 SHELLS = ("bash", "zsh")
 # Positionals that name a host: an inventory host, `local`, or a snapshot, lock or
@@ -25,7 +25,7 @@ def host_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[s
     from argcomplete.completers import FilesCompleter
 
     from envsync.errors import EnvsyncError
-    from envsync.inventory import LOCAL, load_inventory
+    from envsync.sources.inventory import LOCAL, load_inventory
 
     try:
         names = sorted(load_inventory(getattr(parsed_args, "inventory", None), os.environ).hosts)

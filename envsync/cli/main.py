@@ -17,9 +17,9 @@ from envsync.cli.output import err, note
 from envsync.cli.parser import build_parser
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
-from envsync.inventory import load_inventory
 from envsync.runner import Runners, stop_all
-from envsync.session import Session
+from envsync.sources.inventory import load_inventory
+from envsync.sources.session import Session
 
 
 def _tty(stream: IO[str] | None) -> bool:

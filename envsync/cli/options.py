@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, TypeVar
 from envsync.collect import ProbeOptions
 from envsync.collect.importcheck import ImportCheck
 from envsync.exitcodes import ExitCode
-from envsync.locking import LockFormat
+from envsync.model.vocab import Severity
 from envsync.runner import CONNECT_TIMEOUT
-from envsync.session import ENGINES, JOBS, EngineName
-from envsync.states import KEEP, StateStore, default_dir
-from envsync.vocab import Severity
+from envsync.sources.locks.locking import LockFormat
+from envsync.sources.session import ENGINES, JOBS, EngineName
+from envsync.sources.states import KEEP, StateStore, default_dir
 
 if TYPE_CHECKING:
-    from envsync.repair import RepairOptions
-    from envsync.session import Session
-    from envsync.watch import WatchOptions
+    from envsync.repair.run import RepairOptions
+    from envsync.report.watch import WatchOptions
+    from envsync.sources.session import Session
 
 OptionsT = TypeVar("OptionsT")
 Command = Callable[[OptionsT, "Session"], ExitCode]
@@ -208,7 +208,7 @@ def check(args: argparse.Namespace, command: Command[CheckOptions]) -> Invocatio
 
 
 def repair(args: argparse.Namespace, command: Command[RepairOptions]) -> Invocation:
-    from envsync.repair import RepairOptions  # the repair stage: only for this command
+    from envsync.repair.run import RepairOptions  # the repair stage: only for this command
     from envsync.service.throughput import default_store
 
     options = RepairOptions(
@@ -270,7 +270,7 @@ def history(args: argparse.Namespace, command: Command[HistoryOptions]) -> Invoc
 
 
 def watch(args: argparse.Namespace, command: Command[WatchCommandOptions]) -> Invocation:
-    from envsync.watch import WatchOptions  # the watch stage: only for this command
+    from envsync.report.watch import WatchOptions  # the watch stage: only for this command
 
     options = WatchCommandOptions(
         watch=WatchOptions(

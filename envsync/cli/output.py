@@ -23,19 +23,19 @@ from envsync import redact
 from envsync.documents import check_writable, write_atomic, write_pieces
 from envsync.errors import OutputError
 from envsync.exitcodes import ExitCode
-from envsync.printable import printable
-from envsync.vocab import FAIL_ON_DEFAULT, Severity
+from envsync.model.printable import printable
+from envsync.model.vocab import FAIL_ON_DEFAULT, Severity
 
 if TYPE_CHECKING:
-    from envsync.apply import BackupInfo
-    from envsync.canary import Outcome, Rollout
-    from envsync.classes import HostClass
-    from envsync.compare import CheckResult, FleetComparison
-    from envsync.findings import Report
-    from envsync.repair import RepairOptions, Rollback
+    from envsync.compare.classes import HostClass
+    from envsync.compare.targets import CheckResult, FleetComparison
+    from envsync.model.findings import Report
+    from envsync.repair.canary import Outcome, Rollout
+    from envsync.repair.run import RepairOptions, Rollback
+    from envsync.report.watch import WatchRun
+    from envsync.runner.agent import BackupInfo
     from envsync.service.host import ServiceRun
-    from envsync.session import Session
-    from envsync.watch import WatchRun
+    from envsync.sources.session import Session
 
 # What stdout could not take of a changing command's result lines (said once, at the end).
 DROPPED: list[str] = []
@@ -168,7 +168,7 @@ def apply_line(options: RepairOptions, reference: str, target: str) -> str:
     it was saved (refused if the target changed since), else the same command with --apply."""
     import shlex
 
-    from envsync.vocab import ONLY_DEFAULT, PREFER
+    from envsync.model.vocab import ONLY_DEFAULT, PREFER
 
     if options.save is not None:
         # the saved plan, with the options as they were given (--inventory, --no-deploy,
@@ -242,7 +242,7 @@ def _apply_words(argv: list[str], takes_value: set[str]) -> list[str]:
 
 def check_line(result: CheckResult, lock: str) -> str:
     """What `check` compared, and its verdict, in one line."""
-    from envsync.nodeset import fold
+    from envsync.model.nodeset import fold
 
     hosts = fold([r.target for r in result.reports]) or "no host"
     line = f"check: compared {hosts} with {lock}"
@@ -284,7 +284,7 @@ def writable(path: str | None) -> None:
 
 
 def warn_pylock_name(output: str | None) -> None:
-    from envsync.pylock import FILE_NAME
+    from envsync.sources.locks.pylock import FILE_NAME
 
     if output and not FILE_NAME.match(Path(output).name):
         err(
@@ -349,8 +349,8 @@ def print_rollout(done: Rollout, apply_hint: str | None = None) -> ExitCode:
     """A fleet's repair: the plan of each class, then what each batch did and which hosts
     changed (or, not applied, `apply_hint`: the command that applies it); the command's
     exit code."""
-    from envsync.nodeset import fold
-    from envsync.plan import describe
+    from envsync.model.nodeset import fold
+    from envsync.repair.plan import describe
 
     for planned in done.plans:
         head = f"class {planned.nodeset} ({len(planned.hosts)} host(s)): "
@@ -412,7 +412,7 @@ def backups_text(host: str, found: Sequence[BackupInfo]) -> str:
 
 def print_watch_run(run: WatchRun) -> None:
     """What changed in a watch run, at once (a journal or a pipe reads it as it comes)."""
-    from envsync.watch import event_lines
+    from envsync.report.watch import event_lines
 
     for line in event_lines(run):
         print(printable(redact.text(line)), flush=True)

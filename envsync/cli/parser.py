@@ -11,13 +11,13 @@ from envsync.cli import cache, commands, completion, options
 from envsync.cli.usage import Parser, link
 from envsync.collect import DEFAULT_TIMEOUT
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
-from envsync.inventorymodel import DEFAULT_DEADLINE
-from envsync.locking import LOCK_FORMATS
+from envsync.model.inventory import DEFAULT_DEADLINE
+from envsync.model.vocab import FAIL_ON_DEFAULT, ONLY, ONLY_DEFAULT, PREFER, SEVERITIES
 from envsync.report import FORMATS
 from envsync.runner import CONNECT_TIMEOUT
-from envsync.session import ENGINES, JOBS
-from envsync.states import KEEP
-from envsync.vocab import FAIL_ON_DEFAULT, ONLY, ONLY_DEFAULT, PREFER, SEVERITIES
+from envsync.sources.locks.locking import LOCK_FORMATS
+from envsync.sources.session import ENGINES, JOBS
+from envsync.sources.states import KEEP
 
 
 def _seconds(p: argparse.ArgumentParser, flag: str, default: float, what: str) -> None:
@@ -77,7 +77,7 @@ def _positive(text: str) -> int:
 
 
 def _duration(text: str) -> float:
-    from envsync.watch import parse_duration
+    from envsync.report.watch import parse_duration
 
     try:
         return parse_duration(text)

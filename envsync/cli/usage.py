@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
 from envsync.exitcodes import ExitCode
-from envsync.printable import printable
+from envsync.model.printable import printable
 
 
 def _long(names: str) -> str:

@@ -7,16 +7,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, get_type_hints
 
-from envsync.bundle import host_argv, host_input
-from envsync.codec import decode, from_data
 from envsync.collect import share, wire
 from envsync.documents import NESTED, too_large
 from envsync.errors import CollectError, CommandNotFound, DecodeError
 from envsync.hostside import protocol
 from envsync.hostside.shared import text_digest
-from envsync.inventorymodel import HostSpec
-from envsync.model import ModuleFacts, Snapshot
+from envsync.model.codec import decode, from_data
+from envsync.model.environment import ModuleFacts, Snapshot
+from envsync.model.inventory import HostSpec
 from envsync.runner import CommandResult, Runner, capped, stoppable
+from envsync.runner.bundle import host_argv, host_input
 
 DEFAULT_TIMEOUT = 300.0
 

@@ -10,13 +10,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from envsync.bundle import host_argv, host_input
-from envsync.codec import from_data
 from envsync.errors import CollectError, CommandTimeout, DecodeError
 from envsync.hostside import protocol
-from envsync.inventorymodel import HostSpec
-from envsync.model import ImportOutcome
+from envsync.model.codec import from_data
+from envsync.model.environment import ImportOutcome
+from envsync.model.inventory import HostSpec
 from envsync.runner import Runner, capped
+from envsync.runner.bundle import host_argv, host_input
 
 MARKER = protocol.IMPORT_CHECK_MARKER
 DEFAULT_TIMEOUT = 180.0

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from envsync.bundle import host_argv, host_input
 from envsync.errors import CommandTimeout, EnvsyncError
 from envsync.hostside import protocol
-from envsync.inventorymodel import HostSpec
-from envsync.model import NativeFacts, Snapshot
+from envsync.model.environment import NativeFacts, Snapshot
+from envsync.model.inventory import HostSpec
 from envsync.runner import Runner, capped
+from envsync.runner.bundle import host_argv, host_input
 
 TIMEOUT = 120.0
 

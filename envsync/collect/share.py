@@ -45,10 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsync.bundle import bundle
 from envsync.collect import wire
 from envsync.hostside.shared import text_digest
-from envsync.inventorymodel import HostSpec
+from envsync.model.inventory import HostSpec
+from envsync.runner.bundle import bundle
 
 INDEX_SIZE = 8192  # packs a command's record lists (the newest)
 _LOCK = threading.Lock()

@@ -28,10 +28,10 @@ ago goes first (`envsync cache info|prune|clear`).
         known-REQUEST                   the digests the last answer to a request had
         pack-DIGEST.json, packs-*.json  packs of parsed facts, given to other hosts, and
                                         their records (share.py)
-        verdict-KEY.json                a report (envsync/verdicts.py)
+        verdict-KEY.json                a report (envsync/compare/verdicts.py)
         rows-DIGEST.json                what a graph's modules are to a host's class,
                                         derived once from the modules DIGEST, sealed
-                                        (envsync/identity.py)
+                                        (envsync/collect/identity.py)
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ def decoded(name: str, digest: str, make: Callable[[], T]) -> T:
 
 def digest_of(name: str, value: object) -> str | None:
     """The digest of the part `name` that `value` is the very decoded object of (a view of
-    a snapshot is keyed by it: envsync/identity.py); None when it is not one."""
+    a snapshot is keyed by it: envsync/collect/identity.py); None when it is not one."""
     with _LOCK:
         for (kind, digest), found in _DECODED.items():
             if kind == name and found is value:

@@ -1,6 +1,6 @@
 """The host side: every line envsync runs on a host, stdlib only, Python 3.8 and newer.
 
-It travels as one bundle (envsync/bundle.py) and runs under another package name on hosts
+It travels as one bundle (envsync/runner/bundle.py) and runs under another package name on hosts
 (boot.PACKAGE): its modules import only the standard library and, relatively, each other.
 The programs: `collect` (the probe), `agent.ops` (the agent), `importcheck`, `pipconfig`,
 `nativequery` (which files define some symbols); boot.py loads them, torchdeep.py runs

@@ -66,7 +66,7 @@ NATIVE_QUERY_MARKER = "@@envsync-native-query@@"
 # The wire's types, for the type checker only (they cost nothing on the host): for each
 # operation NAME, NameRequest (argv's object less "op" and "lock") and NameReply (its
 # answer). tests/test_wire.py checks that every operation has both, and that the agent's
-# handlers and envsync's client (apply/agent.py) are written against them.
+# handlers and envsync's client (runner/agent.py) are written against them.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, TypedDict
@@ -265,7 +265,8 @@ if TYPE_CHECKING:
     NativeQueryAnswer = Dict[str, str]  # symbol -> the first of files that defines it
 
     # The probe's document (collect.py): the facts of a snapshot, one part a key. What is
-    # inside a part is the snapshot model's (envsync/model.py, decoded by envsync/codec.py).
+    # inside a part is the snapshot model's (envsync/model/environment.py, decoded by
+    # envsync/model/codec.py).
     # protocol.py stays a leaf: the host's own classes in a part are named, not imported.
     Part = Dict[str, Any]  # one part's facts, as envsync's model decodes them
 

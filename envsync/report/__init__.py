@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from envsync.findings import Report
-from envsync.printable import printable_data
+from envsync.model.findings import Report
+from envsync.model.printable import printable_data
+from envsync.model.vocab import FAIL_ON_DEFAULT, Severity
 from envsync.report.base import DEFAULT_WIDTH, FleetRenderer, Renderer, View
-from envsync.vocab import FAIL_ON_DEFAULT, Severity
 
 if TYPE_CHECKING:
-    from envsync.classes import HostClass
+    from envsync.compare.classes import HostClass
 
 
 def _html() -> FleetRenderer:

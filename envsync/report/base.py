@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from envsync.vocab import FAIL_ON_DEFAULT, Severity
+from envsync.model.vocab import FAIL_ON_DEFAULT, Severity
 
 if TYPE_CHECKING:
-    from envsync.findings import Report
+    from envsync.model.findings import Report
     from envsync.report.fleet import Fleet
 
 # The table's width when no terminal says one (a pipe, a file, a library caller): stable,

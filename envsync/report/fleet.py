@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from envsync.classes import HostClass, fold_reports
-from envsync.findings import Finding, Report, short_hash
-from envsync.vocab import SEVERITIES, SEVERITY_RANK, Severity
+from envsync.compare.classes import HostClass, fold_reports
+from envsync.model.findings import Finding, Report, short_hash
+from envsync.model.vocab import SEVERITIES, SEVERITY_RANK, Severity
 
 # How many subjects a class's headline names before "and N more".
 HEADLINE_SUBJECTS = 3

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from envsync.codec import to_data
-from envsync.history import History, change_text
+from envsync.model.codec import to_data
+from envsync.sources.history import History, change_text
 
 HISTORY_FORMATS = ("json", "table")
 SHOWN = 20  # changes shown per state in the table; the JSON has them all

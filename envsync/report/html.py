@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from envsync.findings import Finding, Report
+from envsync.model.findings import Finding, Report
+from envsync.model.vocab import SEVERITIES
 from envsync.report.base import View
 from envsync.report.fleet import Fleet, FleetClass, build_fleet, change_text
-from envsync.vocab import SEVERITIES
 
 # Each severity's cell background and badge colour (every severity has one: tested).
 COLORS = {

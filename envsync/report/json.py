@@ -6,9 +6,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from envsync.codec import to_data
 from envsync.exhaustive import assert_never
-from envsync.findings import Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
+from envsync.model.codec import to_data
+from envsync.model.findings import Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
 from envsync.report.base import View
 from envsync.report.fleet import Fleet
 

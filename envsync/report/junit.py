@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from xml.etree import ElementTree as ET
 
-from envsync.findings import Report
+from envsync.model.findings import Report
+from envsync.model.vocab import SEVERITY_RANK
 from envsync.report.base import View
-from envsync.vocab import SEVERITY_RANK
 
 
 def render(reports: Sequence[Report], view: View) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envsync.findings import Report, short_hash
+from envsync.model.findings import Report, short_hash
 from envsync.report.base import View
 from envsync.report.fleet import Fleet
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from envsync.findings import Report
+from envsync.model.findings import Report
+from envsync.model.vocab import FAIL_ON_DEFAULT, SEVERITIES, SEVERITY_RANK, Severity
 from envsync.report.base import View
-from envsync.vocab import FAIL_ON_DEFAULT, SEVERITIES, SEVERITY_RANK, Severity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

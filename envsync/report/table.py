@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from envsync.findings import Finding, Report, short_hash
+from envsync.model.findings import Finding, Report, short_hash
 from envsync.report.base import View
 from envsync.report.fleet import Fleet, change_text
 

@@ -25,7 +25,7 @@ from envsync.runner.base import (
 )
 
 if TYPE_CHECKING:
-    from envsync.inventorymodel import HostSpec
+    from envsync.model.inventory import HostSpec
 
 
 def make_runner(

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 
 from envsync.errors import CommandNotFound, CommandTimeout, ExecError, RunnerError
-from envsync.inventorymodel import HostSpec
+from envsync.model.inventory import HostSpec
 from envsync.runner.base import CommandResult, Runner, tail
 
 # Printed by the interpreter inside when the prefix reached it.

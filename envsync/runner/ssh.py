@@ -29,7 +29,7 @@ from fabric import Config, Connection
 from paramiko.hostkeys import HostKeyEntry
 
 from envsync.errors import CommandTimeout, HostKeyError, RunnerError, SSHError
-from envsync.inventorymodel import HostSpec, jump_hops, parse_target
+from envsync.model.inventory import HostSpec, jump_hops, parse_target
 from envsync.runner.base import (
     CONNECT_TIMEOUT,
     EXIT_GRACE,

@@ -18,12 +18,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envsync import redact
-from envsync.apply.agent import Agent
 from envsync.errors import AgentError, DeployError
-from envsync.inventorymodel import DEFAULT_DEADLINE, HostSpec, ServiceSpec, parse_target
-from envsync.launch import effective_command
-from envsync.model import Crash, Frame, Raised
+from envsync.model.environment import Crash, Frame, Raised
+from envsync.model.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec, parse_target
+from envsync.model.launch import effective_command
 from envsync.runner import Runner
+from envsync.runner.agent import Agent
 
 POLL_SECONDS = 0.2
 # Most crashes come in the first moments: the first polls come sooner (20, 40, 80 ms ...).

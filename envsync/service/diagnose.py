@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from envsync.classify import blame, failing_module, raised_chain
-from envsync.compare import diff
-from envsync.findings import Finding, Fix, FlagFix, PinFix, Report
-from envsync.inventorymodel import HostSpec
-from envsync.model import Raised, Snapshot
-from envsync.session import Session
-from envsync.vocab import FixKind, Prefer
+from envsync.compare.targets import diff
+from envsync.model.environment import Raised, Snapshot
+from envsync.model.findings import Finding, Fix, FlagFix, PinFix, Report
+from envsync.model.inventory import HostSpec
+from envsync.model.vocab import FixKind, Prefer
+from envsync.sources.session import Session
 
 # The repair that carries out a fix of this kind.
 _PREFER_FOR: dict[FixKind, Prefer] = {
@@ -105,7 +105,7 @@ def diagnose(
     ref = session.inventory.reference
     against = None
     if not ref or ref == spec.name:
-        from envsync.history import good_state
+        from envsync.sources.history import good_state
 
         good = good_state(session, spec.name)
         if good is None:

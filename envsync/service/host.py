@@ -16,14 +16,14 @@ from pathlib import Path
 from envsync import redact
 from envsync.collect import collect
 from envsync.errors import InputError
-from envsync.hold import hold_target
-from envsync.inventorymodel import DEFAULT_DEADLINE, HostSpec, ServiceSpec
-from envsync.model import Crash, Snapshot
+from envsync.model.environment import Crash, Snapshot
+from envsync.model.inventory import DEFAULT_DEADLINE, HostSpec, ServiceSpec
 from envsync.service import Verdict, attach, deploy, keep_crash, smoke, stop
 from envsync.service.diagnose import Diagnosis
 from envsync.service.throughput import Figure, record
-from envsync.session import Session
-from envsync.states import State
+from envsync.sources.hold import hold_target
+from envsync.sources.session import Session
+from envsync.sources.states import State
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +103,7 @@ def run_service(
         if verdict.tokens_per_s and store is not None:
             figure = record(store, spec.name, verdict.tokens_per_s, session.inventory.reference)
             run = replace(run, reference=figure)
-        from envsync.history import record_state
+        from envsync.sources.history import record_state
 
         run = replace(run, recorded=record_state(session, spec.name, "ready"))
     elif verdict.kind == "crashed" and verdict.exception:

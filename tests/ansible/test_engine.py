@@ -168,7 +168,7 @@ def test_results_stream_back_as_each_host_answers(fleet: dict[str, object], tmp_
 
     from envsync.ansible.engine import AnsibleEngine
     from envsync.collect import ProbeOptions
-    from envsync.inventory import load_inventory
+    from envsync.sources.inventory import load_inventory
 
     pythons = fleet["pythons"]
     assert isinstance(pythons, list)

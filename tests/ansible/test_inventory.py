@@ -13,7 +13,7 @@ import pytest
 from envsync.ansible import is_ansible_inventory, read_inventory
 from envsync.ansible.inventory import ssh_options
 from envsync.errors import InventoryError
-from envsync.inventory import load_inventory
+from envsync.sources.inventory import load_inventory
 from tests.helpers import REPO
 from tests.helpers import run_cli as run
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from envsync.ansible.engine import AnsibleEngine
-from envsync.inventory import HostSpec, Inventory
 from envsync.runner import Runners
-from envsync.session import Session
+from envsync.sources.inventory import HostSpec, Inventory
+from envsync.sources.session import Session
 from tests.collect.test_share import OPTIONS, _parsed, _venv, _verdict
 from tests.sshd import SSHD, available
 

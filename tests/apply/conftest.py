@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from envsync.collect import ProbeOptions, collect
-from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.classify.test_sglang_wheels import fetch
 from tests.helpers import VENVS, make_venv, make_wheel, pip_install, run_cli, site_packages
 from tests.sshd import SSHD

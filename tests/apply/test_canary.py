@@ -102,7 +102,7 @@ def test_a_failing_batch_stops_the_rollout_and_is_rolled_back(
 
 
 def test_batches_are_ansibles_serial() -> None:
-    from envsync.canary import allowed_failures, batches, parse_sizes
+    from envsync.repair.canary import allowed_failures, batches, parse_sizes
 
     hosts = [f"gpu{i:03d}" for i in range(1, 101)]
     sizes = parse_sizes(["1,10%,100%"])

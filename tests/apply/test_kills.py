@@ -303,9 +303,9 @@ def test_an_immutable_file_pip_would_remove_refuses_before_anything_changes(
 
 def test_the_installer_runs_in_its_own_session_tied_to_the_agent(tmp_path: Path) -> None:
     """The agent's `run`: its command in a session of its own, which dies with the agent."""
-    from envsync.apply import Agent
-    from envsync.inventory import HostSpec
+    from envsync.runner.agent import Agent
     from envsync.runner.local import LocalRunner
+    from envsync.sources.inventory import HostSpec
 
     python = make_venv(tmp_path / "venv")
     agent_ = Agent(HostSpec(name="t", python=str(python)), LocalRunner("t"))
@@ -321,7 +321,7 @@ def test_the_installer_runs_in_its_own_session_tied_to_the_agent(tmp_path: Path)
         [
             sys.executable,
             "-c",
-            "from envsync.apply import Agent; from envsync.inventory import HostSpec; "
+            "from envsync.runner.agent import Agent; from envsync.sources.inventory import HostSpec; "
             "from envsync.runner.local import LocalRunner; import sys; "
             f"Agent(HostSpec(name='t', python={str(python)!r}), LocalRunner('t'))"
             f".run([{str(python)!r}, '-c', {sleeper!r}], ident='b1')",

@@ -328,9 +328,9 @@ def test_an_immutable_file_refuses_the_restore_before_anything_changes(
 
 def test_a_large_file_is_restored_in_bounded_memory(tmp_path: Path) -> None:
     """A 1.5 GB file, backed up and restored by an agent whose address space is 512 MB."""
-    from envsync.apply import Agent
-    from envsync.inventory import HostSpec
+    from envsync.runner.agent import Agent
     from envsync.runner.local import LocalRunner
+    from envsync.sources.inventory import HostSpec
 
     size = 1536 << 20
     if shutil.disk_usage(tmp_path).free < 3 * size + (1 << 30):

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from envsync.collect import ProbeOptions, collect
-from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.apply.test_repair import state
 from tests.classify.test_sglang_wheels import fetch
 from tests.helpers import make_venv, make_wheel, run_cli

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from envsync.apply import Agent, rollback
 from envsync.errors import AgentError, RollbackError
 from envsync.hostside.agent.transfer import MANIFEST_MEMBER
-from envsync.inventory import HostSpec
+from envsync.repair.transaction import rollback
+from envsync.runner.agent import Agent
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.figures import add
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages, state_dir
 

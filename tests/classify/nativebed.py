@@ -12,12 +12,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from envsync import compare
 from envsync.collect.importcheck import NO_IMPORT_CHECK, ImportCheck
-from envsync.findings import Finding, Report
-from envsync.inventory import load_inventory
+from envsync.compare import targets as compare
+from envsync.model.findings import Finding, Report
 from envsync.runner import Runners
-from envsync.session import Session
+from envsync.sources.inventory import load_inventory
+from envsync.sources.session import Session
 
 SITE = f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
 

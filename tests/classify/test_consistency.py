@@ -16,8 +16,8 @@ from envsync.classify.consistency import (
     settle,
 )
 from envsync.classify.graph import GraphIndex
-from envsync.findings import Evidence, Finding, PinFix
-from envsync.model import ImportEdge, ModuleFacts, StartupGraph
+from envsync.model.environment import ImportEdge, ModuleFacts, StartupGraph
+from envsync.model.findings import Evidence, Finding, PinFix
 
 NATIVE = Finding(
     subject="kernel/ops.so",

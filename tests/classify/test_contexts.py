@@ -15,8 +15,8 @@ import pytest
 
 from envsync.cli import main
 from envsync.collect import ProbeOptions, collect
-from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages
 
 SVC_MAIN = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 from envsync.classify.doors import Door
 from envsync.classify.packages import door_words
 from envsync.classify.startup import door_finding
-from envsync.findings import Difference, Evidence, SyncFileFix
+from envsync.model.findings import Difference, Evidence, SyncFileFix
 
 DOOR = Door(
     module="pkg.plugins",

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from envsync.classify import finding_for_error
-from envsync.codec import from_data
-from envsync.findings import Finding
-from envsync.model import Snapshot
-from envsync.vocab import Kind
+from envsync.model.codec import from_data
+from envsync.model.environment import Snapshot
+from envsync.model.findings import Finding
+from envsync.model.vocab import Kind
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "ct129.json"
 

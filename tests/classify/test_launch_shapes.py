@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from envsync.launch import launch_of
+from envsync.model.launch import launch_of
 from tests.classify.test_sglang_wheels import fetch
 from tests.helpers import make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run

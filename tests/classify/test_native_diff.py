@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envsync.findings import PinFix, SyncDistFix
+from envsync.model.findings import PinFix, SyncDistFix
 from tests.classify.nativebed import Bed, install, make_bed, native, real_import, venv
 from tests.hostside.native.toolchain import EXT_SUFFIX, build, extension
 
@@ -294,7 +294,7 @@ def test_nothing_native_where_both_load(tmp_path: Path) -> None:
 
 def test_repair_plans_the_providers_fix(tmp_path: Path) -> None:
     """The native finding's fix is typed: `repair` plans it (the provider back to 1.0)."""
-    from envsync.plan import PinStep, SyncDistStep, make_plan
+    from envsync.repair.plan import PinStep, SyncDistStep, make_plan
 
     bed = make_bed(tmp_path)
     venv(bed.ref), venv(bed.tgt)

@@ -12,9 +12,8 @@ import pytest
 from envsync.classify.launched import Startup
 from envsync.classify.native import native_findings
 from envsync.classify.startup import Analysis
-from envsync.codec import from_data
-from envsync.findings import Finding
-from envsync.model import (
+from envsync.model.codec import from_data
+from envsync.model.environment import (
     ImportEdge,
     ModuleFacts,
     NativeFacts,
@@ -25,7 +24,8 @@ from envsync.model import (
     Snapshot,
     StartupGraph,
 )
-from envsync.vocab import Context
+from envsync.model.findings import Finding
+from envsync.model.vocab import Context
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "ct129.json"
 KEY = "kernel/ops.abi3.so"

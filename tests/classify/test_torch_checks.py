@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from envsync.classify import Startup, classify
-from envsync.codec import from_data
-from envsync.diff import differences
-from envsync.model import Distribution, Gpu, GpuInfo, Snapshot, Torch, Unavailable
+from envsync.model.changes import differences
+from envsync.model.codec import from_data
+from envsync.model.environment import Distribution, Gpu, GpuInfo, Snapshot, Torch, Unavailable
 
 SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "ct129.json"
 NO_STARTUP = Startup(entrypoint=None, command=(), packs=())

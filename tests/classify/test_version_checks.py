@@ -9,7 +9,7 @@ import pytest
 
 from envsync.classify.dependents import check_raises
 from envsync.hostside.analyse import analyze_source
-from envsync.model import VersionCheck
+from envsync.model.environment import VersionCheck
 
 NUMBA_LIKE = """\
 import sys

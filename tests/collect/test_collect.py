@@ -14,9 +14,9 @@ import pytest
 
 from envsync.collect import ProbeOptions, collect
 from envsync.errors import CollectError
-from envsync.inventory import HostSpec
-from envsync.model import Gpu, GpuInfo, Interpreter, System, Torch, Unavailable
+from envsync.model.environment import Gpu, GpuInfo, Interpreter, System, Torch, Unavailable
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -295,7 +295,7 @@ def test_probe_refuses_python_older_than_3_8() -> None:
 
 
 def test_snapshot_json_is_plain_data(venv_python: Path) -> None:
-    from envsync.snapshot import dumps_snapshot
+    from envsync.sources.snapshot import dumps_snapshot
 
     data = json.loads(dumps_snapshot(collect(host(venv_python), LocalRunner("t"))))
     assert data["schema_version"] == 1

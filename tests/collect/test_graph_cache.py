@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from envsync.collect import ProbeOptions, collect
-from envsync.inventory import HostSpec
-from envsync.model import StartupGraph
+from envsync.model.environment import StartupGraph
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.helpers import OLD_NS, service_venv, site_packages
 
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))

@@ -10,13 +10,13 @@ import pytest
 
 from envsync.collect import ProbeOptions, parse_probe_output, probe_argv, probe_source
 from envsync.hostside.shared import text_digest
-from envsync.inventory import HostSpec
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 
 
 def probe_output() -> bytes:
     spec = HostSpec(name="here", python=sys.executable)
-    options = ProbeOptions(roots=("envsync.vocab",), internal=("envsync",), cache_dir="")
+    options = ProbeOptions(roots=("envsync.model.vocab",), internal=("envsync",), cache_dir="")
     result = LocalRunner("here").run(probe_argv(spec, options), input=probe_source(), timeout=120)
     assert result.returncode == 0, result.stderr_tail()
     return result.stdout
@@ -37,7 +37,7 @@ def test_a_module_that_does_not_decode_reads_as_unreadable(form: str) -> None:
     head, text, *parts = probe_output().rstrip(b"\n").split(b"\n")
     data, modules = json.loads(head), json.loads(text)
     tail = b"".join(p + b"\n" for p in parts)  # the distributions, the native facts
-    modules["envsync.vocab"]["imports"] = "not a list"
+    modules["envsync.model.vocab"]["imports"] = "not a list"
     if form == "two lines":  # as the probe sends it: the modules with their digest
         text = json.dumps(modules).encode()
         data["startup"]["modules_digest"] = text_digest(text)
@@ -52,5 +52,5 @@ def test_a_module_that_does_not_decode_reads_as_unreadable(form: str) -> None:
         out = json.dumps(data).encode()
     lazy = parse_probe_output("here", out, lazy_graph=True).startup
     assert lazy is not None
-    broken = lazy.modules["envsync.vocab"]
-    assert broken.kind == "error" and "envsync.vocab" in (broken.error or "")
+    broken = lazy.modules["envsync.model.vocab"]
+    assert broken.kind == "error" and "envsync.model.vocab" in (broken.error or "")

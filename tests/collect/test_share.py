@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from envsync.collect import ProbeOptions, collect, share, wire
-from envsync.inventory import HostSpec, Inventory
-from envsync.model import Snapshot
+from envsync.model.environment import Snapshot
 from envsync.runner import Runners
 from envsync.runner.local import LocalRunner
-from envsync.session import Session
+from envsync.sources.inventory import HostSpec, Inventory
+from envsync.sources.session import Session
 from tests.helpers import OLD_NS, date_back, fetch, make_venv, pip_install, run_cli, site_packages
 
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))

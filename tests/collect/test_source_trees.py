@@ -10,9 +10,9 @@ import pytest
 
 from envsync.collect import ProbeOptions, collect
 from envsync.collect.importcheck import check_imports
-from envsync.inventory import HostSpec
-from envsync.model import Distribution, GitState, Snapshot
+from envsync.model.environment import Distribution, GitState, Snapshot
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.helpers import make_venv
 from tests.source_trees import backend_wheels, editable_install, git, uv_venv, write_project
 

@@ -15,9 +15,9 @@ import pytest
 
 from envsync.collect import ProbeOptions, collect
 from envsync.hostside import store as host_store
-from envsync.inventory import HostSpec
-from envsync.model import StartupGraph
+from envsync.model.environment import StartupGraph
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.helpers import OLD_NS, date_back, fetch, make_venv, pip_install, site_packages
 
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from envsync.collect import ProbeOptions, share, waves
-from envsync.inventory import HostSpec
+from envsync.sources.inventory import HostSpec
 
 pytestmark = pytest.mark.quick
 

@@ -18,10 +18,10 @@ import pytest
 from envsync.collect import ProbeOptions, collect, parse_probe_output, wire
 from envsync.errors import CollectError
 from envsync.hostside.shared import text_digest
-from envsync.inventory import HostSpec
-from envsync.model import StartupGraph
+from envsync.model.environment import StartupGraph
 from envsync.runner import CommandResult
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.helpers import OLD_NS, service_venv, site_packages
 
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))

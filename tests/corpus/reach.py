@@ -23,10 +23,10 @@ from typing import Any
 from envsync.classify import Startup, classify
 from envsync.classify.rules import all_modules, load_packs, packs_for
 from envsync.collect import ProbeOptions, collect
-from envsync.findings import Difference, Finding
-from envsync.inventory import HostSpec
-from envsync.model import Snapshot
+from envsync.model.environment import Snapshot
+from envsync.model.findings import Difference, Finding
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.corpus.venvs import UV, site, torch_base, uv_install
 
 # Runs in the venv's interpreter: the startup in-process, then what it loaded.

@@ -35,10 +35,10 @@ from envsync.classify.graph import GraphIndex
 from envsync.classify.rules import active_roots, all_modules, load_packs, packs_for
 from envsync.cli import main
 from envsync.collect import ProbeOptions, collect
-from envsync.inventory import HostSpec
-from envsync.launch import parse_flags
+from envsync.model.launch import parse_flags
+from envsync.model.vocab import RUNS
 from envsync.runner.local import LocalRunner
-from envsync.vocab import RUNS
+from envsync.sources.inventory import HostSpec
 from examples.build_hosts import build_runtime
 from tests.corpus.cases import CASES, Case
 from tests.corpus.conftest import Pairs

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from envsync.cli import main
-from envsync.findings import Finding
+from envsync.model.findings import Finding
 from tests.corpus.reach import Engine, Entry, build, loaded, snapshot, startup_of, verdicts
 from tests.corpus.venvs import VENVS
 from tests.figures import put

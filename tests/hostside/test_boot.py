@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 
 import envsync.hostside
-from envsync import bundle as shipping
-from envsync.apply import Agent
 from envsync.collect import ProbeOptions, collect
 from envsync.hostside import protocol
 from envsync.hostside.boot import PACKAGE
 from envsync.hostside.caches import FACTS_CODE, facts_digest
-from envsync.inventory import HostSpec
+from envsync.runner import bundle as shipping
+from envsync.runner.agent import Agent
 from envsync.runner.local import LocalRunner
-from envsync.snapshot import dumps_snapshot
+from envsync.sources.inventory import HostSpec
+from envsync.sources.snapshot import dumps_snapshot
 from tests import container
 from tests.helpers import comparable, make_venv, make_wheel, pip_install
 

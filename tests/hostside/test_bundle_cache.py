@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync import bundle as shipping
 from envsync.hostside import protocol
 from envsync.hostside.boot import PACKAGE
+from envsync.runner import bundle as shipping
 from tests.figures import held
 
 ITEM = "6/15 host bundle cache checked before it runs"

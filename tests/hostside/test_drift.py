@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from envsync.collect import ProbeOptions, collect
-from envsync.diff import differences
 from envsync.hostside import shared
 from envsync.hostside.agent import restore, transfer
 from envsync.hostside.git import git_remote
-from envsync.index import redact as index_redact
-from envsync.inventory import HostSpec
-from envsync.model import Distribution, Snapshot
+from envsync.model.changes import differences
+from envsync.model.environment import Distribution, Snapshot
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
+from envsync.sources.locks.index import redact as index_redact
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages
 from tests.test_diff import base
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from envsync.apply import Agent
 from envsync.collect import ProbeOptions, collect
 from envsync.collect.importcheck import check_imports
-from envsync.inventory import HostSpec
-from envsync.model import Interpreter
+from envsync.model.environment import Interpreter
+from envsync.runner.agent import Agent
 from envsync.runner.local import LocalRunner
+from envsync.sources.inventory import HostSpec
 from tests.helpers import make_wheel, pip_install, site_packages
 
 PKG = {"tiny/__init__.py": "from .mod import X\n", "tiny/mod.py": "X = 1\n"}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from envsync.apply import agent as client
 from envsync.hostside import protocol
 from envsync.hostside.agent import ops
+from envsync.runner import agent as client
 
 PROTOCOL = Path(protocol.__file__)
 CLIENT = Path(client.__file__)
@@ -90,7 +90,7 @@ def _sends(tree: ast.AST) -> list[tuple[ast.FunctionDef, ast.Call, str]]:
 
 
 def test_the_client_sends_typed_requests_and_reads_typed_replies() -> None:
-    """apply/agent.py: every operation is sent by a method through _send or _send_raw,
+    """runner/agent.py: every operation is sent by a method through _send or _send_raw,
     with a request annotated as its NameRequest, and every JSON answer it reads is cast
     to its NameReply."""
     tree = ast.parse(CLIENT.read_text())

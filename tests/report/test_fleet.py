@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from envsync.classes import fold_reports
-from envsync.findings import Report
+from envsync.compare.classes import fold_reports
+from envsync.model.findings import Report
 from envsync.report import render_fleet
 from envsync.report.fleet import build_fleet
 from tests.report.test_formats import OMEGA, PATCH, REPORT, XGRAMMAR
@@ -113,8 +113,8 @@ def test_two_reports_of_one_host_name_fold_into_one_class_of_two() -> None:
 
 
 def test_every_severity_has_its_colours_on_the_page() -> None:
+    from envsync.model.vocab import SEVERITIES
     from envsync.report.html import COLORS
-    from envsync.vocab import SEVERITIES
 
     assert set(COLORS) == set(SEVERITIES)
     page = render_fleet("html", REPORTS)

@@ -9,9 +9,9 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from envsync.findings import Evidence, Finding, FlagFix, PinFix, Report, SyncFileFix
+from envsync.model.findings import Evidence, Finding, FlagFix, PinFix, Report, SyncFileFix
+from envsync.model.vocab import Severity
 from envsync.report import FORMATS, render
-from envsync.vocab import Severity
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden"
 

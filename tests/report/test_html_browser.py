@@ -75,10 +75,10 @@ def test_a_thousand_hosts_in_twelve_classes_are_twelve_rows(tmp_path: Path) -> N
     import json
     import time
 
-    from envsync import compare
-    from envsync.codec import from_data
     from envsync.collect.importcheck import NO_IMPORT_CHECK
-    from envsync.model import Snapshot
+    from envsync.compare import targets as compare
+    from envsync.model.codec import from_data
+    from envsync.model.environment import Snapshot
     from tests import fleet_sim
 
     data = Path(__file__).resolve().parent.parent / "data" / "snapshots" / "ct129.json"

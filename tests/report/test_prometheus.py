@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from envsync.findings import Report
+from envsync.model.findings import Report
 from envsync.report.prometheus import textfile
 from tests.report.test_formats import OMEGA, REPORT, XGRAMMAR
 
@@ -65,8 +65,8 @@ def test_a_check_textfile_says_when_it_was_written_only_when_told() -> None:
 
 
 def test_watchs_textfile_is_written_by_the_same_format() -> None:
-    from envsync.watch import HostStatus, WatchRun
-    from envsync.watch import textfile as watch_textfile
+    from envsync.report.watch import HostStatus, WatchRun
+    from envsync.report.watch import textfile as watch_textfile
 
     run = WatchRun(
         at="2026-12-01T10:00:00Z",

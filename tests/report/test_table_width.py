@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from envsync.cli.output import report_width
-from envsync.findings import Finding, PinFix
+from envsync.model.findings import Finding, PinFix
 from envsync.report import DEFAULT_WIDTH, render
 from envsync.report.table import WIDE
 from tests.helpers import run_cli

@@ -64,8 +64,8 @@ def test_an_interpreter_that_prints_without_end_at_startup(
 
 
 def test_endless_stdout_over_ssh_is_ended_at_the_cap(sshd_bed: SSHD, tmp_path: Path) -> None:
-    from envsync.inventory import HostSpec
     from envsync.runner.ssh import SSHRunner
+    from envsync.sources.inventory import HostSpec
 
     known = tmp_path / "known_hosts"
     known.write_text(sshd_bed.host_key_line())

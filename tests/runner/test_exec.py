@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from envsync.errors import CommandNotFound, CommandTimeout, ExecError
-from envsync.inventory import HostSpec, ServiceSpec
 from envsync.runner import CommandResult, make_runner
 from envsync.runner.exec import READY, ExecRunner, exec_argv
 from envsync.runner.local import LocalRunner
 from envsync.runner.ssh import SSHRunner, remote_command
 from envsync.service import endpoints
+from envsync.sources.inventory import HostSpec, ServiceSpec
 
 DOCKER = ("docker", "exec", "-i", "sglang")
 KUBECTL = ("kubectl", "exec", "-i", "-n", "inference", "pod/sglang-0", "-c", "server", "--")

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from envsync.collect.importcheck import check_imports
-from envsync.inventory import load_inventory
 from envsync.runner import make_runner
+from envsync.sources.inventory import load_inventory
 from tests.container import VENV, Container
 from tests.helpers import REPO, comparable, make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run

@@ -365,8 +365,8 @@ def test_ssh_config_aliases_users_ports_and_identity_are_honored(
 
 def test_large_outputs_arrive_whole_on_parallel_channels(sshd_bed: SSHD, tmp_path: Path) -> None:
     """Regression: reading until the exit status lost output still waiting for window space."""
-    from envsync.inventory import HostSpec
     from envsync.runner.ssh import SSHRunner
+    from envsync.sources.inventory import HostSpec
 
     spec = HostSpec(
         name="big",

@@ -115,9 +115,9 @@ def test_timeout_bounds_it_over_ssh_too(
 
 
 def test_agent_errors_are_one_line_with_a_tip(tmp_path: Path) -> None:
-    from envsync.apply import Agent
-    from envsync.inventory import HostSpec
+    from envsync.runner.agent import Agent
     from envsync.runner.local import LocalRunner
+    from envsync.sources.inventory import HostSpec
 
     python = make_venv(tmp_path / "venv")
     agent = Agent(HostSpec(name="h", python=str(python)), LocalRunner("h"))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync.inventory import HostSpec, ServiceSpec
 from envsync.runner import CommandResult
 from envsync.service import Deployment, deploy, dropin_text, last_exception, smoke
+from envsync.sources.inventory import HostSpec, ServiceSpec
 from tests.container import Container
 from tests.helpers import REPO, make_venv, make_wheel, pip_install
 from tests.helpers import run_cli as run
@@ -65,7 +65,7 @@ def inventory(
 
 
 def stop(inv: Path, host: str, python: Path) -> None:
-    from envsync.apply import Agent
+    from envsync.runner.agent import Agent
     from envsync.runner.local import LocalRunner
 
     Agent(HostSpec(name=host, python=str(python)), LocalRunner(host)).call(
@@ -379,8 +379,8 @@ def test_a_command_that_cannot_start_is_one_line_and_exit_5(
 
 
 def test_agent_failures_are_decided_by_their_caller(venvs: dict[str, Path]) -> None:
-    from envsync.apply import rollback
     from envsync.errors import AgentError, ApplyError, DeployError, RollbackError
+    from envsync.repair.transaction import rollback
     from envsync.runner.local import LocalRunner
     from envsync.service import stop
 

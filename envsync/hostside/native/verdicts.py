@@ -2,7 +2,7 @@
 
 Each failure reason carries the loader's own words; all of it travels as plain JSON data
 (`encode_load`, `decode_load`) from the host's cache and to envsync. These reason classes
-are the one definition of them: envsync's snapshot model (envsync/model.py's Native*
+are the one definition of them: envsync's snapshot model (envsync/model/environment.py's Native*
 reasons) subclasses them only to tag each with its `kind`.
 """
 
