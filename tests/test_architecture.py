@@ -138,3 +138,45 @@ def test_the_graph_sees_function_level_relative_and_host_side_imports(tmp_path: 
         (pkg / rel).write_text(text)
     found = cycles(import_graph(modules(tmp_path)))
     assert found == [["envsync.a", "envsync.b"], ["envsync.hostside.c", "envsync.hostside.d"]]
+
+
+def rooms(graph: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """The graph between envsync's rooms: each package right under envsync/ is one room (its
+    modules' imports are its own), each module right under envsync/ one more."""
+
+    def room(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    out: dict[str, dict[str, int]] = {}
+    for name, edges in graph.items():
+        mine = out.setdefault(room(name), {})
+        for other, line in edges.items():
+            if room(other) != room(name):
+                mine.setdefault(room(other), line)
+    return out
+
+
+def test_envsyncs_packages_stand_in_layers() -> None:
+    """No package imports one that imports it back, however deep the modules that do it:
+    the rooms stand in layers, each importing only the ones below."""
+    graph = import_graph(modules())
+    found = cycles(rooms(graph))
+    assert not found, found
+    assert len(rooms(graph)) <= 24, sorted(rooms(graph))  # the flat core stays in rooms
+
+
+def test_the_room_graph_sees_a_cycle_between_packages(tmp_path: Path) -> None:
+    pkg = tmp_path / "envsync"
+    for rel, text in {
+        "__init__.py": "",
+        "low/__init__.py": "",
+        "low/a.py": "def f():\n    from envsync.high.b import y\n",
+        "high/__init__.py": "",
+        "high/b.py": "from envsync.low import c\n",
+        "low/c.py": "",
+    }.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    graph = import_graph(modules(tmp_path))
+    assert cycles(graph) == []  # no module imports in a circle...
+    assert cycles(rooms(graph)) == [["envsync.high", "envsync.low"]]  # ...but the rooms do
