@@ -12,12 +12,17 @@ installed with `--no-deps`. The venvs are rebuilt only when this recipe changes.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import venv
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -130,6 +135,20 @@ def run(argv: list[str]) -> None:
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
 
 
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Held by one process (or thread) at a time: the builder of `path`. Two runs that build
+    the same cached folder at once (the tests' parallel workers, two quick starts) take
+    turns, and the second finds it built."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.building", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def wheel(wheels: Path, req: str) -> Path:
     """The wheel of `NAME==VERSION` in `wheels`, downloaded from the package index once."""
     name, version = req.split("==")
@@ -137,25 +156,22 @@ def wheel(wheels: Path, req: str) -> Path:
     hits = sorted(wheels.glob(stem + "*.whl"))
     if not hits:
         print(f"downloading {req} ...", file=sys.stderr)
-        wheels.mkdir(parents=True, exist_ok=True)
-        run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary=:all:",
-                "-d",
-                str(wheels),
-                req,
-            ]
-        )
+        download(wheels, [req], ["--only-binary=:all:"])
         hits = sorted(wheels.glob(stem + "*.whl"))
     if not hits:
         raise SystemExit(f"build_hosts: pip download {req} gave no wheel in {wheels}")
     return hits[0]
+
+
+def download(wheels: Path, reqs: Sequence[str], options: Sequence[str] = ()) -> None:
+    """`pip download --no-deps` of `reqs` into `wheels`, each file put in whole: another
+    process reading the folder meanwhile (a parallel test worker) never sees half a wheel."""
+    wheels.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=wheels) as landing:
+        argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", *options]
+        run([*argv, "-d", landing, *reqs])
+        for got in Path(landing).iterdir():
+            os.replace(got, wheels / got.name)
 
 
 def fetch(wheels: Path) -> dict[str, Path]:
@@ -219,6 +235,11 @@ def build(name: str, dest: Path, wheels: dict[str, Path], force: bool) -> Path:
 
 def build_runtime(dest: Path) -> Path:
     """The shared runtime venv (cached); returns its site-packages."""
+    with exclusive(dest):
+        return _build_runtime(dest)
+
+
+def _build_runtime(dest: Path) -> Path:
     stamp = dest / STAMP
     want = hashlib.sha256(json.dumps(RUNTIME).encode()).hexdigest()
     if not (stamp.is_file() and json.loads(stamp.read_text()).get("recipe") == want):

@@ -1,5 +1,6 @@
-"""Hermetic tests: HOME in a temporary folder, ENVSYNC_* variables and ~/.ssh kept out;
-every report checked for consistency (ENVSYNC_CONSISTENCY=raise)."""
+"""Hermetic tests: HOME in a temporary folder, ENVSYNC_* variables, ~/.ssh and the
+terminal's size kept out; every report checked for consistency (ENVSYNC_CONSISTENCY=raise).
+The suite runs on two workers (pytest-xdist): each worker's figures reach the controller."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
         if name.startswith("ENVSYNC_"):
             monkeypatch.delenv(name)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    # The terminal's size is the runner's, not the test's (a parallel worker is given 80x24).
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
     # Every report the suite builds is checked for one story: a contradiction fails the test.
     monkeypatch.setenv(STRICT_ENV, "raise")
 
@@ -143,6 +147,26 @@ def _default_markexpr(config: pytest.Config) -> str:
     """The -m of pyproject's addopts (the sets left out of the default run), else ""."""
     args = list(config.getini("addopts"))
     return str(args[args.index("-m") + 1]) if "-m" in args[:-1] else ""
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker of a parallel run (pytest-xdist) hands its figures to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        from tests.figures import export
+
+        workeroutput["envsync_figures"] = export()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller of a parallel run adds each worker's figures to its own, which its
+    terminal summary prints and a whole run writes."""
+    data = getattr(node, "workeroutput", {}).get("envsync_figures")
+    if data:
+        from tests.figures import merge
+
+        merge(data)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

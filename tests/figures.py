@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 FIGURES: defaultdict[str, dict[str, float]] = defaultdict(dict)
+# The figures that are values (`put`), not counts (`add`): merged by taking, not by adding.
+VALUES: set[tuple[str, str]] = set()
 # Sections whose figures are not counts of one thing: no total.
 UNTOTALLED = (
     "fleet",
@@ -33,6 +35,28 @@ def total(section: str) -> float | None:
 
 def put(section: str, name: str, value: float) -> None:
     FIGURES[section][name] = value
+    VALUES.add((section, name))
+
+
+def export() -> dict[str, object]:
+    """This process's figures, for the process that reports them (a worker's, under xdist)."""
+    return {
+        "figures": {section: dict(values) for section, values in FIGURES.items()},
+        "values": sorted([section, name] for section, name in VALUES),
+    }
+
+
+def merge(data: Mapping[str, object]) -> None:
+    """Another process's figures (`export`) taken into this one's: counts added, values set."""
+    figures, values = data.get("figures"), data.get("values")
+    assert isinstance(figures, dict) and isinstance(values, list), data
+    taken = {(str(section), str(name)) for section, name in values}
+    for section, named in figures.items():
+        for name, value in named.items():
+            if (section, name) in taken:
+                put(section, name, value)
+            else:
+                add(section, name, value)
 
 
 def lines() -> list[str]:

@@ -27,6 +27,7 @@ from envsync.model.environment import Snapshot
 from envsync.model.findings import Difference, Finding
 from envsync.runner.local import LocalRunner
 from envsync.sources.inventory import HostSpec
+from examples.build_hosts import exclusive
 from tests.corpus.venvs import UV, site, torch_base, uv_install
 
 # Runs in the venv's interpreter: the startup in-process, then what it loaded.
@@ -219,11 +220,12 @@ def build(root: Path, engine: Engine) -> Path:
     """The engine's venv under `root` (built once); returns its python."""
     base_site = torch_base(root)
     venv = root / engine.id
-    if not (venv / "ok").exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        _run([str(UV), "venv", "-q", "--python", sys.executable, str(venv)])
-        python = venv / "bin" / "python"
-        (site(venv) / "_base.pth").write_text(f"{base_site}\n")
-        uv_install(python, engine.requirement, "-r", str(DATA / engine.pins))
-        (venv / "ok").write_text("")
+    with exclusive(venv):
+        if not (venv / "ok").exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            _run([str(UV), "venv", "-q", "--python", sys.executable, str(venv)])
+            python = venv / "bin" / "python"
+            (site(venv) / "_base.pth").write_text(f"{base_site}\n")
+            uv_install(python, engine.requirement, "-r", str(DATA / engine.pins))
+            (venv / "ok").write_text("")
     return venv / "bin" / "python"

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from examples.build_hosts import download, exclusive
 from tests.corpus.venvs import VENVS, site, torch_base, uv_install
 
 if TYPE_CHECKING:
@@ -60,11 +61,7 @@ def _install(python: Path, wheels: Path, reqs: Sequence[str]) -> None:
     try:
         _pip(python, *offline, *reqs)
     except subprocess.CalledProcessError:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(wheels), *reqs],
-            check=True,
-            capture_output=True,
-        )
+        download(wheels, reqs)
         _pip(python, *offline, *reqs)
 
 
@@ -123,10 +120,11 @@ def layer(stacks: Sequence[str]) -> Path:
     """The packages every one of `stacks` pins at the same version; its site-packages."""
     root, reqs = _layer_root(stacks)
     recipe = {"requirements": reqs, "installer": INSTALLER, "base": str(_base_site())}
-    if not _fresh(root, recipe):
-        python = _venv(root, (base(),))
-        uv_install(python, *reqs)
-        _done(root, recipe)
+    with exclusive(root):
+        if not _fresh(root, recipe):
+            python = _venv(root, (base(),))
+            uv_install(python, *reqs)
+            _done(root, recipe)
     return _site(root)
 
 
@@ -160,10 +158,11 @@ def _reference(name: str, engine: str, among: Sequence[str]) -> Path:
         "installer": INSTALLER,
     }
     root = CACHE / name / "ref"
-    if not _fresh(root, recipe):
-        _venv(root, (shared, _base_site()))
-        uv_install(root / "bin" / "python", engine, *_own(name, among))
-        _done(root, recipe)
+    with exclusive(root):
+        if not _fresh(root, recipe):
+            _venv(root, (shared, _base_site()))
+            uv_install(root / "bin" / "python", engine, *_own(name, among))
+            _done(root, recipe)
     return root
 
 
@@ -189,9 +188,21 @@ def build(
         "installer": INSTALLER,
     }
     root = CACHE / name
+    with exclusive(root / "tgt"):
+        _target(root, recipe, wheels, culprit, remove)
+    return root
+
+
+def _target(
+    root: Path,
+    recipe: object,
+    wheels: Path,
+    culprit: Sequence[str],
+    remove: Sequence[str],
+) -> None:
     tgt_root = root / "tgt"
     if _fresh(tgt_root, recipe):
-        return root
+        return
     python = _venv(tgt_root, ())
     site = _site(tgt_root)
     shutil.rmtree(site)
@@ -210,7 +221,6 @@ def build(
     if culprit:
         _install(python, wheels, culprit)
     _done(tgt_root, recipe)
-    return root
 
 
 if __name__ == "__main__":

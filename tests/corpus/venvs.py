@@ -18,6 +18,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from examples.build_hosts import exclusive
+
 VENVS = Path(
     os.environ.get("TEST_REACH_VENVS") or Path.home() / ".cache" / "envsync-tests" / "reach"
 )
@@ -40,7 +42,7 @@ def site(root: Path) -> Path:
 def torch_base(root: Path = VENVS) -> Path:
     """The base venv under `root` (torch, built once); its site-packages."""
     base = root / "base-torch-2.13.0"
-    with _BASE_LOCK:
+    with _BASE_LOCK, exclusive(base):
         if not (base / "ok").exists():
             shutil.rmtree(base, ignore_errors=True)
             run([sys.executable, "-m", "venv", str(base)])
