@@ -84,15 +84,17 @@ def test_local_is_always_a_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_local_runs_the_inventory_service_like_any_host(tmp_path: Path) -> None:
     from envsync.compare.targets import prepare
-    from envsync.sources.source import resolve, service_of
+    from envsync.sources.source import HostSource, resolve, service_of
 
     text = '[service]\ncommand = ["{python}", "-m", "svc.main"]\nport = 8000\n'
     inv = load_inventory(str(write(tmp_path, text)), {})
     local = inv.host(LOCAL)
     assert local.service == inv.service
-    assert service_of(resolve(LOCAL, inv), inv) == inv.service
+    source = resolve(LOCAL, inv)
+    assert isinstance(source, HostSource)
+    assert service_of(source, inv) == inv.service
     # diffed with the entrypoint it is deployed with
-    target = prepare(resolve(LOCAL, inv), inv, (), ProbeOptions())
+    target = prepare(source, inv, (), ProbeOptions())
     assert target.entrypoint == "svc.main"
     assert target.options.roots == ("svc.main",)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import envsync.sources.session
-from envsync.sources.source import Source, resolve
+from envsync.sources.source import Named, resolve
 from tests.helpers import REPO
 from tests.helpers import run_cli as run
 
@@ -59,7 +59,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
     calls: collections.Counter[str] = collections.Counter()
     real = resolve  # the function envsync.sources.session imports, and the test replaces there
 
-    def counting(name: str, inventory: object) -> Source:
+    def counting(name: str, inventory: object) -> Named:
         calls[name] += 1
         return real(name, inventory)  # type: ignore[arg-type]  # the Inventory passed on
 
@@ -118,3 +118,52 @@ def test_commands_on_a_live_host_resolve_each_name_once(
     code, _, err = run(capsys, "diff", "t@latest", "t", *common)  # a state is one source more
     assert code in (0, 1), err
     assert counted == {"t@latest": 1, "t": 1}, counted
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Path:
+    """Two live hosts (this test's interpreter) and a group of both."""
+    path = tmp_path / "envsync.toml"
+    python = json.dumps(sys.executable)
+    path.write_text(
+        f"[hosts.t1]\npython = {python}\nwatch = []\n"
+        f"[hosts.t2]\npython = {python}\nwatch = []\n"
+        '[groups.pair]\nhosts = ["t1", "t2"]\n'
+    )
+    return path
+
+
+def test_a_group_is_one_source_resolved_once_and_its_members_are_not_read_again(
+    capsys: pytest.CaptureFixture[str],
+    counted: collections.Counter[str],
+    fleet: Path,
+    tmp_path: Path,
+) -> None:
+    common = ["--inventory", str(fleet), "--state-dir", str(tmp_path / "states")]
+    code, out, err = run(capsys, "diff", str(SNAPSHOT), "pair", "t1", "--format", "json", *common)
+    assert code in (0, 1), err
+    # the group's word read once; t1, named again beside its group, not read again
+    assert counted == {str(SNAPSHOT): 1, "pair": 1}, counted
+    fleet_view = json.loads(out)
+    assert fleet_view["hosts"] == 2  # t1 once
+    assert sorted(m for c in fleet_view["classes"] for m in c["members"]) == ["t1", "t2"]
+    counted.clear()
+    code, out, err = run(capsys, "diff", str(SNAPSHOT), "t[1-2]", "--format", "json", *common)
+    assert code in (0, 1), err
+    assert counted == {str(SNAPSHOT): 1, "t[1-2]": 1}, counted  # a node set is a group too
+    counted.clear()
+    code, out, err = run(capsys, "snapshot", "pair", *common)
+    assert code == 0, err
+    assert counted == {"pair": 1}, counted
+    assert [doc["host"] for doc in json.loads(out)["snapshots"]] == ["t1", "t2"]
+
+
+@pytest.mark.parametrize("argv", [["lock", "pair"], ["diff", "pair", "t1"]])
+def test_a_command_of_one_host_refuses_a_group_in_one_line(
+    capsys: pytest.CaptureFixture[str], fleet: Path, tmp_path: Path, argv: list[str]
+) -> None:
+    common = ["--inventory", str(fleet), "--state-dir", str(tmp_path / "states")]
+    code, out, err = run(capsys, *argv, *common)
+    assert code == 2, err
+    assert "pair names 2 hosts (t1, t2); this takes one host" in err
+    assert "Traceback" not in err and out == ""

@@ -50,7 +50,7 @@ def cmd_snapshot(options: SnapshotOptions, session: Session) -> ExitCode:
     from envsync.sources.snapshot import dumps_snapshot
 
     writable(options.output)
-    hosts = session.inventory.select(options.hosts)
+    hosts = session.select(options.hosts)
     if len(hosts) == 1:
         (result,) = session.collect_many([(hosts[0], None)])
         if isinstance(result, CollectError):
@@ -80,7 +80,7 @@ def cmd_lock(options: LockOptions, session: Session) -> ExitCode:
 def cmd_diff(options: DiffOptions, session: Session) -> ExitCode:
     from envsync.compare import targets as compare
 
-    chosen = session.inventory.select(options.targets)
+    chosen = session.select(options.targets)
     if len(chosen) > 1:
         fleet = compare.diff_fleet(
             session,

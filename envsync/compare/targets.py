@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from envsync.classify.launched import Startup, entrypoint, script_rule
 from envsync.classify.launched import questions as native_questions
@@ -42,6 +42,8 @@ from envsync.runner import Runner
 from envsync.sources.session import HostArg, Request, Session
 from envsync.sources.source import HostSource, Source, StateSource, service_of
 from envsync.sources.states import split_name
+
+_Arg = TypeVar("_Arg", bound=HostArg)  # a HOST argument as written, or its source
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,8 +290,8 @@ class CheckResult(FleetComparison):
 
 
 def pair_names(
-    inventory: Inventory, reference: str | None, target: str | None, command: str
-) -> tuple[str, str]:
+    inventory: Inventory, reference: _Arg | None, target: _Arg | None, command: str
+) -> tuple[_Arg | str, _Arg | str]:
     """REF and TGT as named, else the inventory's defaults; InputError without them."""
     ref = reference or inventory.reference
     tgt = target or inventory.target
@@ -301,13 +303,13 @@ def pair_names(
     return ref, tgt
 
 
-def targets(session: Session, names: Sequence[str]) -> list[Target]:
+def targets(session: Session, names: Sequence[HostArg]) -> list[Target]:
     """What to collect on each of these targets (the rule packs read once)."""
     packs = load_packs(session.inventory.rules)
     return [prepare(session.resolve(n), session.inventory, packs, session.probe) for n in names]
 
 
-def _reference_request(session: Session, ref_name: str, among: Sequence[Target]) -> Request:
+def _reference_request(session: Session, ref_name: HostArg, among: Sequence[Target]) -> Request:
     """The reference, collected with the targets' startup roots too: an import that fails
     on a target is read on the reference as well, so a fatal finding says it works there."""
     rooted = [t.options for t in among if t.options.roots]
@@ -425,8 +427,8 @@ def _writable(outputs: Sequence[str | Path]) -> None:
 
 def diff(
     session: Session,
-    reference: str | None = None,
-    target: str | None = None,
+    reference: HostArg | None = None,
+    target: HostArg | None = None,
     *,
     import_check: ImportCheck = NO_IMPORT_CHECK,
     outputs: Sequence[str | Path] = (),
@@ -463,11 +465,11 @@ def diff_fleet(
     samples: bool = False,
 ) -> FleetComparison:
     """`diff REF HOST...`: every target collected in parallel, compared as it arrives
-    (HOSTs may be groups and node sets: inventory.select). `samples`: keep the reference's
+    (HOSTs may be groups and node sets: Session.select). `samples`: keep the reference's
     snapshot and each class's first."""
     _writable(outputs)
     session.resolve(reference)  # every name is checked before anything is collected
-    among = targets(session, session.inventory.select(names))
+    among = targets(session, session.select(names))
     return _compare_each(
         session,
         among,
@@ -500,7 +502,7 @@ def check(
     or above `fail_on` block."""
     from envsync.sources.locks.lockfile import read_lock
 
-    names = list(session.inventory.select(hosts)) or (
+    names: list[HostArg] = list(session.select(hosts)) or (
         [session.inventory.target] if session.inventory.target else []
     )
     if not names:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -94,16 +94,6 @@ class Inventory:
     # The Ansible inventory this was read from (`--engine ansible` runs against it), or
     # None for envsync.toml.
     ansible: str | None = None
-
-    def select(self, words: Sequence[str]) -> tuple[str, ...]:
-        """Every host the HOST arguments name: hosts, groups, node sets (`gpu[001-087]`),
-        set operations and globs (nodeset.py); a file or `HOST@...` stands as it is."""
-        from envsync.model.nodeset import is_pattern, select_all
-
-        if not any(is_pattern(w) or w in self.groups for w in words):
-            return tuple(words)
-        groups = {name: g.hosts for name, g in self.groups.items()}
-        return select_all(words, tuple(self.hosts), groups)
 
     def servers(self) -> tuple[Group, ...]:
         """The groups marked as the nodes of one multi-node server."""

@@ -64,7 +64,7 @@ def fleet_targets(session: Session, options: RepairOptions) -> tuple[str, ...]:
     """The hosts of a fleet repair: TGT's (or defaults.target's) when it names several, or
     when canary batches are asked for; () for the repair of one host."""
     target = options.target or session.inventory.target
-    hosts = session.inventory.select([target]) if target else ()
+    hosts = tuple(s.label for s in session.select([target])) if target else ()
     return hosts if len(hosts) > 1 or options.batch else ()
 
 

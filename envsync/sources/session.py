@@ -24,7 +24,7 @@ from envsync.model.environment import Snapshot
 from envsync.model.inventory import HostSpec, Inventory
 from envsync.runner import Runners
 from envsync.sources.snapshot import SnapshotDocument, take
-from envsync.sources.source import HostSource, Source, StateSource, resolve
+from envsync.sources.source import GroupSource, HostSource, Named, Source, StateSource, resolve
 from envsync.sources.states import StateStore, pick
 
 JOBS = 8  # hosts collected at once by default
@@ -140,7 +140,7 @@ class Session:
     # makes of this one; `fresh()` starts anew)
     collected: Collected = field(default_factory=Collected, repr=False, compare=False)
     # What each HOST argument of this command names (resolve): each resolved once
-    resolved: dict[str, Source] = field(default_factory=dict, repr=False, compare=False)
+    resolved: dict[str, Named] = field(default_factory=dict, repr=False, compare=False)
     # The recorded states named in this command that were looked up (resolve): each once
     looked_up: set[str] = field(default_factory=set, repr=False, compare=False)
 
@@ -169,6 +169,8 @@ class Session:
     def host(self, name: HostArg) -> HostSpec:
         """An inventory host (or `local`), not a file: for stages that act on a host."""
         source = self._named(name)
+        if isinstance(source, GroupSource):
+            source = self.resolve(name)  # raises: one host is asked for
         if isinstance(source, StateSource):
             raise InputError(
                 f"{source.label} is a recorded state of {source.spec.name}, not a host",
@@ -181,8 +183,17 @@ class Session:
     def resolve(self, name: HostArg) -> Source:
         """What a HOST argument names, resolved once in this command (a source is its own
         answer); a recorded state is looked up (not read) at once, so that a state that
-        does not exist fails before any host is collected."""
+        does not exist fails before any host is collected. One host: InputError for a
+        group (`select` takes those)."""
         source = self._named(name)
+        if isinstance(source, GroupSource):
+            shown = ", ".join(m.label for m in source.members[:3])
+            more = f" and {len(source.members) - 3} more" if len(source.members) > 3 else ""
+            raise InputError(
+                f"{source.label} names {len(source.members)} hosts ({shown}{more}); "
+                "this takes one host",
+                tip="name one of them",
+            )
         if (
             isinstance(source, StateSource)
             and self.states is not None
@@ -192,14 +203,29 @@ class Session:
             self.looked_up.add(source.name)
         return source
 
-    def _named(self, name: HostArg) -> Source:
-        """What `name` names, resolved once per command."""
+    def select(self, names: Sequence[HostArg]) -> tuple[Source, ...]:
+        """What several HOST arguments name, each resolved once: a group stands for its
+        members, and a host named twice (itself, and in a group) is there once, where it
+        was first named."""
+        out: dict[str, Source] = {}
+        for name in names:
+            named = self._named(name)
+            for source in named.members if isinstance(named, GroupSource) else (named,):
+                out.setdefault(source.label, self.resolve(source))
+        return tuple(out.values())
+
+    def _named(self, name: HostArg | GroupSource) -> Named:
+        """What `name` names, resolved once per command (a group's members with it: a
+        member named again later is not read again)."""
         if not isinstance(name, str):
             return name
-        source = self.resolved.get(name)
-        if source is None:
-            source = self.resolved[name] = resolve(name, self.inventory)
-        return source
+        named = self.resolved.get(name)
+        if named is None:
+            named = self.resolved[name] = resolve(name, self.inventory)
+            if isinstance(named, GroupSource):
+                for member in named.members:
+                    self.resolved.setdefault(member.label, member)
+        return named
 
     def collect_one(self, name: HostArg, options: ProbeOptions | None = None) -> Snapshot:
         """The snapshot a HOST argument names: collected live (through the engine, if
@@ -373,7 +399,7 @@ class Session:
 
 def collect_snapshots(
     session: Session,
-    hosts: Sequence[str],
+    hosts: Sequence[HostArg],
     spool: IO[bytes],
     on_error: Callable[[CollectError], None],
 ) -> SnapshotDocument:
@@ -383,7 +409,8 @@ def collect_snapshots(
     for i, result in session.collect_each([(name, None) for name in hosts]):
         if isinstance(result, CollectError):
             on_error(result)
-            doc.errors[i] = (hosts[i], result)
+            named = hosts[i]
+            doc.errors[i] = (named if isinstance(named, str) else named.label, result)
         else:
             doc.add(i, result)
         del result

@@ -2,9 +2,12 @@
 
 Wherever a host name stands, the user may name: an inventory host, `local`, a recorded
 state of one (`HOST@good`, `HOST@-1`, `HOST@TIME`: states.py), a snapshot (`.json`), a lock
-(`.lock`, `.toml`) or a pinned requirements file (`.txt`, `.in`). `resolve` is the one
-function that reads such a name; a command calls it through `Session.resolve`, which
-resolves each name once and hands the stages the source, never the name again.
+(`.lock`, `.toml`) or a pinned requirements file (`.txt`, `.in`); where a command takes
+several hosts, a group of them too (the inventory's or Ansible's group, a node set such as
+`gpu[001-087]`, a glob, set operations: nodeset.py). `resolve` is the one function that reads
+such a name; a command calls it through `Session.resolve` (one host) or `Session.select`
+(several), which resolve each name once and hand the stages the source, never the name
+again.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from envsync.documents import not_found
 from envsync.errors import InventoryError, SnapshotError, StateError
 from envsync.model.inventory import HostSpec, Inventory, ServiceSpec
+from envsync.model.nodeset import is_pattern, select
 from envsync.sources.states import Selector, parse_selector, split_name
 
 SNAPSHOT_SUFFIXES = (".json",)
@@ -56,7 +60,24 @@ class StateSource:
         return self.name
 
 
-Source = HostSource | FileSource | StateSource
+Source = HostSource | FileSource | StateSource  # what stands for one host
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSource:
+    """A HOST argument that names several inventory hosts: a group (the inventory's, or an
+    Ansible inventory's), a node set, a glob or a set expression. It stands for its
+    members, in the order the inventory lists them."""
+
+    name: str  # as written: gpus, @gpus, gpu[001-008], gpus:!gpu003
+    members: tuple[HostSource, ...]
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+Named = Source | GroupSource  # what one HOST argument names
 
 
 def _state_source(name: str, inventory: Inventory) -> StateSource | None:
@@ -75,10 +96,14 @@ def _state_source(name: str, inventory: Inventory) -> StateSource | None:
     return StateSource(spec, parse_selector(selector, name), name)
 
 
-def resolve(name: str, inventory: Inventory) -> Source:
+def resolve(name: str, inventory: Inventory) -> Named:
     """What a HOST argument names; raises InputError for unknown names and missing files."""
     if name in inventory.hosts:
         return HostSource(inventory.hosts[name])
+    if name in inventory.groups or is_pattern(name):
+        groups = {key: group.hosts for key, group in inventory.groups.items()}
+        found = select(name, tuple(inventory.hosts), groups)  # InputError: names no host
+        return GroupSource(name, tuple(HostSource(inventory.host(h)) for h in found))
     path = Path(name)
     suffix = path.suffix.lower()
     kind = (

@@ -13,7 +13,9 @@ import pytest
 from envsync.ansible import is_ansible_inventory, read_inventory
 from envsync.ansible.inventory import ssh_options
 from envsync.errors import InventoryError
+from envsync.runner import Runners
 from envsync.sources.inventory import load_inventory
+from envsync.sources.session import Session
 from tests.helpers import REPO
 from tests.helpers import run_cli as run
 
@@ -72,8 +74,10 @@ def test_an_ini_inventory_maps_to_envsyncs_hosts(tmp_path: Path) -> None:
     assert inv.hosts["w1"].connection == "winrm"
     assert inv.groups["gpu_nodes"].hosts == ("gpu001", "gpu002", "gpu003", "gpu004", "ct200")
     assert [g.name for g in inv.servers()] == ["sglang_a"]
-    assert inv.select(["gpu_nodes:!ct200"]) == ("gpu001", "gpu002", "gpu003", "gpu004")
-    assert inv.select(["gpu[002-003]"]) == ("gpu002", "gpu003")
+    session = Session(inventory=inv, runners=Runners())
+    chosen = session.select(["gpu_nodes:!ct200"])
+    assert [s.label for s in chosen] == ["gpu001", "gpu002", "gpu003", "gpu004"]
+    assert [s.label for s in session.select(["gpu[002-003]"])] == ["gpu002", "gpu003"]
 
 
 def test_a_yaml_inventory_with_group_vars_and_a_service(tmp_path: Path) -> None:
