@@ -1,5 +1,5 @@
 """Every dispatch over the kinds of fixes and steps ends in `assert_never` (issue 33, item 4):
-a kind added to `findings.Fix` or `plan.Step` and not handled is a mypy error, never a
+a kind added to `findings.Fix` or `steps.Step` and not handled is a mypy error, never a
 step skipped in silence. Read from the tree."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ast
 import typing
 
 from envsync.model.findings import Fix
-from envsync.repair.plan import Step
+from envsync.repair.steps import Step
 from tests.helpers import REPO
 
 KINDS = {cls.__name__ for cls in (*typing.get_args(Fix), *typing.get_args(Step))}

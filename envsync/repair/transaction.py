@@ -26,16 +26,13 @@ from envsync.exhaustive import assert_never
 from envsync.hostside.shared import normalize
 from envsync.model.environment import Snapshot, Unavailable
 from envsync.model.inventory import HostSpec
-from envsync.repair.plan import (
-    FlagStep,
-    PinStep,
-    Plan,
-    Step,
-    SyncDistStep,
-    SyncFileStep,
-    plan_problems,
-    requirement_problem,
-)
+from envsync.repair.plan import Plan, plan_problems
+from envsync.repair.steps import Step
+from envsync.repair.steps.flag import FlagStep
+from envsync.repair.steps.names import requirement_problem
+from envsync.repair.steps.pin import PinStep
+from envsync.repair.steps.sync_dist import SyncDistStep
+from envsync.repair.steps.sync_file import SyncFileStep
 from envsync.runner import Runner
 from envsync.runner.agent import Agent, BackupInfo, Claim, Restored
 
