@@ -2,7 +2,8 @@
 a workaround that gives something up instead of changing a package.
 
 Its data, its check (a `--flag` and a plain word, nothing a shell or systemd substitutes),
-its description and the step a FlagFix becomes.
+its description, how it is applied (service.json gets the plan's flags), what it backs up
+(nothing more: every backup records the service's flags) and the step a FlagFix becomes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from envsync.model.environment import Snapshot
 from envsync.model.findings import Finding, FlagFix
+from envsync.repair.steps.context import BacksUp, StepContext
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,3 +70,13 @@ def problems(step: FlagStep, i: int) -> list[str]:
 def describe(step: FlagStep) -> list[str]:
     """The lines `describe` prints under the step's summary and findings."""
     return [f"     gives up: {step.gives_up}"]
+
+
+def backs_up(step: FlagStep, target: Snapshot) -> BacksUp:
+    """No distribution, no file: every backup records the service's flags already."""
+    return BacksUp()
+
+
+def apply(step: FlagStep, ctx: StepContext) -> None:
+    """Keep the plan's flags (every step's, and those the target keeps) in service.json."""
+    ctx.agent.set_flags(ctx.flags)

@@ -1,16 +1,20 @@
 """The pin step: install the reference's versions (and the dependencies they need) from the
 target's own index, with the target's pip or uv, `--no-deps`, every other package held.
 
-Its data, its check, its description and the step a PinFix becomes: a pin with what the
-target can install with, else a copy of the reference's files (sync-dist) when they fit.
+Its data, its check, its description, how it is applied (the installer's command line, its
+fallback to the reference's files when the index cannot serve a version), what it backs up,
+and the step a PinFix becomes: a pin with what the target can install with, else a copy of
+the reference's files (sync-dist) when they fit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from envsync.errors import InputError, PlanError
+from envsync.errors import AgentError, ApplyError, InputError, PlanError
+from envsync.hostside.shared import normalize
 from envsync.model.environment import (
     Distribution,
     Snapshot,
@@ -19,10 +23,21 @@ from envsync.model.environment import (
 )
 from envsync.model.findings import Finding, PinFix
 from envsync.model.vocab import Installer
-from envsync.repair.steps import sync_dist
+from envsync.repair.steps.context import BacksUp, StepContext
 from envsync.repair.steps.dependencies import replaced_group
 from envsync.repair.steps.names import names_problems, requirement_problem
-from envsync.repair.steps.sync_dist import SyncDistStep
+from envsync.repair.steps.sync_dist import SyncDistStep, copy_step, sync_dists
+from envsync.runner.agent import Agent
+
+# pip's words (pip 20 to 26), then uv's, when an index cannot serve a requirement.
+_NOT_ON_INDEX = (
+    "No matching distribution found",
+    "Could not find a version",
+    "not found in the package registry",
+    "not found in the provided package locations",
+    "no versions of",
+)
+PIP_TIMEOUT = 1800.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,7 +151,7 @@ def make_step(
             f"({why_not}); nothing was changed",
             tip=_install_tip(target),
         )
-    return sync_dist.copy_step(group, finding, f" ({uv})")
+    return copy_step(group, finding, f" ({uv})")
 
 
 def problems(step: PinStep, i: int) -> list[str]:
@@ -169,3 +184,84 @@ def describe(step: PinStep) -> list[str]:
     elif step.no_fallback:
         lines.append(f"     no copy from the reference if pip cannot: {step.no_fallback}")
     return lines
+
+
+def backs_up(step: PinStep, target: Snapshot) -> BacksUp:
+    """The distributions it replaces or installs, whole."""
+    return BacksUp(dists=step.dists)
+
+
+def _constraints(target: Snapshot, replaced: Sequence[str]) -> str:
+    """Every other installed distribution held at its current version (one that is not a
+    plain NAME==VERSION is no line of it: a constraints file reads options too)."""
+    lines = [
+        f"{d.display_name}=={d.version}"
+        for d in target.distributions
+        if d.name not in replaced and requirement_problem(f"{d.display_name}=={d.version}") is None
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def install_argv(
+    step: PinStep, target: Snapshot, python: str, constraints: str, options: Sequence[str]
+) -> list[str]:
+    """The target's own pip, or uv aimed at the target's interpreter: --no-deps, others held.
+
+    The program and its options come from the host's configuration (its inventory entry,
+    its fresh snapshot: where uv is); the plan gives only validated `NAME==VERSION`s, and
+    they come after `--`, where no installer reads an option.
+    """
+    for req in step.requirements:
+        why = requirement_problem(req)
+        if why:
+            raise InputError(f"refusing to hand an installer {req!r}: {why}")
+    if step.installer == "uv":
+        executable = (
+            target.interpreter.executable
+            if not isinstance(target.interpreter, Unavailable)
+            else python
+        )
+        uv = (target.installers.uv if target.installers is not None else None) or "uv"
+        head = [uv, "pip", "install", "--python", executable, "--no-deps"]
+    else:
+        head = [python, "-m", "pip", "install", "--no-deps", "--no-input"]
+        head.append("--disable-pip-version-check")
+    return [*head, "--constraint", constraints, *options, "--", *step.requirements]
+
+
+def apply(step: PinStep, ctx: StepContext) -> None:
+    """Run the target's installer; copy the reference's files instead when the index cannot
+    serve a version (and the step may), or when the installer would remove files another
+    distribution's RECORD claims."""
+    agent, target, backup, spec = ctx.agent, ctx.target, ctx.backup, ctx.agent.spec
+    reference_spec, runners = ctx.reference_spec, ctx.runners
+    names = {normalize(d) for d in step.dists}
+    claims = [c.message for c in ctx.claims if c.dist in names]
+    if claims:
+        # pip's uninstall would remove another distribution's files: never run it
+        if not (step.fallback and reference_spec is not None):
+            raise ApplyError(f"refusing to run {step.installer}: {claims[0]}")
+        source = Agent(reference_spec, runners(reference_spec))
+        sync_dists(step.dists, agent, target, source, ctx.ident)
+        return
+    constraints = f"{backup}/constraints.txt"
+    agent.write(constraints, _constraints(target, step.dists))
+    argv = install_argv(step, target, spec.python, constraints, ctx.pip_options)
+    # Through the agent, so that the target's lock knows the installer is running.
+    try:
+        result = agent.run(argv, ident=ctx.ident, timeout=PIP_TIMEOUT)
+    except AgentError as e:
+        if e.kind == "not-found":
+            raise ApplyError(f"{argv[0]} not found on {spec.name}") from e
+        raise
+    if result.returncode == 0:
+        return
+    stderr = result.stderr
+    unavailable = any(m in stderr for m in _NOT_ON_INDEX)
+    if not (unavailable and step.fallback and reference_spec is not None):
+        why = f"; {step.no_fallback}" if unavailable and step.no_fallback else ""
+        tail = " | ".join(x.strip() for x in stderr.strip().splitlines()[-2:] if x.strip())
+        raise ApplyError(f"{step.installer} exited {result.returncode}: {tail}{why}")
+    # The index cannot serve it: the reference's installed files can.
+    source = Agent(reference_spec, runners(reference_spec))
+    sync_dists(step.dists, agent, target, source, ctx.ident)

@@ -1,7 +1,8 @@
 """The sync-dist step: replace distributions' installed files with the reference's (per
 RECORD): a custom build no index serves, or a pin when the target has nothing to install with.
 
-Its data, its check, its description and the step a SyncDistFix becomes.
+Its data, its check, its description, how it is applied (also by a pin that falls back to
+the reference's files), what it backs up, and the step a SyncDistFix becomes.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from typing import Literal
 
 from envsync.model.environment import Distribution, Snapshot
 from envsync.model.findings import Finding, SyncDistFix
+from envsync.repair.steps.context import BacksUp, StepContext, location
 from envsync.repair.steps.dependencies import replaced_group
 from envsync.repair.steps.names import names_problems
+from envsync.runner.agent import Agent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,3 +64,26 @@ def problems(step: SyncDistStep, i: int) -> list[str]:
 def describe(step: SyncDistStep) -> list[str]:
     """The lines `describe` prints under the step's summary and findings."""
     return [f"     replaces the installed files of {', '.join(step.dists)} (per RECORD)"]
+
+
+def backs_up(step: SyncDistStep, target: Snapshot) -> BacksUp:
+    """The distributions it replaces, whole."""
+    return BacksUp(dists=step.dists)
+
+
+def apply(step: SyncDistStep, ctx: StepContext) -> None:
+    """Copy the distributions from the reference host."""
+    source, _ = ctx.source(step.kind)
+    sync_dists(step.dists, ctx.agent, ctx.target, source, ctx.ident)
+
+
+def sync_dists(
+    dists: Sequence[str], agent: Agent, target: Snapshot, source: Agent, ident: str
+) -> None:
+    """Replace each distribution's installed files with the reference's (the files its
+    RECORD names, as the backup `ident` recorded them on the target)."""
+    for dist in dists:
+        archive = source.pack_dist(dist)
+        agent.remove_dist(dist, ident)
+        root = location(target, dist) or "purelib"
+        agent.unpack(root, archive, ident=ident)

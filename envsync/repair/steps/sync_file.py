@@ -1,8 +1,9 @@
 """The sync-file step: copy a watched distribution's differing files from the reference and
 remove the ones the reference lacks; a package's patched files move together.
 
-Its data, its check, its description and the step the SyncFileFixes of one distribution
-become, with the rest of its patch set along.
+Its data, its checks (its names; its paths stay inside the package directory), its
+description, how it is applied (each host's own place for each file), what it backs up, and
+the step the SyncFileFixes of one distribution become, with the rest of its patch set along.
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from envsync.errors import StalePlan
+from envsync.model.environment import Snapshot
 from envsync.model.findings import Finding, Report, SyncFileFix
 from envsync.model.vocab import SEVERITIES, Only
+from envsync.repair.steps.context import BacksUp, StepContext, file_paths
 from envsync.repair.steps.names import names_problems
 
 
@@ -78,3 +82,34 @@ def describe(step: SyncFileStep) -> list[str]:
     """The lines `describe` prints under the step's summary and findings."""
     shown = [*step.files[:5], *(f"remove {p}" for p in step.remove[:5])]
     return [f"     files: {', '.join(shown)}"]
+
+
+def check_paths(step: SyncFileStep, target: str) -> None:
+    """Its files are relative to their package directory and stay inside it (StalePlan,
+    naming the plan's `target`, when one does not)."""
+    for rel in (*step.files, *step.remove):
+        parts = rel.replace("\\", "/").split("/")
+        if not rel or rel.startswith("/") or ".." in parts or "\0" in rel:
+            raise StalePlan(
+                f"{target}: refusing the plan: step {step.kind} names {rel!r}, "
+                "which is not inside its package directory",
+                tip="make a new plan with `envsync repair` and review it",
+            )
+
+
+def backs_up(step: SyncFileStep, target: Snapshot) -> BacksUp:
+    """The target's files it copies over or removes (ApplyError: one has no place there)."""
+    return BacksUp(files=tuple(file_paths(target, step.dist, (*step.files, *step.remove)).values()))
+
+
+def apply(step: SyncFileStep, ctx: StepContext) -> None:
+    """Copy the files from the reference host, remove the ones it lacks."""
+    agent, target = ctx.agent, ctx.target
+    source, reference = ctx.source(step.kind)
+    # Each host's own place for each file: site-packages, or an editable install's
+    # source tree (written in place, never through git).
+    ref_paths = file_paths(reference, step.dist, step.files)
+    tgt_paths = file_paths(target, step.dist, step.files)
+    removed = file_paths(target, step.dist, step.remove)
+    archive = source.pack_paths(ref_paths)
+    agent.unpack_paths(tgt_paths, archive, remove=sorted(removed.values()), ident=ctx.ident)
