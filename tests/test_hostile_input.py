@@ -458,7 +458,7 @@ def test_a_saved_plan_naming_a_distribution_that_is_no_name_is_refused(
 
 
 def test_name_version_pins_pass() -> None:
-    from envsync.repair.plan import requirement_problem
+    from envsync.repair.steps.names import requirement_problem
 
     for ok in ("xgrammar==0.1.32", "torch==2.11.0+cu130", "a.b-c_d==1!2.0.post1.dev3", "x==1.0rc1"):
         assert requirement_problem(ok) is None, ok

@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from envsync.compare import targets as compare
-from envsync.repair.plan import FlagStep, PinStep, SyncFileStep, load_plan
+from envsync.repair.plan import load_plan
 from envsync.repair.run import RepairOptions, repair, rollback_host
+from envsync.repair.steps.flag import FlagStep
+from envsync.repair.steps.pin import PinStep
+from envsync.repair.steps.sync_file import SyncFileStep
 from envsync.runner import Runners
 from envsync.service.host import deploy_host, stop_host
 from envsync.sources.inventory import load_inventory

@@ -15,15 +15,11 @@ from envsync.model.codec import from_data
 from envsync.model.environment import Distribution, Interpreter, Snapshot
 from envsync.model.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
 from envsync.model.vocab import Installer, Only, Prefer, Severity
-from envsync.repair.plan import (
-    FlagStep,
-    PinStep,
-    Plan,
-    SyncDistStep,
-    SyncFileStep,
-    describe,
-    make_plan,
-)
+from envsync.repair.plan import Plan, describe, make_plan
+from envsync.repair.steps.flag import FlagStep
+from envsync.repair.steps.pin import PinStep
+from envsync.repair.steps.sync_dist import SyncDistStep
+from envsync.repair.steps.sync_file import SyncFileStep
 from tests.figures import held
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
@@ -277,7 +273,7 @@ def test_the_installer_is_what_the_target_has(
     pip: str | None, uv: str | None, named: Installer | None, expected: tuple[str, str | None]
 ) -> None:
     from envsync.model.environment import Installers
-    from envsync.repair.plan import choose_installer
+    from envsync.repair.steps.pin import choose_installer
 
     tgt = replace(snap("tgt"), installers=Installers(pip=pip, uv=uv))
     assert choose_installer(tgt, named) == expected
@@ -306,14 +302,11 @@ def test_with_no_installer_a_pin_copies_from_a_matching_reference_or_the_plan_re
 
 
 def test_a_saved_plan_round_trips_each_kind_of_step(tmp_path: Path) -> None:
-    from envsync.repair.plan import (
-        FlagStep,
-        PinStep,
-        SyncDistStep,
-        SyncFileStep,
-        dumps_plan,
-        load_plan,
-    )
+    from envsync.repair.plan import dumps_plan, load_plan
+    from envsync.repair.steps.flag import FlagStep
+    from envsync.repair.steps.pin import PinStep
+    from envsync.repair.steps.sync_dist import SyncDistStep
+    from envsync.repair.steps.sync_file import SyncFileStep
 
     ref = snap("ref", ("app", "2.0", ()), ("lib", "2.0", ()))
     tgt = snap("tgt", ("app", "1.0", ()), ("lib", "1.0", ()))

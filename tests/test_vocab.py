@@ -70,7 +70,7 @@ def test_each_kind_of_fix_and_step_is_one_class_tagged_with_its_word() -> None:
 
     from envsync.model.codec import tag_of
     from envsync.model.findings import Fix
-    from envsync.repair.plan import Step
+    from envsync.repair.steps import Step
 
     for union in (Fix, Step):
         tags = [tag_of(cls) for cls in get_args(union)]

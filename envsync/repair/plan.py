@@ -8,179 +8,32 @@ changed since is refused.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from envsync.collect.identity import plan_target
 from envsync.documents import read_json_object
-from envsync.errors import DecodeError, InputError, PlanError
+from envsync.errors import DecodeError, InputError
 from envsync.exhaustive import assert_never
 from envsync.model.codec import from_data, to_data
-from envsync.model.environment import (
-    Distribution,
-    Snapshot,
-    Unavailable,
-    why_files_cannot_serve,
-    why_no_files,
-)
+from envsync.model.environment import Snapshot, why_no_files
 from envsync.model.findings import Finding, Fix, FlagFix, PinFix, Report, SyncDistFix, SyncFileFix
 from envsync.model.launch import with_flags
-from envsync.model.markers import applies
-from envsync.model.vocab import ONLY, ONLY_DEFAULT, PREFER, SEVERITIES, Installer, Only, Prefer
+from envsync.model.vocab import ONLY, ONLY_DEFAULT, PREFER, Installer, Only, Prefer
+from envsync.repair import steps
+from envsync.repair.steps import Step, flag, pin, sync_dist, sync_file
+from envsync.repair.steps.flag import FlagStep, flag_problem
 
 # 3: a pin names no installer program (2: its `uv` path; 1: every step had every field).
 PLAN_SCHEMA_VERSION = 3
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PinStep:
-    """Install NAME==VERSION (and the dependencies it needs) with --no-deps, others held."""
-
-    kind: Literal["pin"] = "pin"
-    summary: str
-    findings: tuple[str, ...]  # subjects of the findings it addresses
-    requirements: tuple[str, ...]  # NAME==VERSION, the finding's and its dependencies'
-    dists: tuple[str, ...]  # the distributions it replaces or installs
-    # When the target's index cannot serve a version, copy the distributions from the
-    # reference instead (only when interpreter and platform match), or why not.
-    fallback: bool = False
-    no_fallback: str | None = None
-    # The target's own pip, or uv (`uv pip --python`): the program is the one the target's
-    # fresh snapshot finds at apply time, never a path from the plan.
-    installer: Installer = "pip"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SyncDistStep:
-    """Replace the distributions' installed files with the reference's (per RECORD)."""
-
-    kind: Literal["sync-dist"] = "sync-dist"
-    summary: str
-    findings: tuple[str, ...]
-    dists: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SyncFileStep:
-    """Copy a watched distribution's differing files from the reference, remove extras."""
-
-    kind: Literal["sync-file"] = "sync-file"
-    summary: str
-    findings: tuple[str, ...]
-    dist: str  # the watched distribution the files belong to
-    files: tuple[str, ...] = ()  # paths relative to the distribution's location
-    remove: tuple[str, ...] = ()  # paths to delete (not on the reference)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FlagStep:
-    """Keep a launch flag for the service on the target (its effective command)."""
-
-    kind: Literal["flag"] = "flag"
-    summary: str
-    findings: tuple[str, ...]
-    flag: str
-    value: str
-    gives_up: str
-
-
-# One class per kind of step (vocab.FixKind), told apart by `kind` in a saved plan.
-Step = PinStep | SyncDistStep | SyncFileStep | FlagStep
-
-# PEP 508's name, PEP 440's characters: nothing an installer could read as an option, a
-# path, a URL or a second requirement.
-_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
-_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]*")
-
-
-def name_problem(name: str) -> str | None:
-    """Why `name` is not a distribution name an installer may be handed (None: it is)."""
-    return None if _NAME.fullmatch(name) else "not a valid distribution name (PEP 508)"
-
-
-def requirement_problem(text: str) -> str | None:
-    """Why `text` is not a plain `NAME==VERSION` an installer may be handed (None: it is):
-    no option, path, URL, marker or second requirement can hide in one that is."""
-    name, sep, version = text.partition("==")
-    if not sep:
-        return "not NAME==VERSION"
-    why = name_problem(name)
-    if why:
-        return why
-    if not _VERSION.fullmatch(version):
-        return "not a valid version (PEP 440)"
-    try:
-        Version(version)
-    except InvalidVersion:
-        return "not a valid version (PEP 440)"
-    return None
-
-
-def pin_of(dist: Distribution, host: str) -> str:
-    """`NAME==VERSION` of a distribution, for an installer; InputError (nothing has run)
-    when the snapshot's name or version is not one."""
-    req = f"{dist.display_name}=={dist.version}"
-    why = requirement_problem(req)
-    if why:
-        raise InputError(
-            f"{host}: refusing to hand an installer {req!r}: {why}; nothing was changed",
-            tip="a snapshot or lock is data: check where this one came from",
-        )
-    return req
-
-
 def plan_problems(plan: Plan) -> list[str]:
     """What makes a plan unsafe to apply: a requirement that is not `NAME==VERSION`, a
-    distribution that is not a name (empty when there is nothing)."""
-    problems = []
-    for i, step in enumerate(plan.steps, 1):
-        names: tuple[str, ...] = ()
-        match step:
-            case PinStep():
-                for req in step.requirements:
-                    why = requirement_problem(req)
-                    if why:
-                        problems.append(f"step {i} (pin) hands the installer {req!r}: {why}")
-                names = step.dists
-            case SyncDistStep():
-                names = step.dists
-            case SyncFileStep():
-                names = (step.dist,)
-            case FlagStep():
-                why = flag_problem(step.flag, step.value)
-                if why:
-                    problems.append(f"step {i} (flag) sets {step.flag!r}: {why}")
-            case _:
-                assert_never(step)
-        for name in names:
-            why = name_problem(name)
-            if why:
-                problems.append(f"step {i} ({step.kind}) names the distribution {name!r}: {why}")
-    return problems
-
-
-# A service flag a plan may set: `--name`, never an interpreter, a program or a position of
-# the command; its value a word (`none`, `triton`), never a path, a program or anything a
-# shell or systemd substitutes (`$`, `%`, backquotes).
-_FLAG = re.compile(r"^--[A-Za-z0-9][A-Za-z0-9_-]{0,80}$")
-_FLAG_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,80}$")
-
-
-def flag_problem(flag: str, value: str) -> str | None:
-    """Why a plan may not set `flag` to `value` on the service (None: it may)."""
-    if not _FLAG.match(flag):
-        return "not a --flag (a plan sets launch flags only, never the program or its arguments)"
-    if not _FLAG_VALUE.match(value):
-        return f"the value {value!r} is not a plain word (no path, no program, no substitution)"
-    return None
+    distribution that is not a name, a flag it may not set (empty when there is nothing)."""
+    return [why for i, step in enumerate(plan.steps, 1) for why in steps.problems(step, i)]
 
 
 def flags_problems(plan: Plan, current: Mapping[str, str], known: Iterable[str]) -> list[str]:
@@ -191,17 +44,17 @@ def flags_problems(plan: Plan, current: Mapping[str, str], known: Iterable[str])
     defined = set(known)
     stepped = {s.flag: s.value for s in plan.steps if isinstance(s, FlagStep)}
     problems = []
-    for flag, value in plan.flags.items():
-        why = flag_problem(flag, value)
-        if why is None and flag not in defined:
+    for name, value in plan.flags.items():
+        why = flag_problem(name, value)
+        if why is None and name not in defined:
             why = "not a flag the service's entrypoint defines"
-        if why is None and stepped.get(flag, current.get(flag)) != value:
+        if why is None and stepped.get(name, current.get(name)) != value:
             why = "service.json would change without a step of the plan that says so"
         if why:
-            problems.append(f"its flags set {flag!r}: {why}")
-    for flag in stepped:
-        if flag not in defined:
-            problems.append(f"a step sets {flag!r}: not a flag the service's entrypoint defines")
+            problems.append(f"its flags set {name!r}: {why}")
+    for name in stepped:
+        if name not in defined:
+            problems.append(f"a step sets {name!r}: not a flag the service's entrypoint defines")
     return problems
 
 
@@ -217,69 +70,6 @@ class Plan:
     skipped: tuple[str, ...] = ()  # findings left alone, and why
     command: tuple[str, ...] = ()  # the command the service runs once the plan is applied
     flags: Mapping[str, str] = field(default_factory=dict)  # effective flags after the plan
-
-
-def _dependencies(
-    name: str, reference: Snapshot, target: Snapshot, seen: set[str], held: list[str]
-) -> list[Distribution]:
-    """Reference distributions that `name` needs and the target lacks or has at another
-    version, transitively: `--no-deps` brings none of them along by itself."""
-    ref = reference.distribution(name)
-    out: list[Distribution] = []
-    for text in ref.requires if ref else ():
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if applies(req, target) is False:
-            continue  # an optional extra, another platform: not needed to import it there
-        dep = canonicalize_name(req.name)
-        if dep in seen:
-            continue
-        seen.add(dep)
-        have_ref = reference.distribution(dep)
-        have_tgt = target.distribution(dep)
-        if have_ref is None or (have_tgt is not None and have_tgt.version == have_ref.version):
-            continue
-        if have_tgt is not None and have_tgt.custom_build:
-            held.append(f"{dep}: {have_tgt.version} on the target is a custom build; not replaced")
-            continue
-        out.append(have_ref)
-        out += _dependencies(dep, reference, target, seen, held)
-    return out
-
-
-def choose_installer(
-    target: Snapshot, named: Installer | None = None
-) -> tuple[Installer | Literal[""], str | None]:
-    """("pip", None) or ("uv", its command) for installing on the target, or ("", why not).
-
-    The inventory's `installer` wins; else the target's own pip, else uv on the host.
-    A target whose tools are not known (an older snapshot) is taken to have pip.
-    """
-    tools = target.installers
-    uv = tools.uv if tools is not None else None
-    if named == "pip":
-        return "pip", None
-    if named == "uv":
-        return "uv", uv or "uv"
-    if tools is None or tools.pip is not None:
-        return "pip", None
-    if uv:
-        return "uv", uv
-    return "", "the target's Python has no pip, and uv is not on the host's PATH"
-
-
-def _install_tip(target: Snapshot) -> str:
-    python = (
-        target.interpreter.executable
-        if not isinstance(target.interpreter, Unavailable)
-        else "<target python>"
-    )
-    return (
-        f"install pip into the target (`{python} -m ensurepip`), or put uv on the host's "
-        f'PATH and set installer = "uv" in hosts.{target.host}'
-    )
 
 
 def _choose(finding: Finding, prefer: Prefer, command: Sequence[str]) -> Fix | None:
@@ -309,12 +99,12 @@ def make_plan(
     wanted = ONLY[only]
     command = report.command
     no_files = why_no_files(reference)
-    steps: list[Step] = []
+    planned: list[Step] = []
     skipped: list[str] = []
     pinned: set[str] = set()
     files: dict[str, list[tuple[str, Finding]]] = {}
     flags: dict[str, FlagStep] = {}
-    patch_sets = _patch_sets(report)
+    patch_sets = sync_file.patch_sets(report)
     below: list[Finding] = []
     for finding in report.findings:
         if finding.severity not in wanted:
@@ -329,28 +119,30 @@ def make_plan(
                 )
             case None:
                 skipped.append(f"{finding.subject}: no fix envsync can apply")
-            case FlagFix(flag=flag) if flag in flags:
-                flags[flag] = _merge(flags[flag], finding.subject)
+            case FlagFix() if fix.flag in flags:
+                flags[fix.flag] = flag.merge(flags[fix.flag], finding.subject)
             case FlagFix():
-                flags[fix.flag] = _flag_step(fix, finding)
+                flags[fix.flag] = flag.make_step(fix, finding)
             case SyncFileFix() | SyncDistFix() if no_files is not None:
                 skipped.append(
                     f"{finding.subject}: {fix.kind} needs the reference's files: {no_files}"
                 )
             case SyncFileFix():
                 files.setdefault(fix.dist, []).append((fix.path, finding))
-            case PinFix() | SyncDistFix() if fix.dist not in pinned:
-                step = _replace_dist(fix, finding, reference, target, pinned, skipped, installer)
-                if step is not None:
-                    steps.append(step)
+            case PinFix() if fix.dist not in pinned:
+                step = pin.make_step(fix, finding, reference, target, pinned, skipped, installer)
+                planned += [step] if step is not None else []
+            case SyncDistFix() if fix.dist not in pinned:
+                copy = sync_dist.make_step(fix, finding, reference, target, pinned, skipped)
+                planned += [copy] if copy is not None else []
             case PinFix() | SyncDistFix():
                 pass  # its distribution is replaced by a step already planned
             case _:
                 assert_never(fix)
     skipped += _left_below(below, files, only)
     for dist, items in sorted(files.items()):
-        steps.append(_sync_files(dist, items, patch_sets.get(dist, []), only))
-    steps += flags.values()
+        planned.append(sync_file.make_step(dist, items, patch_sets.get(dist, []), only))
+    planned += flags.values()
     new_flags = {s.flag: s.value for s in flags.values()}
     return Plan(
         reference=reference.host,
@@ -358,142 +150,21 @@ def make_plan(
         target_fingerprint=plan_target(target),
         prefer=prefer,
         only=only,
-        steps=tuple(steps),
+        steps=tuple(planned),
         skipped=tuple(skipped),
         command=with_flags(command, new_flags),
         flags={**(target.service_flags or {}), **new_flags},
     )
 
 
-def _flag_step(fix: FlagFix, finding: Finding) -> FlagStep:
-    """The step that launches with the flag `fix` names, for `finding`."""
-    return FlagStep(
-        summary=f"launch with {fix.flag} {fix.value} (gives up: {fix.gives_up})",
-        findings=(finding.subject,),
-        flag=fix.flag,
-        value=fix.value,
-        gives_up=fix.gives_up,
-    )
-
-
 def _left_below(below: list[Finding], files: Mapping[str, object], only: Only) -> list[str]:
     """Why each finding below --only is left, but for those whose patch set moves anyway."""
-    # A file of a patch set that another finding moves comes along (`_sync_files`).
+    # A file of a patch set that another finding moves comes along (`sync_file.make_step`).
     return [
         f"{finding.subject}: {finding.severity} (--only {only})"
         for finding in below
         if not any(isinstance(x, SyncFileFix) and x.dist in files for x in finding.fixes)
     ]
-
-
-def _patch_sets(report: Report) -> dict[str, list[tuple[str, Finding]]]:
-    """Each distribution's files that the report's findings would sync, with their finding."""
-    # A watched package's differing files are one patch set: they move together.
-    patch_sets: dict[str, list[tuple[str, Finding]]] = {}
-    for finding in report.findings:
-        for each in finding.fixes:
-            if isinstance(each, SyncFileFix):
-                patch_sets.setdefault(each.dist, []).append((each.path, finding))
-    return patch_sets
-
-
-def _sync_files(
-    dist: str,
-    items: list[tuple[str, Finding]],
-    patch_set: list[tuple[str, Finding]],
-    only: Only,
-) -> SyncFileStep:
-    """The step that syncs the chosen files of `dist`, and the rest of its patch set along."""
-    chosen = {id(f) for _, f in items}
-    along = [(p, f) for p, f in patch_set if id(f) not in chosen]
-    items = sorted([*items, *along], key=lambda item: item[0])
-    copy = tuple(sorted(p for p, f in items if f.reference is not None))
-    remove = tuple(sorted(p for p, f in items if f.reference is None))
-    what = [f"copy {len(copy)} file(s)"] if copy else []
-    what += [f"remove {len(remove)} file(s)"] if remove else []
-    # Files below --only that come too: said with their severity and the reason.
-    kinds = "/".join(s for s in SEVERITIES if any(f.severity == s for _, f in along))
-    whole = (
-        f"; includes {len(along)} {kinds} file(s) that --only {only} would leave: "
-        f"{dist}'s patched files move together"
-        if along
-        else ""
-    )
-    return SyncFileStep(
-        summary=f"{' and '.join(what)} of {dist} from the reference (backed up first{whole})",
-        findings=tuple(f.subject for _, f in items),
-        files=copy,
-        remove=remove,
-        dist=dist,
-    )
-
-
-def _replace_dist(
-    fix: PinFix | SyncDistFix,
-    finding: Finding,
-    reference: Snapshot,
-    target: Snapshot,
-    pinned: set[str],
-    skipped: list[str],
-    installer: Installer | None,
-) -> PinStep | SyncDistStep | None:
-    """The step that replaces `fix.dist` (with the dependencies it needs) on the target:
-    a pin with what the target can install with, else a copy from the reference; None
-    (and why, in `skipped`) when envsync leaves it alone. PlanError when nothing can."""
-    tgt = target.distribution(fix.dist)
-    if isinstance(fix, PinFix) and tgt is not None and tgt.custom_build:
-        # The finding's own subject may be replaced, but not a local build.
-        skipped.append(
-            f"{fix.dist}: {tgt.version} on the target is a custom build; "
-            "envsync does not replace it (sync-dist or by hand)"
-        )
-        return None
-    ref = reference.distribution(fix.dist)
-    if ref is None:
-        skipped.append(f"{fix.dist}: not on the reference")
-        return None
-    held: list[str] = []
-    deps = _dependencies(fix.dist, reference, target, {fix.dist}, held)
-    skipped += held
-    group = [ref, *(d for d in deps if d.name not in pinned)]
-    pinned.update(d.name for d in group)
-    names = tuple(d.name for d in group)
-    copying = f"copy {', '.join(f'{d.display_name} {d.version}' for d in group)} "
-    if isinstance(fix, SyncDistFix):
-        return SyncDistStep(
-            summary=copying + "from the reference", findings=(finding.subject,), dists=names
-        )
-    how, uv = choose_installer(target, installer)
-    why_not = why_files_cannot_serve(reference, target)
-    if how:
-        reqs = tuple(pin_of(d, reference.host) for d in group)
-        extra = f" (with {', '.join(reqs[1:])}, which it needs)" if len(reqs) > 1 else ""
-        tool = "pip install" if how == "pip" else "uv pip install"
-        return PinStep(
-            summary=f"pin {reqs[0]}{extra}: {tool} --no-deps, others held",
-            findings=(finding.subject,),
-            requirements=reqs,
-            dists=names,
-            fallback=why_not is None,
-            no_fallback=why_not,
-            installer=how,
-        )
-    # Nothing on the target can install: the reference's files can, if they fit.
-    if why_not is not None:
-        wanted_req = f"{group[0].display_name}=={group[0].version}"
-        raise PlanError(
-            f"{target.host}: cannot install {wanted_req}: "
-            f"{uv}, and the reference's installed files cannot serve it "
-            f"({why_not}); nothing was changed",
-            tip=_install_tip(target),
-        )
-    return SyncDistStep(
-        summary=copying + f"from the reference ({uv})", findings=(finding.subject,), dists=names
-    )
-
-
-def _merge(step: FlagStep, subject: str) -> FlagStep:
-    return replace(step, findings=(*step.findings, subject))
 
 
 def container_note(target: str, exec_prefix: Sequence[str]) -> str:
@@ -517,37 +188,7 @@ def describe(plan: Plan, *, exec_prefix: Sequence[str] = ()) -> str:
     for i, step in enumerate(plan.steps, 1):
         lines.append(f"  {i}. {step.kind}: {step.summary}")
         lines.append(f"     fixes: {', '.join(step.findings)}")
-        match step:
-            case PinStep():
-                tool = (
-                    "python -m pip install"
-                    if step.installer == "pip"
-                    else "uv pip install --python <target python>"
-                )
-                lines.append(
-                    f"     runs: {tool} --no-deps --constraint <every other package "
-                    f"at its version> -- {' '.join(step.requirements)}"
-                )
-                if step.fallback:
-                    lines.append(
-                        "     if the target's index cannot serve it: copy the installed files "
-                        "from the reference (same interpreter and platform)"
-                    )
-                elif step.no_fallback:
-                    lines.append(
-                        f"     no copy from the reference if pip cannot: {step.no_fallback}"
-                    )
-            case SyncDistStep():
-                lines.append(
-                    f"     replaces the installed files of {', '.join(step.dists)} (per RECORD)"
-                )
-            case SyncFileStep():
-                shown = [*step.files[:5], *(f"remove {p}" for p in step.remove[:5])]
-                lines.append(f"     files: {', '.join(shown)}")
-            case FlagStep():
-                lines.append(f"     gives up: {step.gives_up}")
-            case _:
-                assert_never(step)
+        lines += steps.describe(step)
     if plan.flags:
         kept = ", ".join(f"{k} {v}" for k, v in sorted(plan.flags.items()))
         lines.append(f"  service.json on {plan.target} keeps the flags: {kept}")

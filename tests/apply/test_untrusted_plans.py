@@ -151,8 +151,7 @@ def test_a_reference_snapshot_whose_distribution_is_an_option_is_refused(
 
 
 def test_the_installer_gets_every_requirement_after_a_double_dash() -> None:
-    from envsync.repair.plan import PinStep
-    from envsync.repair.transaction import install_argv
+    from envsync.repair.steps.pin import PinStep, install_argv
     from tests.test_plan import snap
 
     step = PinStep(summary="s", findings=("x",), requirements=("x==1.0",), dists=("x",))

@@ -294,7 +294,9 @@ def test_nothing_native_where_both_load(tmp_path: Path) -> None:
 
 def test_repair_plans_the_providers_fix(tmp_path: Path) -> None:
     """The native finding's fix is typed: `repair` plans it (the provider back to 1.0)."""
-    from envsync.repair.plan import PinStep, SyncDistStep, make_plan
+    from envsync.repair.plan import make_plan
+    from envsync.repair.steps.pin import PinStep
+    from envsync.repair.steps.sync_dist import SyncDistStep
 
     bed = make_bed(tmp_path)
     venv(bed.ref), venv(bed.tgt)
