@@ -17,8 +17,10 @@ machines would, and so does envsync:
   check       a warm `check --lock` of ct200 against the lock of ct129
   crash       `deploy ct200`, whose service dies at startup, against the service's own
               time to die (its command run directly)
-  cold        the target's caches and envsync's empty (the reference warm), then both
-              hosts' empty, with 1, 2 and 4 parse workers on each host
+  cold        a target envsync has never seen: envsync's cache and the target's emptied,
+              then the reference collected once (`snapshot ct129`, as a user who has
+              diffed the reference before), then the diff; then both hosts' caches and
+              envsync's empty, with 1, 2 and 4 parse workers on each host
   fleet       N nodes of ct200's image, every cache empty, diffed against the warm
               reference at once: the hosts' CPU time against one node's cold diff
   simulated   100 nodes of ct200's image (probes of one venv, each with a cache folder of
@@ -275,10 +277,11 @@ def measure(
                     out.mismatches.append(f"{name}: {warm} != {cold}")
             return took
 
-        # cold: the target's caches and envsync's empty, the reference's warm
+        # cold: a target envsync has never seen, against a reference it has collected
         measured(diff, env)
         for _ in range(runs):
             _clear(own, hosts / "ct200")
+            subprocess.run([*cli(), "snapshot", "ct129", "-o", os.devnull], env=env, check=True)
             step("cold target, warm reference", diff, compare_it=False)
         # both hosts cold, with 1, 2 and 4 parse workers on each
         for jobs in WORKERS:

@@ -67,13 +67,13 @@ def test_snapshot_of_several_hosts(
     capsys: pytest.CaptureFixture[str], inventory: Path, tmp_path: Path
 ) -> None:
     out_file = tmp_path / "fleet.json"
-    code, _, _ = run(
-        capsys, "--inventory", str(inventory), "snapshot", "ref", "ref", "-o", str(out_file)
-    )
+    argv = ["--inventory", str(inventory), "snapshot", "ref", "local", "ref", "-o", str(out_file)]
+    code, _, _ = run(capsys, *argv)
     assert code == 0
     doc = json.loads(out_file.read_text())
     assert doc["schema_version"] == 1
-    assert [s["host"] for s in doc["snapshots"]] == ["ref", "ref"]
+    # each host once, in the order first named
+    assert [s["host"] for s in doc["snapshots"]] == ["ref", "local"]
 
 
 def test_lock_defaults_to_the_reference_and_is_byte_identical(

@@ -80,6 +80,8 @@ def cmd_lock(options: LockOptions, session: Session) -> ExitCode:
 def cmd_diff(options: DiffOptions, session: Session) -> ExitCode:
     from envsync.compare import targets as compare
 
+    if options.reference is not None:
+        session.resolve(options.reference)  # the reference is read (and refused) first
     chosen = session.select(options.targets)
     if len(chosen) > 1:
         fleet = compare.diff_fleet(
