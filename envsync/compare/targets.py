@@ -502,9 +502,8 @@ def check(
     or above `fail_on` block."""
     from envsync.sources.locks.lockfile import read_lock
 
-    names: list[HostArg] = list(session.select(hosts)) or (
-        [session.inventory.target] if session.inventory.target else []
-    )
+    default = [session.inventory.target] if session.inventory.target else []
+    names = session.select(hosts or default)
     if not names:
         raise InputError("check: name the HOSTs to check, or set defaults.target in the inventory")
     _writable(outputs)
@@ -520,7 +519,8 @@ def check(
     else:
         reference = read_lock(Path(lock))
     among = targets(session, names)
-    servers = [g for g in session.inventory.servers() if len(set(g.hosts) & set(names)) > 1]
+    named = {source.label for source in names}
+    servers = [g for g in session.inventory.servers() if len(set(g.hosts) & named) > 1]
     members = {h for g in servers for h in g.hosts}
     nodes: dict[str, NodeFacts] = {}
 
