@@ -189,12 +189,24 @@ class Share:
             return Skip(f"{name} {version} is not installed here")
         rows = self.record(dist, str(record_sha))
         if rows is None:
-            return Skip(f"{name} {version} has another RECORD here")
+            return self._alike(name, version, dist, entries)
         for key in entries:
-            parts = key.split(":")
-            if len(parts) < 3 or rows.get(module_path(parts[1], parts[2] == "1")) != parts[0]:
-                return f"{parts[1:2]} does not match {name}'s RECORD here"
+            if not _matches(key, rows):
+                return f"{key.split(':')[1:2]} does not match {name}'s RECORD here"
         return entries
+
+    def _alike(
+        self, name: Any, version: Any, dist: dict[str, Any], entries: dict[str, Any]
+    ) -> dict[str, Any] | str:
+        """The entries of a pack made where the distribution's RECORD is another: those
+        whose file this host's RECORD gives the same content. Two venvs of one version
+        differ at least in their scripts' rows (a script names its venv's python), so
+        the rest of the files are taken by their rows, one by one."""
+        rows = self.record(dist)
+        if rows is None:
+            return Skip(f"{name} {version} has no RECORD here")
+        taken = {key: facts for key, facts in entries.items() if _matches(key, rows)}
+        return taken or Skip(f"{name} {version}'s files differ here")
 
     # -- RECORD: a distribution's files and their digests
 
@@ -348,6 +360,13 @@ def mention_entries(entries: dict[str, Any]) -> dict[str, Any] | str:
         if not all(isinstance(v, int) and 0 <= v <= 2 for v in answers.values()):
             return "an answer is not a tier"
     return entries
+
+
+def _matches(key: str, rows: dict[str, str]) -> bool:
+    """Whether a pack's entry (`SHA:MODULE:IS_PACKAGE`) is for the content that this
+    host's RECORD gives the module's file."""
+    parts = key.split(":")
+    return len(parts) >= 3 and rows.get(module_path(parts[1], parts[2] == "1")) == parts[0]
 
 
 def module_path(name: str, is_package: bool) -> str:

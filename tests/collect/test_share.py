@@ -89,6 +89,44 @@ def test_a_target_against_a_warm_reference_parses_only_what_differs(
     assert _parsed(again) == 0
 
 
+def _script_venv(root: Path, wheel_cache: Path) -> Path:
+    """A venv with pygments (its console script, bin/pygmentize, names this venv's python,
+    and so does its row in pygments' RECORD) and a service that imports pygments."""
+    python = make_venv(root)
+    pip_install(python, fetch(wheel_cache, "pygments==2.21.0"))
+    sp = site_packages(python)
+    (sp / "svc").mkdir()
+    (sp / "svc" / "__init__.py").write_text("")
+    (sp / "svc" / "main.py").write_text("import pygments.lexers.python\nimport pygments.token\n")
+    date_back(sp)
+    return python
+
+
+def test_a_target_in_another_venv_takes_the_facts_of_its_files_alike(
+    tmp_path: Path, wheel_cache: Path
+) -> None:
+    """Two venvs of one pygments: their RECORDs differ in the script's row only. The
+    target is given the reference's pack for the module files alike, entry by entry, and
+    parses none of them (it parsed every one when the pack needed the same RECORD)."""
+    ref, tgt = (
+        _script_venv(tmp_path / "ref", wheel_cache),
+        _script_venv(tmp_path / "tgt", wheel_cache),
+    )
+    records = [
+        next(site_packages(p).glob("pygments-*.dist-info")).joinpath("RECORD").read_text()
+        for p in (ref, tgt)
+    ]
+    assert records[0] != records[1]
+    differ = set(records[0].splitlines()) ^ set(records[1].splitlines())
+    assert {row.split(",")[0].rsplit("/", 1)[-1] for row in differ} == {"pygmentize"}
+    first = _collect(_host("ref", ref, tmp_path / "ref-cache"))
+    assert _parsed(first) > 5  # pygments' modules that startup reaches, and svc's
+    target = _collect(_host("tgt", tgt, tmp_path / "tgt-cache"))
+    assert _parsed(target) == 0
+    alone = _collect(_host("tgt", tgt, tmp_path / "none"), NONE)
+    assert _verdict(target) == _verdict(alone)
+
+
 def _inventory(hosts: dict[str, HostSpec]) -> Inventory:
     return Inventory(path=None, hosts=hosts)
 
