@@ -119,9 +119,10 @@ def test_a_pack_of_a_venv_whose_record_differs_gives_the_files_that_are_alike(
     venv's python): the pack made in the other is taken for the files whose rows here give
     the same content, entry by entry; an entry for content this host's file does not have
     is left out, not trusted, and a pack with none alike is skipped."""
-    sha = str(dist["sha"]["pkg/mod.py"])  # type: ignore[index]  # the fixture's dist is JSON-like dict[str, object]; its sha is a dict of paths
-    init = str(dist["sha"]["pkg/__init__.py"])  # type: ignore[index]  # the same
-    elsewhere = ["dist", "pkg", "1.0", "f" * 64]  # the other venv's RECORD
+    shas = dist["sha"]
+    assert isinstance(shas, dict)
+    sha, init = str(shas["pkg/mod.py"]), str(shas["pkg/__init__.py"])
+    elsewhere: list[object] = ["dist", "pkg", "1.0", "f" * 64]  # the other venv's RECORD
     alike = {f"{sha}:pkg.mod:0": FACTS, f"{init}:pkg:1": FACTS}
     patched = {f"{'0' * 64}:pkg.mod:0": FACTS, f"{init}:pkg:1": FACTS}
     text = _text(elsewhere, alike)
