@@ -28,13 +28,20 @@ NONE = ProbeOptions(roots=OPTIONS.roots, internal=OPTIONS.internal, cache_dir=""
 pytestmark = pytest.mark.slow
 
 
-def _venv(root: Path, wheel_cache: Path, *, patch: bool = False) -> Path:
+def _venv(
+    root: Path,
+    wheel_cache: Path,
+    *,
+    patch: bool = False,
+    wheel: str = "rich==13.7.1",
+    main: str = "import rich.console\nimport rich.table\n",
+) -> Path:
     python = make_venv(root)
-    pip_install(python, fetch(wheel_cache, "rich==13.7.1"))
+    pip_install(python, fetch(wheel_cache, wheel))
     sp = site_packages(python)
     (sp / "svc").mkdir()
     (sp / "svc" / "__init__.py").write_text("")
-    (sp / "svc" / "main.py").write_text("import rich.console\nimport rich.table\n")
+    (sp / "svc" / "main.py").write_text(main)
     if patch:  # a local patch: its content is this host's own
         table = sp / "rich" / "table.py"
         table.write_text(table.read_text() + "\n# a local patch\n")
@@ -92,14 +99,8 @@ def test_a_target_against_a_warm_reference_parses_only_what_differs(
 def _script_venv(root: Path, wheel_cache: Path) -> Path:
     """A venv with pygments (its console script, bin/pygmentize, names this venv's python,
     and so does its row in pygments' RECORD) and a service that imports pygments."""
-    python = make_venv(root)
-    pip_install(python, fetch(wheel_cache, "pygments==2.21.0"))
-    sp = site_packages(python)
-    (sp / "svc").mkdir()
-    (sp / "svc" / "__init__.py").write_text("")
-    (sp / "svc" / "main.py").write_text("import pygments.lexers.python\nimport pygments.token\n")
-    date_back(sp)
-    return python
+    main = "import pygments.lexers.python\nimport pygments.token\n"
+    return _venv(root, wheel_cache, wheel="pygments==2.21.0", main=main)
 
 
 def test_a_target_in_another_venv_takes_the_facts_of_its_files_alike(
