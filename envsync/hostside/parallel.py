@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 AHEAD_PER_WORKER = 8  # files submitted ahead of the walk, per worker
 START_AFTER = 16  # files waiting to be parsed before the pool starts
+RETRIES = 3  # parses again after CPython's shared AST counter was put off by a thread
 
 
 def workers() -> int:
@@ -46,10 +47,20 @@ def parse(data: bytes, name: str, is_package: bool, as_main: bool, runs: tuple[s
     from .analyse import analyze_source
     from .files import source_text
 
-    try:
-        return ("ok", analyze_source(source_text(data), name, is_package, as_main, runs))
-    except (SyntaxError, ValueError, RecursionError) as e:
-        return ("error", f"cannot parse: {e}")
+    text = source_text(data)
+    for attempt in range(RETRIES + 1):
+        try:
+            return ("ok", analyze_source(text, name, is_package, as_main, runs))
+        except (SyntaxError, ValueError, RecursionError) as e:
+            return ("error", f"cannot parse: {e}")
+        except SystemError as e:
+            # Python before 3.11.8 and 3.12.1 (gh-106905) keeps one AST recursion
+            # counter for all threads: a traceback formatted in another thread (the
+            # pool's manager thread, when a worker dies) while this one parses leaves
+            # the count off. The text is sound: parse it again.
+            if "recursion depth mismatch" not in str(e) or attempt == RETRIES:
+                raise
+    raise AssertionError("unreachable")
 
 
 class Ahead:

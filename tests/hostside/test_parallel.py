@@ -111,3 +111,52 @@ def test_a_few_files_to_parse_start_no_pool() -> None:
         assert found is not None and found[0] == "ok" and found[1]["defines"] == ["Y"]
     finally:
         ahead.close()
+
+
+def test_a_parse_put_off_by_another_threads_traceback_is_made_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CPython 3.11.7 (CI's) raised this in the walk once a worker had died: the pool's
+    # manager thread formatted the worker's traceback (3.11's traceback module parses
+    # the line for its carets) while the walk parsed, and the two shared one counter.
+    from envsync.hostside import analyse
+
+    real = analyse.analyze_source
+    calls: list[str] = []
+
+    def once_off(*args: Any) -> Any:
+        calls.append(args[1])
+        if len(calls) == 1:
+            raise SystemError("AST constructor recursion depth mismatch (before=159, after=27)")
+        return real(*args)
+
+    monkeypatch.setattr(analyse, "analyze_source", once_off)
+    status, facts = parallel.parse(b"import json\n", "m", False, False, ())
+    assert status == "ok" and calls == ["m", "m"]
+    assert facts == real("import json\n", "m", False, False, ())
+
+
+def test_a_system_error_that_is_not_the_counter_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envsync.hostside import analyse
+
+    def broken(*args: Any) -> Any:
+        raise SystemError("error return without exception set")
+
+    monkeypatch.setattr(analyse, "analyze_source", broken)
+    with pytest.raises(SystemError, match="without exception"):
+        parallel.parse(b"import json\n", "m", False, False, ())
+
+
+def test_a_counter_put_off_every_time_is_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envsync.hostside import analyse
+
+    calls: list[str] = []
+
+    def always_off(*args: Any) -> Any:
+        calls.append(args[1])
+        raise SystemError("AST constructor recursion depth mismatch (before=3, after=1)")
+
+    monkeypatch.setattr(analyse, "analyze_source", always_off)
+    with pytest.raises(SystemError, match="mismatch"):
+        parallel.parse(b"import json\n", "m", False, False, ())
+    assert len(calls) == parallel.RETRIES + 1
