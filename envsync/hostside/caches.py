@@ -39,26 +39,39 @@ FACTS_CODE = (
     "store",
     "versionchecks",
 )
+# The modules that parsed ELF files are made by (native/elf.py and what it reads with, the
+# entries' codec and format): the ELF store is keyed by their code alone.
+ELF_CODE = (
+    "files",
+    "native/binary",
+    "native/codec",
+    "native/dynsym",
+    "native/elf",
+    "shared",
+    "store",
+)
 _FACTS_DIGEST: dict[str, str] = {}
 
 
-def facts_digest(digest: str) -> str:
-    """The digest of FACTS_CODE's sources beside this module (`digest`, the whole host
-    side's, where they cannot be read: a host side run from memory)."""
-    found = _FACTS_DIGEST.get(digest)
+def facts_digest(digest: str, code: tuple[str, ...] = FACTS_CODE) -> str:
+    """The digest of `code`'s sources beside this module (`digest`, the whole host side's,
+    where they cannot be read: a host side run from memory)."""
+    known = digest if code is FACTS_CODE else digest + ":" + ",".join(code)
+    found = _FACTS_DIGEST.get(known)
     if found is None:
-        found = _FACTS_DIGEST[digest] = _code_digest(globals().get("__file__")) or digest
+        found = _code_digest(globals().get("__file__"), code) or digest
+        _FACTS_DIGEST[known] = found
     return found
 
 
-def _code_digest(source: str | None) -> str | None:
+def _code_digest(source: str | None, modules: tuple[str, ...]) -> str | None:
     if not source:
         return None
     here = os.path.dirname(os.path.abspath(source))
     code = hashlib.sha256(b"facts v1\0")
     try:
-        for name in FACTS_CODE:
-            with open(os.path.join(here, name + ".py"), "rb") as f:
+        for name in modules:
+            with open(os.path.join(here, *name.split("/")) + ".py", "rb") as f:
                 code.update(name.encode() + b"\0" + f.read() + b"\0")
     except OSError:
         return None
@@ -83,6 +96,8 @@ def cache_path(base: str | None, kind: str, digest: str) -> str | None:
         return os.path.join(base, f"chunks-{digest}")
     if kind == "graph":  # one file per graph key (%s), written whole, read line by line
         return os.path.join(base, f"graph-{digest}-%s.json")
+    if kind == "elves":  # parsed ELF files by their stamp (native/cache.py's ElfStore)
+        return os.path.join(base, f"elves-{facts_digest(digest, ELF_CODE)}")
     # parsed facts: a folder of entries by content (store.py)
     py = f"py{sys.version_info[0]}{sys.version_info[1]}"
     return os.path.join(base, f"facts-{facts_digest(digest)}-{py}")

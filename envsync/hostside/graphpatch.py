@@ -130,6 +130,21 @@ class Patcher:
         sandbox.mentions.close()
         return made
 
+    def extension_again(self, name: str, modules: dict[str, Any]) -> bool:
+        """Whether `name` is an extension module that the finder finds at the same file
+        again: its entry is its kind and file alone (a wheel reinstalled, a library
+        rebuilt), so it stands as it was."""
+        old = modules.get(name)
+        if not isinstance(old, dict) or old.get("kind") != "extension":
+            return False
+        found = self.finder.find(name)
+        return (
+            found is not None
+            and found[0] == "extension"
+            and found[1] == old.get("file")
+            and os.path.isfile(str(found[1]))
+        )
+
     def entry(self, name: str, old: dict[str, Any], key: str) -> tuple[dict[str, Any], str] | None:
         """The module's new entry and facts key (None: walk again)."""
         sha = old.get("sha256")
@@ -222,6 +237,9 @@ def _patched(
     done = []
     for row in changed:
         names = owners.get(row[0]) or []
+        if len(row) == 2 and len(names) == 1 and patcher.extension_again(names[0], modules):
+            row[1] = file_stamp(row[0])  # an extension module replaced: the walk never reads one
+            continue
         if len(row) != 2 or len(names) != 1 or names[0] not in keys:
             return None  # a folder, a file of no module or of two: walk again
         name = names[0]

@@ -38,18 +38,22 @@ TAKEN: list[str] = []  # the past state taken on this run, if any (what tests lo
 
 
 def taken_back(path: str, chunks: str, hashes: HashCache) -> tuple[str, bytes, bool] | None:
-    """The header and modules' text of the newest past state of the graph file `path` that
-    holds again by content (None: none does), and whether it is the graph file again (it
-    is not where a row changed in the last seconds)."""
+    """The header and modules' text of the graph file `path` itself, or of its newest past
+    state, where it holds again by content (None: none does), and whether it is the graph
+    file again (it is not where a row changed in the last seconds). The graph file itself
+    comes first: a package reinstalled as it was (new stats, the same files), or put back
+    after a change whose graph was not kept (it was taken in the racy seconds)."""
     del TAKEN[:]
-    for past in past_states(path):
+    for past in [path, *past_states(path)]:
         found = _holds_again(past, chunks, hashes)
         if found is not None:
             lines, modules, keep = found
             if keep:
-                keep_past(path, lines[2])
+                if past != path:
+                    keep_past(path, lines[2])
                 save_text(path, "\n".join(lines) + "\n")
-                remove(past)
+                if past != path:
+                    remove(past)
             else:
                 touch(past)
             TAKEN.append(past)

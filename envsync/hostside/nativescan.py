@@ -18,6 +18,7 @@ import os
 import sys
 
 from .caches import cache_path, load_cache, save_cache
+from .native.cache import ElfStore
 from .shared import LOADER_ENV, RUNS, Stamp, plain, racy, stamp
 from .store import open_store
 
@@ -54,7 +55,8 @@ def native_facts(
     settings = dict(env) if isinstance(env, dict) else {}
     for name in LOADER_ENV:
         settings.setdefault(name, os.environ.get(name))
-    loads = judge(planned, settings, options.get("workdir"), store)
+    elves = ElfStore(open_store(cache_path(base, "elves", digest)))
+    loads = judge(planned, settings, options.get("workdir"), store, elves)
     owners = owners_of(loads, planned, distributions, store)
     if path and _identities(store) != before:
         save_cache(path, store)
@@ -245,7 +247,7 @@ class Planner:
         file = info.get("file") or ""
         self.seen.setdefault(file, plain(stamp(file)))
         key = f"{info.get('sha256')}:{name}:{int(file.endswith('__init__.py'))}"
-        found = self._facts.get(key)
+        found = self._facts.get_alone(key)
         if isinstance(found, dict):
             return found
         from .analyse import analyze_source
@@ -380,11 +382,17 @@ def extension_name(rel: str, dist: Data, seen: dict[str, Any]) -> bool:
 # Judging them
 
 
-def judge(planned: Planned, settings: Data, workdir: str | None, store: Data) -> list[Data]:
+def judge(
+    planned: Planned,
+    settings: Data,
+    workdir: str | None,
+    store: Data,
+    files: ElfStore | None = None,
+) -> list[Data]:
     """Each planned load's verdict as plain data (encode_load, C++ names demangled), the
     whole startup replayed (torch's fallback too: when libtorch_global_deps.so cannot find
     a CUDA library, torch preloads its table first). Warm: from the store, stats only."""
-    loads = _judged(planned, list(range(len(planned))), settings, workdir, store)
+    loads = _judged(planned, list(range(len(planned))), settings, workdir, store, files)
     deps = [i for i, p in enumerate(planned) if p["origin"] == "preload"]
     if len(deps) > 1 and planned[deps[0]]["global"]:
         reasons = loads[deps[0]]["verdict"].get("reasons") or [{}]
@@ -394,14 +402,19 @@ def judge(planned: Planned, settings: Data, workdir: str | None, store: Data) ->
             first, table = deps[0], set(deps[1:])
             sequence = [i for i in range(first) if i not in table] + deps[1:] + [first]
             sequence += [i for i in range(first + 1, len(planned)) if i not in table]
-            again = _judged(planned, sequence, settings, workdir, store)
+            again = _judged(planned, sequence, settings, workdir, store, files)
             by_index = dict(zip(sequence, again))
             loads = [by_index[i] for i in range(len(planned))]
     return loads
 
 
 def _judged(
-    planned: Planned, order: list[int], settings: Data, workdir: str | None, store: Data
+    planned: Planned,
+    order: list[int],
+    settings: Data,
+    workdir: str | None,
+    store: Data,
+    files: ElfStore | None,
 ) -> list[Data]:
     """The loads of `planned` in `order`, judged in that order, as plain data."""
     from .native.cache import cached_loads, loader_settings
@@ -431,6 +444,7 @@ def _judged(
         bind_now=run["bind_now"],
         cwd=run["cwd"],
         facts_store=store.setdefault("loader", {}),
+        files=files,
     )
     plain_loads = [encode_load(with_demangled(load)) for load in judged]
     if key in verdicts:  # kept (not racy): with the C++ names, for the warm runs

@@ -90,6 +90,7 @@ class Store:
         self.pack_texts: dict[str, tuple[bytes, list[str]]] = {}  # digest -> text, keys
         self.used: set[str] = set()  # packs whose entries a lookup used
         self._kept: dict[str, str] | None = None  # key -> a kept pack's digest (packs/)
+        self.alone: set[str] = set()  # keys read from, or written to, an entry of their own
 
     def seed_pack(self, digest: str, text: bytes, entries: dict[str, Any]) -> None:
         """A given pack's entries, as seeds: a lookup that uses one keeps the pack."""
@@ -131,6 +132,16 @@ class Store:
             return None
         touch(path, st.st_mtime_ns)
         self.memo[key] = value
+        self.alone.add(key)
+        return value
+
+    def get_alone(self, key: str) -> Any:
+        """`get`, and a value found in a pack kept as an entry of its own too: a reader
+        that wants a few entries of many packs (the native scan's modules read one level
+        deep) reads those alone on its next run, not each pack whole."""
+        value = self.get(key)
+        if value is not None and key not in self.alone:
+            self.put(key, value)
         return value
 
     def seeded_value(self, key: str) -> Any:
@@ -215,7 +226,8 @@ class Store:
         path = self.path(key)
         if path is None:
             return
-        write_file(path, entry_text(key, value))
+        if write_file(path, entry_text(key, value)):
+            self.alone.add(key)
 
 
 def kept_keys(where: str) -> dict[str, str]:

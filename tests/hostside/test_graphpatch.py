@@ -17,7 +17,7 @@ import pytest
 from envsync.hostside import graphpatch, graphstates, store
 from envsync.hostside.finder import ModuleFinder
 from envsync.hostside.graphcache import RawJSON, cached_startup_graph
-from tests.helpers import OLD_NS, service_site
+from tests.helpers import OLD_NS, put_back, service_site
 
 pytestmark = pytest.mark.quick
 
@@ -109,6 +109,31 @@ def test_two_edited_files_are_patched_together(site: Path, tmp_path: Path) -> No
     got = _graph(site, base)
     assert sorted(graphpatch.PATCHED) == ["rich.console", "rich.table"]
     _same_as_a_walk(site, tmp_path, got)
+
+
+def test_an_extension_module_rebuilt_beside_an_edit_is_patched(site: Path, tmp_path: Path) -> None:
+    """A library rebuilt (its shared object written again, other content) with an edited
+    source beside it: the walk never reads an extension module, so its entry stands and the
+    edit is patched; the graph is a walk's."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    base = tmp_path / "cache"
+    fast = site / "svc" / f"fast{EXTENSION_SUFFIXES[0]}"
+    fast.write_bytes(b"\x7fELF the first build")
+    os.utime(fast, ns=(OLD_NS, OLD_NS))
+    util = site / "svc" / "util.py"
+    put_back(util, util.read_bytes() + b"from svc import fast\n", 1)
+    first = _graph(site, base)
+    assert json.loads(first.modules)["svc.fast"]["kind"] == "extension"
+    # another inode, other content; the folder's listing the same
+    put_back(fast, b"\x7fELF another build", 2)
+    table = site / "rich" / "table.py"
+    _edit(table, table.read_text() + "\n# patched\n", 3)
+    got = _graph(site, base)
+    assert graphpatch.PATCHED == ["rich.table"] and json.loads(got.header)["parsed"] == 1
+    _same_as_a_walk(site, tmp_path, got)
+    fast.unlink()  # gone: the folder's listing changes, walked again
+    assert _graph(site, base).decoded is not None and graphpatch.PATCHED == []
 
 
 CHANGES = {

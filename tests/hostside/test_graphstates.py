@@ -196,3 +196,30 @@ def test_an_extension_module_written_again_is_taken_back_by_its_being_there(
     put_back(main, original, 6)
     gone = _graph(site, base)
     assert graphstates.TAKEN == [] and "svc.fast" not in json.loads(gone.modules)
+
+
+def test_a_package_reinstalled_as_it_was_takes_the_graph_file_itself_back(
+    site: Path, tmp_path: Path, walks: list[int]
+) -> None:
+    """`pip install` of the version there, or a version put back after a change whose graph
+    was not kept (taken in the racy seconds): every file of the package written again, of
+    the same content, an extension module among them (which no patch can make, the walk
+    never reads one). The graph file's own rows hold again by content: no walk."""
+    base = tmp_path / "cache"
+    fast = site / "svc" / f"fast{EXTENSION_SUFFIXES[0]}"
+    fast.write_bytes(b"\x7fELF not read by the walk")
+    os.utime(fast, ns=(OLD_NS, OLD_NS))
+    main = site / "svc" / "main.py"
+    put_back(main, main.read_bytes() + b"from svc import fast\n", 1)
+    first = _graph(site, base)
+    assert walks[0] == 1 and _pasts(base) == []
+    for n, path in enumerate(sorted((site / "svc").glob("*.*")), 2):
+        put_back(path, path.read_bytes(), n)  # new inodes and times, the same bytes
+    back = _graph(site, base)
+    assert [str(back.path)] == graphstates.TAKEN and walks[0] == 1
+    assert back.modules == first.modules and _pasts(base) == []
+    again = _graph(site, base)  # its rows' new stats kept: the next run only stats them
+    assert graphstates.TAKEN == [] and again.modules == first.modules and walks[0] == 1
+    put_back(main, main.read_bytes() + b"#", 40)  # other content: never taken back
+    _graph(site, base)
+    assert graphstates.TAKEN == []

@@ -151,6 +151,33 @@ def test_seeds_are_kept_only_when_a_walk_uses_them(tmp_path: Path) -> None:
     assert fresh.get("u") is None
 
 
+def test_an_entry_a_few_readers_want_of_a_kept_pack_is_kept_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The native scan reads a few entries of many packs (modules read one level deep):
+    each is kept as an entry of its own, so that its next run reads no pack whole."""
+    text = _text(["file", "ab"], {"k": FACTS, "j": FACTS})
+    store = Store(str(tmp_path / TAG))
+    store.seed_pack(text_digest(text), text, {"k": FACTS, "j": FACTS})
+    assert store.get("k") == FACTS
+    store.keep_packs()
+    reader = Store(str(tmp_path / TAG))
+    assert reader.get_alone("k") == FACTS  # from the kept pack, and kept alone
+    assert len(list((tmp_path / TAG).rglob("*.json"))) == 1
+    packs: list[str] = []
+    real = Store.from_kept_pack
+
+    def counted(self: Store, key: str) -> object:
+        packs.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(Store, "from_kept_pack", counted)
+    again = Store(str(tmp_path / TAG))
+    assert again.get_alone("k") == FACTS and packs == []  # its own entry: no pack read
+    assert len(list((tmp_path / TAG).rglob("*.json"))) == 1  # nothing written again
+    assert again.get_alone("j") == FACTS and packs == ["j"]
+
+
 def test_a_kept_pack_that_does_not_match_its_digest_is_removed(tmp_path: Path) -> None:
     text = _text(["file", "ab"], {"k": FACTS})
     store = Store(str(tmp_path / TAG))

@@ -1,12 +1,13 @@
 """The native layer's caches, keyed as the host's hash cache is: (size, mtime_ns, ctime_ns, inode).
 
-`ElfCache` keeps parsed files; `cached_judge` keeps whole verdicts with everything they
-depended on (each file's stamp, each absence, each folder, the ld.so.cache, the loader
-itself), so that a warm check only stats: `cached_loads` answers it from plain data, importing
-nothing of this package (the verdicts' classes, the reader, the search and the linker
-are imported when a check must run).
-Both give plain JSON data for the host's cache file; entries whose file changed too
-recently are not kept (the host side's racy rule, shared.racy).
+`ElfStore` keeps parsed files, one entry each in the host's store (store.py), so that a
+change reads the files it changed again and no other; `cached_judge` keeps whole verdicts
+with everything they depended on (each file's stamp, each absence, each folder, the
+ld.so.cache, the loader itself), so that a warm check only stats: `cached_loads` answers
+it from plain data, importing nothing of this package (the verdicts' classes, the reader,
+the search and the linker are imported when a check must run).
+Both are plain JSON data on the host; entries whose file changed too recently are not
+kept (the host side's racy rule, shared.racy).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any, Dict
 
+    from ..store import Store
     from .elf import ElfFile, Unreadable
     from .ldso import LoaderFacts
     from .search import Disk
@@ -38,51 +40,51 @@ def _racy(value: Stamp | int, now_ns: int) -> bool:
     return isinstance(value, Stamp) and racy(value.mtime_ns, now_ns)
 
 
-class ElfCache:
-    """Parsed files by path, reused while their stamp holds; `read` is a Linker's reader."""
+class ElfStore:
+    """Parsed files kept on the host, one store entry each (store.py), keyed by the file's
+    path and stamp: after a change (a wheel installed, a library replaced) the files it
+    changed are read again and the rest come from the store, where a reader that kept
+    nothing read every object of the startup again. A file whose stamp is racy is read and
+    not kept; an entry that does not decode is dropped and the file read again."""
 
-    def __init__(self, read: Callable[[str], ElfFile | Unreadable] | None = None) -> None:
+    def __init__(self, store: Store, read: Callable[[str], ElfFile | Unreadable] | None = None):
+        self.store = store
         self._read = read
-        self.entries: dict[str, tuple[Stamp, ElfFile]] = {}
+        self.memo: dict[tuple[str, Stamp], ElfFile] = {}
         self.hits = 0
         self.misses = 0
 
     def read(self, path: str) -> ElfFile | Unreadable:
+        from .codec import decode_elf, encode_elf
         from .elf import ElfFile, read_elf
 
         reader = self._read or read_elf
         now = stamp(path)
         if not isinstance(now, Stamp):
             return reader(path)
-        known = self.entries.get(path)
-        if known is not None and known[0] == now:
-            self.hits += 1
-            return known[1]
+        found = self.memo.get((path, now))
+        if found is not None:
+            return found
+        key = json.dumps(["elf", SCHEMA, path, *now.plain()])
+        kept = self.store.get(key)
+        if kept is not None:
+            try:
+                elf = decode_elf(kept)
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+                self.store.drop(key)
+            else:
+                if elf.path == path:
+                    self.hits += 1
+                    self.memo[(path, now)] = elf
+                    return elf
+                self.store.drop(key)
         self.misses += 1
-        elf = reader(path)
-        if isinstance(elf, ElfFile):
-            self.entries[path] = (now, elf)
-        return elf
-
-    def export(self) -> Data:
-        from .codec import encode_elf
-
-        now = time.time_ns()
-        files = {
-            path: [*known.plain(), encode_elf(elf)]
-            for path, (known, elf) in self.entries.items()
-            if not _racy(known, now)
-        }
-        return {"schema": SCHEMA, "files": files}
-
-    def load(self, data: Data) -> None:
-        """Entries from an earlier `export` (another schema's are ignored)."""
-        from .codec import decode_elf
-
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            return
-        for path, (size, mtime, ctime, inode, facts) in data.get("files", {}).items():
-            self.entries[path] = (Stamp(size, mtime, ctime, inode), decode_elf(facts))
+        read = reader(path)
+        if isinstance(read, ElfFile):
+            self.memo[(path, now)] = read
+            if not _racy(now, time.time_ns()) and stamp(path) == now:
+                self.store.put(key, encode_elf(read))
+        return read
 
 
 def observed(disk: Disk, extra: Sequence[str] = ()) -> Data:
@@ -134,7 +136,7 @@ def cached_judge(
     bind_now: bool = False,
     cwd: str = "/",
     facts_store: dict[str, Data] | None = None,
-    files: ElfCache | None = None,
+    files: ElfStore | None = None,
 ) -> tuple[Load, list[Load]]:
     """Linker.judge of a startup, from `store` while nothing it depended on changed (a
     warm check only stats); else judged again (reading files through `files`) and kept."""
@@ -181,7 +183,7 @@ def _judge(
     requests: Sequence[Request],
     settings: Data,
     facts_store: dict[str, Data] | None,
-    files: ElfCache | None,
+    files: ElfStore | None,
 ) -> tuple[Load, list[Load], Data]:
     from .elf import ElfFile, read_elf
     from .ldcache import LdCache, read_ldcache

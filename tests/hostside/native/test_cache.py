@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from envsync.hostside.native.cache import ElfCache, cached_facts, cached_judge, unchanged
+import pytest
+
+from envsync.hostside.native.cache import ElfStore, cached_facts, cached_judge, unchanged
 from envsync.hostside.native.codec import decode_elf, encode_elf
 from envsync.hostside.native.elf import ElfFile, read_elf
 from envsync.hostside.native.verdicts import (
@@ -27,6 +29,7 @@ from envsync.hostside.native.verdicts import (
     decode_load,
     encode_load,
 )
+from envsync.hostside.store import Store
 from tests.hostside.native.toolchain import build, facts, real_load
 
 F_AND_G = "int f(void) { return 1; }\nint g(void) { return 2; }\n"
@@ -40,23 +43,60 @@ def aged(*paths: Path) -> None:
         os.utime(path, (old, old))
 
 
-def test_parsed_files_are_kept_by_stamp_and_exported(tmp_path: Path) -> None:
+def test_parsed_files_are_kept_by_stamp_in_the_hosts_store(tmp_path: Path) -> None:
     lib = build(tmp_path / "libp.so.1", F_AND_G, soname="libp.so.1")
-    cache = ElfCache()
+    other = build(tmp_path / "libq.so.1", USES_G, soname="libq.so.1")
+    folder = str(tmp_path / "elves")
+    cache = ElfStore(Store(folder))
     first = cache.read(str(lib))
-    assert cache.read(str(lib)) is first and (cache.hits, cache.misses) == (1, 1)
-    assert cache.export()["files"] == {}  # just written: too fresh to trust its stamp
-    aged(lib)
-    cache.read(str(lib))
-    exported = json.loads(json.dumps(cache.export()))
-    again = ElfCache()
-    again.load(exported)
-    assert again.read(str(lib)) == first and again.hits == 1
+    assert isinstance(first, ElfFile)
+    assert cache.read(str(lib)) is first and (cache.hits, cache.misses) == (0, 1)
+    assert not os.path.isdir(folder)  # just written: too fresh to trust its stamp
+    aged(lib, other)
+    again = ElfStore(Store(folder))  # the next run: each file read, then kept
+    assert again.read(str(lib)) == first and again.read(str(other)) == read_elf(str(other))
+    assert (again.hits, again.misses) == (0, 2) and len(_entries(folder)) == 2
+    third = ElfStore(Store(folder))  # and the one after: both from the store
+    assert third.read(str(lib)) == first and (third.hits, third.misses) == (1, 0)
     build(lib, F_AND_G + "int h(void) { return 3; }\n", soname="libp.so.1")  # rewritten
-    changed = again.read(str(lib))
+    aged(lib)
+    fourth = ElfStore(Store(folder))
+    changed = fourth.read(str(lib))
     assert isinstance(changed, ElfFile) and changed.symbols is not None
     assert "h" in changed.symbols.exports.names
-    again.load({"schema": 999, "files": {"x": []}})  # another version's cache: ignored
+    assert fourth.read(str(other)) == read_elf(str(other))
+    assert (fourth.hits, fourth.misses) == (1, 1)  # what changed read again, alone
+
+
+def test_a_damaged_elf_entry_is_dropped_and_the_file_read_again(tmp_path: Path) -> None:
+    lib = build(tmp_path / "libp.so.1", F_AND_G, soname="libp.so.1")
+    aged(lib)
+    folder = str(tmp_path / "elves")
+    ElfStore(Store(folder)).read(str(lib))
+    (entry,) = _entries(folder)
+    head, _, text = entry.read_bytes().partition(b"\n")
+    entry.write_bytes(head + b"\n" + text.replace(b"libp.so.1", b"libX.so.1", 1))
+    cache = ElfStore(Store(folder))
+    got = cache.read(str(lib))
+    assert got == read_elf(str(lib)) and (cache.hits, cache.misses) == (0, 1)
+    assert cache.store.dropped == 1 and len(_entries(folder)) == 1  # learned again
+    # an entry that decodes to another file's facts is never taken for this one
+    elf = read_elf(str(lib))
+    assert isinstance(elf, ElfFile)
+    lying = encode_elf(elf)
+    lying["path"] = "/elsewhere/libp.so.1"
+    cache.store.put(json.dumps(["elf", 1, str(lib), *stamp_plain(lib)]), lying)
+    last = ElfStore(Store(folder))
+    assert last.read(str(lib)) == got and last.misses == 1
+
+
+def _entries(folder: str) -> list[Path]:
+    return sorted(p for p in Path(folder).rglob("*.json"))
+
+
+def stamp_plain(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def test_the_codec_gives_back_equal_values() -> None:
@@ -120,3 +160,70 @@ def test_the_loaders_facts_are_kept_by_its_stamp() -> None:
     first = cached_facts(told.interpreter, os.uname().machine, store)
     assert first == told
     assert cached_facts(told.interpreter, os.uname().machine, json.loads(json.dumps(store))) == told
+
+
+def test_a_library_replaced_is_the_only_file_the_native_scan_reads_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two real extension modules, one linked to a library beside it; the library rebuilt
+    (a wheel of another build): the next scan reads that file alone, the rest from the
+    host's store, and judges what a scan with an empty cache judges."""
+    from envsync.hostside import nativescan
+    from envsync.hostside import store as host_store
+    from envsync.hostside.finder import ModuleFinder
+    from envsync.hostside.native import elf as elf_module
+    from tests.hostside.native.toolchain import extension
+
+    site = tmp_path / "site"
+    lib = build(site / "libs" / "libp.so.1", F_AND_G, soname="libp.so.1")
+    one = extension(
+        site,
+        "one",
+        "extern int g(void);\nint module_value(void) { return g(); }\n",
+        link=(lib,),
+        runpath="$ORIGIN/libs",
+    )
+    two = extension(site, "two", "int module_value(void) { return 2; }\n")
+    aged(lib, one, two)
+    graph = {
+        "roots": ["app"],
+        "modules": {
+            "app": {
+                "kind": "source",
+                "file": str(site / "app.py"),
+                "imports": [
+                    {"module": m, "names": [], "line": n, "context": "module"}
+                    for n, m in enumerate(("one", "two"), 1)
+                ],
+            },
+            "one": {"kind": "extension", "file": str(one)},
+            "two": {"kind": "extension", "file": str(two)},
+        },
+    }
+    (site / "app.py").write_text("import one\nimport two\n")
+    read: list[str] = []
+    real = elf_module.read_elf
+
+    def counted(path: str) -> Any:
+        read.append(os.path.basename(path))
+        return real(path)
+
+    monkeypatch.setattr(elf_module, "read_elf", counted)
+
+    def scan(base: Path) -> Any:
+        host_store._OPEN.clear()  # a probe is a process of its own
+        return nativescan.native_facts(
+            {}, ModuleFinder([str(site)]), graph, None, [], str(base), "d"
+        )
+
+    base = tmp_path / "cache"
+    first = scan(base)
+    assert {"libp.so.1", one.name, two.name} <= set(read)
+    assert [load["verdict"]["kind"] for load in first["loads"]] == ["ok", "ok"]
+    build(lib, F_AND_G + "int h(void) { return 3; }\n", soname="libp.so.1")  # rebuilt
+    aged(lib)
+    del read[:]
+    again = scan(base)
+    assert read == ["libp.so.1"]  # what changed, alone: the others from the store
+    del read[:]
+    assert again == scan(tmp_path / "empty") and len(read) > 1  # as a cold scan judges
