@@ -55,7 +55,11 @@ def native_facts(
     settings = dict(env) if isinstance(env, dict) else {}
     for name in LOADER_ENV:
         settings.setdefault(name, os.environ.get(name))
-    elves = ElfStore(open_store(cache_path(base, "elves", digest)))
+    # the parsed files are kept once a scan was judged here before (its verdicts are
+    # kept): a change reads what it changed again; a first scan writes none of them
+    elves = ElfStore(
+        open_store(cache_path(base, "elves", digest)), keep=bool(store.get("verdicts"))
+    )
     loads = judge(planned, settings, options.get("workdir"), store, elves)
     owners = owners_of(loads, planned, distributions, store)
     if path and _identities(store) != before:

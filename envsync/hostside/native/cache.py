@@ -45,11 +45,19 @@ class ElfStore:
     path and stamp: after a change (a wheel installed, a library replaced) the files it
     changed are read again and the rest come from the store, where a reader that kept
     nothing read every object of the startup again. A file whose stamp is racy is read and
-    not kept; an entry that does not decode is dropped and the file read again."""
+    not kept; an entry that does not decode is dropped and the file read again. `keep`:
+    whether what is read is kept (the native scan keeps files once the environment has
+    shown it changes: a first scan, a fleet's cold node, writes none)."""
 
-    def __init__(self, store: Store, read: Callable[[str], ElfFile | Unreadable] | None = None):
+    def __init__(
+        self,
+        store: Store,
+        read: Callable[[str], ElfFile | Unreadable] | None = None,
+        keep: bool = True,
+    ):
         self.store = store
         self._read = read
+        self.keep = keep
         self.memo: dict[tuple[str, Stamp], ElfFile] = {}
         self.hits = 0
         self.misses = 0
@@ -82,7 +90,7 @@ class ElfStore:
         read = reader(path)
         if isinstance(read, ElfFile):
             self.memo[(path, now)] = read
-            if not _racy(now, time.time_ns()) and stamp(path) == now:
+            if self.keep and not _racy(now, time.time_ns()) and stamp(path) == now:
                 self.store.put(key, encode_elf(read))
         return read
 

@@ -220,10 +220,15 @@ def test_a_library_replaced_is_the_only_file_the_native_scan_reads_again(
     first = scan(base)
     assert {"libp.so.1", one.name, two.name} <= set(read)
     assert [load["verdict"]["kind"] for load in first["loads"]] == ["ok", "ok"]
-    build(lib, F_AND_G + "int h(void) { return 3; }\n", soname="libp.so.1")  # rebuilt
-    aged(lib)
-    del read[:]
-    again = scan(base)
-    assert read == ["libp.so.1"]  # what changed, alone: the others from the store
+    assert not list(base.glob("elves-*"))  # a first scan (a fleet's cold node) keeps none
+    for n, more in enumerate(("h", "k"), 1):
+        build(lib, F_AND_G + f"int {more}(void) {{ return 3; }}\n", soname="libp.so.1")
+        aged(lib)
+        del read[:]
+        again = scan(base)
+        if n == 1:  # the environment changed: every file read, and kept from now on
+            assert {"libp.so.1", one.name, two.name} <= set(read)
+        else:  # what changed, alone: the others from the store
+            assert read == ["libp.so.1"]
     del read[:]
     assert again == scan(tmp_path / "empty") and len(read) > 1  # as a cold scan judges
