@@ -228,6 +228,30 @@ def test_the_agents_restore_killed_at_any_moment_is_completed_by_a_rerun(
     replayed(f"agent's restore SIGKILLed ({moment}{', mid-change' if between else ''}), rerun")
 
 
+def test_a_manifest_write_a_killed_agent_left_is_swept_by_the_rollback(
+    wheels: dict[str, Path], tgt: Path, tmp_path: Path
+) -> None:
+    """The agent killed while it wrote the backup's manifest (as the run above can kill
+    it: CI did) leaves the manifest's temporary file; the rollback removes it, since its
+    process is gone, and a live one's it leaves alone."""
+    inv = inventory(tmp_path / "inv.toml", tgt, wheels["index"])
+    ref = requirements(tmp_path / "ref.txt", "newpkg==1.0", "pkg==2.0")
+    before = env_listing(tgt)
+    applied(inv, ref)
+    (backup,) = (tgt.parent.parent / ".envsync" / "backups").iterdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = backup / f"manifest.json.envsync-{dead.pid}.tmp"
+    left.write_text('{"state": "restor')
+    alive = backup / f"manifest.json.envsync-{os.getpid()}.tmp"  # this test's: alive
+    alive.write_text("{}")
+    code, err = cli(inv, "rollback", "tgt")
+    assert code == 0, err
+    assert_same(tgt, before)
+    assert not left.exists() and alive.exists()
+    alive.unlink()
+
+
 def test_envsync_terminated_mid_rollback_then_rerun(
     wheels: dict[str, Path], tgt: Path, tmp_path: Path
 ) -> None:

@@ -17,32 +17,6 @@ pytestmark = pytest.mark.quick
 HOSTSIDE = Path(str(envsync.hostside.__file__)).parent
 
 
-def _imports(module: str) -> set[str]:
-    """The sibling modules that `module` imports where it runs (not under TYPE_CHECKING)."""
-    tree = ast.parse((HOSTSIDE / f"{module}.py").read_text())
-    found: set[str] = set()
-    todo: list[ast.AST] = [tree]
-    while todo:
-        node = todo.pop()
-        test = node.test if isinstance(node, ast.If) else None
-        if isinstance(node, ast.If) and isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
-            todo.extend(node.orelse)
-            continue
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                found.add(node.module.partition(".")[0])
-            else:
-                found.update(alias.name for alias in node.names)
-        todo.extend(ast.iter_child_nodes(node))
-    return found
-
-
-def test_the_facts_code_holds_everything_it_imports() -> None:
-    for module in FACTS_CODE:
-        outside = _imports(module) - set(FACTS_CODE)
-        assert not outside, f"{module} imports {sorted(outside)}: add them to FACTS_CODE"
-
-
 def _imports_of(module: str) -> set[str]:
     """The host-side modules `module` ("native/elf") imports where it runs, as paths."""
     tree = ast.parse((HOSTSIDE / f"{module}.py").read_text())
@@ -61,6 +35,12 @@ def _imports_of(module: str) -> set[str]:
             found.update("/".join([*base, n.split(".")[0]]) for n in names)
         todo.extend(ast.iter_child_nodes(node))
     return found
+
+
+def test_the_facts_code_holds_everything_it_imports() -> None:
+    for module in FACTS_CODE:
+        outside = _imports_of(module) - set(FACTS_CODE)
+        assert not outside, f"{module} imports {sorted(outside)}: add them to FACTS_CODE"
 
 
 def test_the_elf_code_holds_everything_it_imports() -> None:

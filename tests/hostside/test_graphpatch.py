@@ -17,7 +17,7 @@ import pytest
 from envsync.hostside import graphpatch, graphstates, store
 from envsync.hostside.finder import ModuleFinder
 from envsync.hostside.graphcache import RawJSON, cached_startup_graph
-from tests.helpers import OLD_NS, put_back, service_site
+from tests.helpers import OLD_NS, put_back, service_site, with_extension
 
 pytestmark = pytest.mark.quick
 
@@ -115,14 +115,8 @@ def test_an_extension_module_rebuilt_beside_an_edit_is_patched(site: Path, tmp_p
     """A library rebuilt (its shared object written again, other content) with an edited
     source beside it: the walk never reads an extension module, so its entry stands and the
     edit is patched; the graph is a walk's."""
-    from importlib.machinery import EXTENSION_SUFFIXES
-
     base = tmp_path / "cache"
-    fast = site / "svc" / f"fast{EXTENSION_SUFFIXES[0]}"
-    fast.write_bytes(b"\x7fELF the first build")
-    os.utime(fast, ns=(OLD_NS, OLD_NS))
-    util = site / "svc" / "util.py"
-    put_back(util, util.read_bytes() + b"from svc import fast\n", 1)
+    fast = with_extension(site, "util", b"\x7fELF the first build")
     first = _graph(site, base)
     assert json.loads(first.modules)["svc.fast"]["kind"] == "extension"
     # another inode, other content; the folder's listing the same

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ import pytest
 from envsync.hostside import graphcache, graphfile, graphpatch, graphstates, startup, store
 from envsync.hostside.finder import ModuleFinder
 from envsync.hostside.graphcache import RawJSON, cached_startup_graph
-from tests.helpers import OLD_NS, put_back, service_site
+from tests.helpers import OLD_NS, put_back, service_site, with_extension
 
 pytestmark = pytest.mark.quick
 
@@ -176,12 +175,9 @@ def test_an_extension_module_written_again_is_taken_back_by_its_being_there(
     """A package reinstalled writes its shared objects again: the walk never reads one, so
     the past state asks only that it is there (a file of any content), not its hash."""
     base = tmp_path / "cache"
-    fast = site / "svc" / f"fast{EXTENSION_SUFFIXES[0]}"
-    fast.write_bytes(b"\x7fELF not read by the walk")
-    os.utime(fast, ns=(OLD_NS, OLD_NS))
+    fast = with_extension(site, "main")
     main = site / "svc" / "main.py"
-    original = main.read_bytes() + b"from svc import fast\n"
-    put_back(main, original, 1)
+    original = main.read_bytes()
     first = _graph(site, base)
     assert json.loads(first.modules)["svc.fast"]["kind"] == "extension"
     put_back(main, b"import gamma\n", 2)
@@ -206,11 +202,8 @@ def test_a_package_reinstalled_as_it_was_takes_the_graph_file_itself_back(
     the same content, an extension module among them (which no patch can make, the walk
     never reads one). The graph file's own rows hold again by content: no walk."""
     base = tmp_path / "cache"
-    fast = site / "svc" / f"fast{EXTENSION_SUFFIXES[0]}"
-    fast.write_bytes(b"\x7fELF not read by the walk")
-    os.utime(fast, ns=(OLD_NS, OLD_NS))
+    with_extension(site, "main")
     main = site / "svc" / "main.py"
-    put_back(main, main.read_bytes() + b"from svc import fast\n", 1)
     first = _graph(site, base)
     assert walks[0] == 1 and _pasts(base) == []
     for n, path in enumerate(sorted((site / "svc").glob("*.*")), 2):

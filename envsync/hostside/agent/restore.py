@@ -19,7 +19,7 @@ import os
 import stat
 import tarfile
 
-from ..shared import temp_name
+from ..shared import sweep_temps, temp_name
 from .backups import (
     ROLLED_BACK,
     backup_dir,
@@ -67,6 +67,7 @@ def named(keys: list[str]) -> str:
 
 def op_restore(op: RestoreRequest) -> RestoreReply:
     where = backup_dir(op.get("id", "latest"))
+    sweep_temps(where)  # a restore or an apply killed while it wrote the manifest
     manifest = read_manifest(where)
     quiesce(where)  # no installer of this apply may write on while it is rolled back
     names = [d["name"] for d in manifest["dists"]]
