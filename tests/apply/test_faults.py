@@ -191,7 +191,7 @@ def test_a_full_disk_while_a_step_writes_is_restored(
         before = state(python), env_hash(python)
         code, _, err = run(capsys, "--inventory", str(inv), "-q", *APPLY[1:])
         assert code == 4, err
-        assert "rolled back" in err and "No space left on device" in err
+        assert "rolled back" in err and "No space left on device" in err, err
         assert (state(python), env_hash(python)) == before
     assert lock_files() == []
     survived("disk full while a step writes")
