@@ -50,17 +50,16 @@ ELF_CODE = (
     "shared",
     "store",
 )
-_FACTS_DIGEST: dict[str, str] = {}
+_FACTS_DIGEST: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
 def facts_digest(digest: str, code: tuple[str, ...] = FACTS_CODE) -> str:
     """The digest of `code`'s sources beside this module (`digest`, the whole host side's,
     where they cannot be read: a host side run from memory)."""
-    known = digest if code is FACTS_CODE else digest + ":" + ",".join(code)
-    found = _FACTS_DIGEST.get(known)
+    found = _FACTS_DIGEST.get((digest, code))
     if found is None:
         found = _code_digest(globals().get("__file__"), code) or digest
-        _FACTS_DIGEST[known] = found
+        _FACTS_DIGEST[(digest, code)] = found
     return found
 
 

@@ -48,7 +48,8 @@ def parse(data: bytes, name: str, is_package: bool, as_main: bool, runs: tuple[s
     from .files import source_text
 
     text = source_text(data)
-    for attempt in range(RETRIES + 1):
+    left = RETRIES
+    while True:
         try:
             return ("ok", analyze_source(text, name, is_package, as_main, runs))
         except (SyntaxError, ValueError, RecursionError) as e:
@@ -58,9 +59,9 @@ def parse(data: bytes, name: str, is_package: bool, as_main: bool, runs: tuple[s
             # counter for all threads: a traceback formatted in another thread (the
             # pool's manager thread, when a worker dies) while this one parses leaves
             # the count off. The text is sound: parse it again.
-            if "recursion depth mismatch" not in str(e) or attempt == RETRIES:
+            if "recursion depth mismatch" not in str(e) or not left:
                 raise
-    raise AssertionError("unreachable")
+            left -= 1
 
 
 class Ahead:

@@ -35,11 +35,6 @@ if TYPE_CHECKING:
 SCHEMA = 1
 
 
-def _racy(value: Stamp | int, now_ns: int) -> bool:
-    """Whether a file changed too recently to trust its stamp (it may be being written)."""
-    return isinstance(value, Stamp) and racy(value.mtime_ns, now_ns)
-
-
 class ElfStore:
     """Parsed files kept on the host, one store entry each (store.py), keyed by the file's
     path and stamp: after a change (a wheel installed, a library replaced) the files it
@@ -73,26 +68,30 @@ class ElfStore:
         found = self.memo.get((path, now))
         if found is not None:
             return found
-        key = json.dumps(["elf", SCHEMA, path, *now.plain()])
+        key = elf_key(path, now)
         kept = self.store.get(key)
         if kept is not None:
             try:
-                elf = decode_elf(kept)
+                elf: ElfFile | None = decode_elf(kept)
             except (KeyError, TypeError, ValueError, IndexError, AttributeError):
-                self.store.drop(key)
-            else:
-                if elf.path == path:
-                    self.hits += 1
-                    self.memo[(path, now)] = elf
-                    return elf
-                self.store.drop(key)
+                elf = None
+            if elf is not None and elf.path == path:
+                self.hits += 1
+                self.memo[(path, now)] = elf
+                return elf
+            self.store.drop(key)  # damaged, or another file's facts
         self.misses += 1
         read = reader(path)
         if isinstance(read, ElfFile):
             self.memo[(path, now)] = read
-            if self.keep and not _racy(now, time.time_ns()) and stamp(path) == now:
+            if self.keep and not racy(now.mtime_ns, time.time_ns()) and stamp(path) == now:
                 self.store.put(key, encode_elf(read))
         return read
+
+
+def elf_key(path: str, now: Stamp) -> str:
+    """The store's key of the file at `path` as parsed while its stamp is `now`."""
+    return json.dumps(["elf", SCHEMA, path, *now.plain()])
 
 
 def observed(disk: Disk, extra: Sequence[str] = ()) -> Data:

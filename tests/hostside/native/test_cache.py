@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from envsync.hostside.native.cache import ElfStore, cached_facts, cached_judge, unchanged
+from envsync.hostside.native.cache import (
+    ElfStore,
+    cached_facts,
+    cached_judge,
+    elf_key,
+    unchanged,
+)
 from envsync.hostside.native.codec import decode_elf, encode_elf
 from envsync.hostside.native.elf import ElfFile, read_elf
 from envsync.hostside.native.verdicts import (
@@ -29,6 +35,7 @@ from envsync.hostside.native.verdicts import (
     decode_load,
     encode_load,
 )
+from envsync.hostside.shared import Stamp, stamp
 from envsync.hostside.store import Store
 from tests.hostside.native.toolchain import build, facts, real_load
 
@@ -85,18 +92,15 @@ def test_a_damaged_elf_entry_is_dropped_and_the_file_read_again(tmp_path: Path) 
     assert isinstance(elf, ElfFile)
     lying = encode_elf(elf)
     lying["path"] = "/elsewhere/libp.so.1"
-    cache.store.put(json.dumps(["elf", 1, str(lib), *stamp_plain(lib)]), lying)
+    now = stamp(str(lib))
+    assert isinstance(now, Stamp)
+    cache.store.put(elf_key(str(lib), now), lying)
     last = ElfStore(Store(folder))
     assert last.read(str(lib)) == got and last.misses == 1
 
 
 def _entries(folder: str) -> list[Path]:
     return sorted(p for p in Path(folder).rglob("*.json"))
-
-
-def stamp_plain(path: Path) -> list[int]:
-    st = path.stat()
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def test_the_codec_gives_back_equal_values() -> None:
