@@ -41,7 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envsync.hostside import machine  # noqa: E402  (the repository first on sys.path)
+from envsync.hostside.facts import machine  # noqa: E402  (the repository first on sys.path)
 
 MODULES = ("torch", "torchvision", "torchaudio", "triton")
 
@@ -82,7 +82,7 @@ print(json.dumps(out))
 
 
 def installed(paths: list[str]) -> list[str]:
-    from envsync.hostside.finder import ModuleFinder
+    from envsync.hostside.graph.finder import ModuleFinder
 
     finder = ModuleFinder(paths)
     return [m for m in MODULES if finder.find(m) is not None]

@@ -10,7 +10,7 @@ ratios against peers measured in the same run are printed:
              C++ runtime, ...): cold (nothing cached), with the parsed files cached, warm
              (the verdict cache: stats only), against `ldd` (the real loader resolving the
              same tree) and a real `import torch._C` in the runtime
-  scan       the probe's native layer (hostside/nativescan.py) on a startup that imports
+  scan       the probe's native layer (hostside/native/scan.py) on a startup that imports
              the runtime's torch: the first scan (no cache: torch/__init__.py read, torch's
              preloads and torch._C's tree judged), and warm (its cache: stats only)
   diff       a warm `envsync diff ct129 ct200` of the example with the native layer and
@@ -82,9 +82,9 @@ _SCAN = """
 import json, os, shutil, sys
 repo, mode, folder = sys.argv[1:4]
 sys.path.insert(0, repo)
-from envsync.hostside.finder import ModuleFinder
-from envsync.hostside.graphcache import RawJSON
-from envsync.hostside.nativescan import native_facts
+from envsync.hostside.graph.finder import ModuleFinder
+from envsync.hostside.caches.graphcache import RawJSON
+from envsync.hostside.native.scan import native_facts
 sys.path.remove(repo)
 if mode == "cold":
     shutil.rmtree(folder, ignore_errors=True)

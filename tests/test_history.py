@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from envsync.errors import InventoryError, StateError
-from envsync.hostside.dists import read_distribution
+from envsync.hostside.facts.dists import read_distribution
 from envsync.model.environment import GpuInfo, Snapshot, Torch
 from envsync.report.history import render
 from envsync.runner import Runners

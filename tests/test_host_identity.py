@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from envsync.hostside import machine
+from envsync.hostside.facts import machine
 from envsync.model.environment import Snapshot, System
 from envsync.sources.hostidentity import MIGRATED, address_key, identity, machine_of
 from envsync.sources.inventory import HostSpec

@@ -285,7 +285,7 @@ def test_pinned_requirements(text: str) -> None:
 @BUDGET
 @given(st.one_of(st.text(max_size=200), mutated(NVIDIA_SMI)))
 def test_nvidia_smi_output(text: str) -> None:
-    from envsync.hostside import machine as probe
+    from envsync.hostside.facts import machine as probe
 
     add("inputs tried per parser", "nvidia-smi output")
     with contextlib.suppress(ValueError):  # the probe makes it "unavailable: ..."

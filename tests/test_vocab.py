@@ -11,7 +11,7 @@ from typing import get_args
 from envsync.hostside import shared
 from envsync.hostside.agent import paths as agent_paths
 from envsync.hostside.agent import service as agent_service
-from envsync.hostside.state import service_state
+from envsync.hostside.facts.state import service_state
 from envsync.model import vocab
 from envsync.model.findings import Report
 

@@ -163,7 +163,7 @@ def _violation(
 
 
 # ---------------------------------------------------------------------------------------
-# Version checks a dependent runs at import (envsync/hostside/versionchecks.py)
+# Version checks a dependent runs at import (envsync/hostside/graph/versionchecks.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,6 +1,6 @@
 """The native layer's findings: loads the target's loader refuses, and CUDA coherence (pure).
 
-Each load of the target's startup (hostside/nativescan.py) whose verdict differs from the
+Each load of the target's startup (hostside/native/scan.py) whose verdict differs from the
 reference's is a finding, whether or not any package version differs: a kernel built
 against another torch fails with the same sgl-kernel on both hosts. Its severity is the
 context of the import that makes the load (a module-level import: fatal); a library a

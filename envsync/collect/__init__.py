@@ -48,7 +48,7 @@ class ProbeOptions:
     # envsync's side only: decode the graph's modules when they are looked at (the
     # reference's graph, of which a diff reads a few statements)
     lazy_graph: bool = False
-    # The served model to read (hostside/model.py): the command's model, the revision,
+    # The served model to read (hostside/graph/model.py): the command's model, the revision,
     # the service's Hugging Face variables, and the rule packs' registries (root, kind).
     model: ModelQuery | None = None
 

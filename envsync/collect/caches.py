@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envsync.collect import wire
-from envsync.hostside import store
+from envsync.hostside.caches import store
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

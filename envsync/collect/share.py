@@ -1,7 +1,7 @@
 """Facts shared across hosts: the packs of parsed facts hosts sent, given to hosts that lack them.
 
 A host that walked its startup graph sends the packs of its files' facts that envsync does
-not hold (hostside/share.py: one per distribution, by name, version and RECORD digest, and
+not hold (hostside/caches/share.py: one per distribution, by name, version and RECORD digest, and
 one per file outside its RECORD), each known by the digest of its text. envsync keeps them
 in its received folder, beside the parts (wire.py, under the same cap and LRU rule), and
 keeps two records:

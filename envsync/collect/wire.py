@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from envsync.documents import open_plain
-from envsync.hostside.chunks import cut
+from envsync.hostside.caches.chunks import cut
 from envsync.hostside.shared import temp_name, text_digest
 
 T = TypeVar("T")
@@ -192,22 +192,22 @@ def load(digest: str, name: str = "graph") -> bytes:
 
 def cap() -> int:
     """The received folder's cap in bytes (ENVSYNC_CACHE_MB, else DEFAULT_CAP_MB)."""
-    from envsync.hostside.store import cap_from_env
+    from envsync.hostside.caches.store import cap_from_env
 
     return cap_from_env("ENVSYNC_CACHE_MB", DEFAULT_CAP_MB << 20)
 
 
 def bound(where: Path, limit: int | None = None, keep: set[str] | None = None) -> int:
-    """The folder under its cap: what was used longest ago goes first (hostside/store.py's
+    """The folder under its cap: what was used longest ago goes first (hostside/caches/store.py's
     rule), never the paths in `keep`. Returns the bytes removed."""
-    from envsync.hostside.store import prune as prune_folder
+    from envsync.hostside.caches.store import prune as prune_folder
 
     return prune_folder(str(where), cap() if limit is None else limit, keep)
 
 
 def read_used(path: Path) -> bytes:
     """A kept file's bytes, its time refreshed as used (least recently used goes first)."""
-    from envsync.hostside.store import touch
+    from envsync.hostside.caches.store import touch
 
     with os.fdopen(open_plain(path), "rb") as f:
         data = f.read()
@@ -222,7 +222,7 @@ def _read(path: Path) -> bytes:
 
 
 def _touch(path: Path) -> None:
-    from envsync.hostside.store import touch
+    from envsync.hostside.caches.store import touch
 
     touch(str(path))
 

@@ -6,11 +6,15 @@ The programs: `collect` (the probe), `agent.ops` (the agent), `importcheck`, `pi
 `nativequery` (which files define some symbols); boot.py loads them, torchdeep.py runs
 alone in a child interpreter.
 
-  probe     collect, interpreter, dists, files, editable, git, gitindex, machine, state,
-            caches, finder, roots, startup, mentions, graphcache, analyse, astutil, lazy,
-            nativescan (the startup's loads, judged by native/)
-  agent     agent/: ops (dispatch), paths, failure, transfer, backup, service, lock
-  native    native/: ELF files read through their tables, ld.so's search and link map
+The rooms, each a package with its own list:
+  graph/    the startup graph: the walk from the roots, one file's facts, the module finder
+  facts/    the host's facts: interpreter, distributions, files, git, machine, state
+  caches/   what is kept between runs: parsed facts, the graph, packs shared across hosts
+  native/   ELF files read through their tables, ld.so's search and link map; the startup's
+            loads judged (scan), NCCL's version (nccl)
+  agent/    the agent: ops (dispatch), paths, failure, transfer, backup, service, lock
+At the top stand the programs (collect, importcheck, pipconfig, nativequery) and what
+everything shares: boot, protocol, shared.
 
 envsync itself may import only these: `shared` (redaction, names, the environment key,
 state paths, package files, temporary names, import contexts), `protocol` (program and

@@ -24,20 +24,20 @@ import json
 import sys
 import time
 
-from .caches import cache_path, load_cache, save_cache
-from .dists import scan_distributions
-from .editable import editable_mapping
-from .finder import ModuleFinder
-from .graphcache import RawJSON, cached_startup_graph
-from .interpreter import interpreter_facts
-from .machine import env_facts, gpu_facts, installer_facts, system_facts, torch_facts
-from .model import served_model
-from .nativescan import native_facts
-from .nccl import nccl_facts
-from .share import Share, read_payload, stale
+from .caches.folder import cache_path, load_cache, save_cache
+from .caches.graphcache import RawJSON, cached_startup_graph
+from .caches.share import Share, read_payload, stale
+from .caches.store import bound, open_store
+from .facts.dists import scan_distributions
+from .facts.editable import editable_mapping
+from .facts.interpreter import interpreter_facts
+from .facts.machine import env_facts, gpu_facts, installer_facts, system_facts, torch_facts
+from .facts.state import service_state
+from .graph.finder import ModuleFinder
+from .graph.model import served_model
+from .native.nccl import nccl_facts
+from .native.scan import native_facts
 from .shared import normalize, text_digest
-from .state import service_state
-from .store import bound, open_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

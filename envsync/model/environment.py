@@ -276,7 +276,7 @@ class LazyExports:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VersionCheck:
     """A version comparison a module runs while it is imported, whose `if` raises
-    (envsync/hostside/versionchecks.py): `if numpy_version > (2, 2): raise ImportError`."""
+    (envsync/hostside/graph/versionchecks.py): `if numpy_version > (2, 2): raise ImportError`."""
 
     of: Literal["module", "dist"]  # the module's `__version__`, or the distribution's metadata
     name: str  # the module (`numpy`) or the distribution it reads the version of
@@ -334,7 +334,7 @@ class StartupGraph:
 
 
 # The native layer: what the startup's imports dlopen, judged from the ELF files as the
-# host's ld.so would (envsync/hostside/nativescan.py). Each reason is worded by the host
+# host's ld.so would (envsync/hostside/native/scan.py). Each reason is worded by the host
 # side's own verdict classes: the loader's words, in one place.
 
 

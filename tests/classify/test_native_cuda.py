@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envsync.classify.native import cuda_findings
-from envsync.hostside import machine
+from envsync.hostside.facts import machine
 from envsync.model.environment import Gpu, GpuInfo, Snapshot
 from tests.classify.nativebed import Bed, install, make_bed, real_import, venv
 from tests.classify.test_native_diff import APP, KERNEL_INIT, OPS

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from envsync.classify.dependents import check_raises
-from envsync.hostside.analyse import analyze_source
+from envsync.hostside.graph.analyse import analyze_source
 from envsync.model.environment import VersionCheck
 
 NUMBA_LIKE = """\

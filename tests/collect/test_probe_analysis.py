@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from envsync.hostside.analyse import analyze_source
-from envsync.hostside.finder import ModuleFinder
-from envsync.hostside.startup import startup_graph
+from envsync.hostside.graph.analyse import analyze_source
+from envsync.hostside.graph.finder import ModuleFinder
+from envsync.hostside.graph.startup import startup_graph
 
 
 def contexts(source: str) -> dict[str, tuple[str, int | None]]:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync.hostside import dists, gitindex, machine, shared
-from envsync.hostside import git as checkout
+from envsync.hostside import shared
+from envsync.hostside.facts import dists, gitindex, machine
+from envsync.hostside.facts import git as checkout
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

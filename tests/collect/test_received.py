@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envsync.collect import wire
-from envsync.hostside.chunks import cut
+from envsync.hostside.caches.chunks import cut
 from envsync.hostside.shared import text_digest
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envsync.collect import ProbeOptions, collect
-from envsync.hostside import store as host_store
+from envsync.hostside.caches import store as host_store
 from envsync.model.environment import StartupGraph
 from envsync.runner.local import LocalRunner
 from envsync.sources.inventory import HostSpec

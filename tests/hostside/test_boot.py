@@ -21,7 +21,7 @@ import envsync.hostside
 from envsync.collect import ProbeOptions, collect
 from envsync.hostside import protocol
 from envsync.hostside.boot import PACKAGE
-from envsync.hostside.caches import FACTS_CODE, facts_digest
+from envsync.hostside.caches.folder import FACTS_CODE, facts_digest
 from envsync.runner import bundle as shipping
 from envsync.runner.agent import Agent
 from envsync.runner.local import LocalRunner
@@ -217,7 +217,7 @@ def _parsed(python: Path) -> tuple[int, int]:
     return graph.parsed, graph.cached
 
 
-@pytest.mark.parametrize("module", ["collect.py", "analyse.py"])
+@pytest.mark.parametrize("module", ["collect.py", "graph/analyse.py"])
 def test_an_upgrade_keeps_the_parsed_facts_unless_it_changes_the_parser(
     venv: Path, monkeypatch: pytest.MonkeyPatch, module: str
 ) -> None:

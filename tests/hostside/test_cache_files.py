@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envsync.hostside import caches, chunks, graphcache, store
+from envsync.hostside.caches import chunks, graphcache, store
+from envsync.hostside.caches import folder as caches
 from envsync.hostside.shared import text_digest
 from tests.figures import held
 from tests.helpers import within

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import envsync.hostside
-from envsync.hostside.caches import ELF_CODE, FACTS_CODE, cache_path, facts_digest
+from envsync.hostside.caches.folder import ELF_CODE, FACTS_CODE, cache_path, facts_digest
 
 pytestmark = pytest.mark.quick
 
@@ -32,7 +32,7 @@ def _imports_of(module: str) -> set[str]:
         if isinstance(node, ast.ImportFrom) and node.level >= 1:
             base = folder[: len(folder) - (node.level - 1)]
             names = [node.module] if node.module else [a.name for a in node.names]
-            found.update("/".join([*base, n.split(".")[0]]) for n in names)
+            found.update("/".join([*base, *n.split(".")]) for n in names)
         todo.extend(ast.iter_child_nodes(node))
     return found
 

@@ -16,7 +16,7 @@ import pytest
 from envsync.collect import ProbeOptions, collect
 from envsync.hostside import shared
 from envsync.hostside.agent import restore, transfer
-from envsync.hostside.git import git_remote
+from envsync.hostside.facts.git import git_remote
 from envsync.model.changes import differences
 from envsync.model.environment import Distribution, Snapshot
 from envsync.runner.local import LocalRunner

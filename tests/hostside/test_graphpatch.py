@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync.hostside import graphpatch, graphstates, store
-from envsync.hostside.finder import ModuleFinder
-from envsync.hostside.graphcache import RawJSON, cached_startup_graph
+from envsync.hostside.caches import graphpatch, graphstates, store
+from envsync.hostside.caches.graphcache import RawJSON, cached_startup_graph
+from envsync.hostside.graph.finder import ModuleFinder
 from tests.helpers import OLD_NS, put_back, service_site, with_extension
 
 pytestmark = pytest.mark.quick

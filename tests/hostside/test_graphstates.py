@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from envsync.hostside import graphcache, graphfile, graphpatch, graphstates, startup, store
-from envsync.hostside.finder import ModuleFinder
-from envsync.hostside.graphcache import RawJSON, cached_startup_graph
+from envsync.hostside.caches import graphcache, graphfile, graphpatch, graphstates, store
+from envsync.hostside.caches.graphcache import RawJSON, cached_startup_graph
+from envsync.hostside.graph import startup
+from envsync.hostside.graph.finder import ModuleFinder
 from tests.helpers import OLD_NS, put_back, service_site, with_extension
 
 pytestmark = pytest.mark.quick

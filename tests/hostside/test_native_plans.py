@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from envsync.hostside import graphpatch, graphstates, nativescan, store
-from envsync.hostside.finder import ModuleFinder
-from envsync.hostside.graphcache import cached_startup_graph
+from envsync.hostside.caches import graphpatch, graphstates, store
+from envsync.hostside.caches.graphcache import cached_startup_graph
+from envsync.hostside.graph.finder import ModuleFinder
+from envsync.hostside.native import scan as nativescan
 from tests.helpers import put_back, service_site
 
 pytestmark = pytest.mark.quick

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from envsync.hostside import parallel
-from envsync.hostside.finder import ModuleFinder
-from envsync.hostside.startup import startup_graph
+from envsync.hostside.graph import parallel
+from envsync.hostside.graph.finder import ModuleFinder
+from envsync.hostside.graph.startup import startup_graph
 
 OPTIONS = {"roots": ["envsync.cli"], "internal": ["envsync"]}
 
@@ -119,7 +119,7 @@ def test_a_parse_put_off_by_another_threads_traceback_is_made_again(
     # CPython 3.11.7 (CI's) raised this in the walk once a worker had died: the pool's
     # manager thread formatted the worker's traceback (3.11's traceback module parses
     # the line for its carets) while the walk parsed, and the two shared one counter.
-    from envsync.hostside import analyse
+    from envsync.hostside.graph import analyse
 
     real = analyse.analyze_source
     calls: list[str] = []
@@ -137,7 +137,7 @@ def test_a_parse_put_off_by_another_threads_traceback_is_made_again(
 
 
 def test_a_system_error_that_is_not_the_counter_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    from envsync.hostside import analyse
+    from envsync.hostside.graph import analyse
 
     def broken(*args: Any) -> Any:
         raise SystemError("error return without exception set")
@@ -148,7 +148,7 @@ def test_a_system_error_that_is_not_the_counter_is_raised(monkeypatch: pytest.Mo
 
 
 def test_a_counter_put_off_every_time_is_not_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
-    from envsync.hostside import analyse
+    from envsync.hostside.graph import analyse
 
     calls: list[str] = []
 

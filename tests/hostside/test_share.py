@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from envsync.hostside.share import Share, Skip, module_path, record_rows
+from envsync.hostside.caches.share import Share, Skip, module_path, record_rows
+from envsync.hostside.caches.store import Store
 from envsync.hostside.shared import text_digest
-from envsync.hostside.store import Store
 
 FACTS = {"defines": ["f"], "all": None, "dynamic": False, "stars": [], "imports": []}
 TAG = "facts-abc-py311"

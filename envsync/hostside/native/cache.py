@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any, Dict
 
-    from ..store import Store
+    from ..caches.store import Store
     from .elf import ElfFile, Unreadable
     from .ldso import LoaderFacts
     from .search import Disk

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from envsync.hostside.caches.store import Store
 from envsync.hostside.native.cache import (
     ElfStore,
     cached_facts,
@@ -36,7 +37,6 @@ from envsync.hostside.native.verdicts import (
     encode_load,
 )
 from envsync.hostside.shared import Stamp, stamp
-from envsync.hostside.store import Store
 from tests.hostside.native.toolchain import build, facts, real_load
 
 F_AND_G = "int f(void) { return 1; }\nint g(void) { return 2; }\n"
@@ -172,10 +172,10 @@ def test_a_library_replaced_is_the_only_file_the_native_scan_reads_again(
     """Two real extension modules, one linked to a library beside it; the library rebuilt
     (a wheel of another build): the next scan reads that file alone, the rest from the
     host's store, and judges what a scan with an empty cache judges."""
-    from envsync.hostside import nativescan
-    from envsync.hostside import store as host_store
-    from envsync.hostside.finder import ModuleFinder
+    from envsync.hostside.caches import store as host_store
+    from envsync.hostside.graph.finder import ModuleFinder
     from envsync.hostside.native import elf as elf_module
+    from envsync.hostside.native import scan as nativescan
     from tests.hostside.native.toolchain import extension
 
     site = tmp_path / "site"

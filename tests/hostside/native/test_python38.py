@@ -66,8 +66,8 @@ NATIVESCAN = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import _ctypes
-from hostpkg.finder import ModuleFinder
-from hostpkg.nativescan import native_facts
+from hostpkg.graph.finder import ModuleFinder
+from hostpkg.native.scan import native_facts
 graph = {"roots": ["app"], "modules": {
     "app": {"kind": "source", "file": sys.argv[2],
             "imports": [{"module": "_ctypes", "names": [], "line": 1, "context": "module"}]},

@@ -14,8 +14,8 @@ import json
 import os
 import sys
 
-from .files import open_regular
-from .shared import env_key
+from ..facts.files import open_regular
+from ..shared import env_key
 from .store import write_file
 
 TYPE_CHECKING = False
@@ -28,27 +28,27 @@ if TYPE_CHECKING:
 # own format): the store is keyed by their code alone (tests/hostside/test_caches.py
 # checks that the list holds everything they import).
 FACTS_CODE = (
-    "analyse",
-    "astutil",
-    "files",
-    "lazy",
-    "mentions",
-    "parallel",
-    "share",
+    "caches/mentions",
+    "caches/share",
+    "caches/store",
+    "facts/files",
+    "graph/analyse",
+    "graph/astutil",
+    "graph/lazy",
+    "graph/parallel",
+    "graph/versionchecks",
     "shared",
-    "store",
-    "versionchecks",
 )
 # The modules that parsed ELF files are made by (native/elf.py and what it reads with, the
 # entries' codec and format): the ELF store is keyed by their code alone.
 ELF_CODE = (
-    "files",
+    "caches/store",
+    "facts/files",
     "native/binary",
     "native/codec",
     "native/dynsym",
     "native/elf",
     "shared",
-    "store",
 )
 _FACTS_DIGEST: dict[tuple[str, tuple[str, ...]], str] = {}
 
@@ -66,7 +66,7 @@ def facts_digest(digest: str, code: tuple[str, ...] = FACTS_CODE) -> str:
 def _code_digest(source: str | None, modules: tuple[str, ...]) -> str | None:
     if not source:
         return None
-    here = os.path.dirname(os.path.abspath(source))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(source)))  # the host side's root
     code = hashlib.sha256(b"facts v1\0")
     try:
         for name in modules:

@@ -29,8 +29,8 @@ import json
 import os
 import sys
 
-from .files import file_sha256, keep_digest, known_digest
-from .shared import text_digest
+from ..facts.files import file_sha256, keep_digest, known_digest
+from ..shared import text_digest
 from .store import touch, write_file
 
 TYPE_CHECKING = False

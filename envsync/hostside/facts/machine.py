@@ -8,14 +8,14 @@ import os
 import re
 import sys
 
+from ..shared import redact_env
 from .files import read_text
-from .shared import redact_env
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .finder import ModuleFinder
+    from ..graph.finder import ModuleFinder
 
 NVIDIA_SMI_TIMEOUT = 20
 DEEP_TIMEOUT = 180
@@ -28,7 +28,7 @@ def torch_facts(paths: list[str], deep: bool) -> dict[str, Any] | None:
     """torch's version, CUDA and git version from torch/version.py, without importing it."""
     import ast
 
-    from .astutil import assignments
+    from ..graph.astutil import assignments
 
     for location in paths:
         version_py = os.path.join(location or ".", "torch", "version.py")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .dists import IDENT
-from .files import read_text
+from ..facts.dists import IDENT
+from ..facts.files import read_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

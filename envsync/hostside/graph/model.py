@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 
-from .files import read_text
+from ..facts.files import read_text
 from .finder import ModuleFinder
 from .roots import package_submodules
 

@@ -11,6 +11,7 @@ import os
 import re
 import time
 
+from ..shared import normalize, package_file_name, redact_data
 from .files import (
     file_sha256,
     hash_files,
@@ -19,15 +20,14 @@ from .files import (
     read_header_block,
     read_text,
 )
-from .shared import normalize, package_file_name, redact_data
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection
     from typing import Any
 
+    from ..graph.finder import ModuleFinder
     from .files import HashCache, Records
-    from .finder import ModuleFinder
 
 
 URLSAFE = bytes.maketrans(b"-_", b"+/")
@@ -308,8 +308,8 @@ def scan_distributions(
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Every distribution on `paths` (the first of a name wins, as at import time), and
     the metadata folders that could not be read."""
+    from ..graph.finder import ModuleFinder
     from .editable import source_files, source_tree
-    from .finder import ModuleFinder
 
     wanted = {normalize(w) for w in watch}
     finder = finder or ModuleFinder(paths)

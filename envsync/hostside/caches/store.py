@@ -28,8 +28,8 @@ import json
 import os
 import time
 
-from .files import open_regular
-from .shared import temp_name, text_digest
+from ..facts.files import open_regular
+from ..shared import temp_name, text_digest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

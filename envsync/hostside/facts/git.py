@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import re
 
+from ..shared import strip_credentials
 from .files import read_text
 from .gitindex import blob_id, head_files, read_index
-from .shared import strip_credentials
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -11,13 +11,13 @@ import json
 import os
 import re
 
-from .files import read_bytes
+from ..facts.files import read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from .finder import Found, ModuleFinder
+    from ..graph.finder import Found, ModuleFinder
     from .store import Store
 
 

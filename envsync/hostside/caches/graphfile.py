@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import os
 
-from .caches import save_text
-from .files import open_regular
-from .shared import Stamp, racy, stamp, text_digest
+from ..facts.files import open_regular
+from ..shared import Stamp, racy, stamp, text_digest
+from .folder import save_text
 from .store import remove
 
 TYPE_CHECKING = False

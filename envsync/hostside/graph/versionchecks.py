@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import ast
 
+from ..shared import weaker
 from .astutil import callee
-from .shared import weaker
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Tuple, Union
 
-    from .shared import Context
+    from ..shared import Context
 
     # ("module", import name) for a module object; ("version", "module"|"dist", name,
     # parts, how it compares: "str" | "version" | "ints") for a version read of one

@@ -17,16 +17,16 @@ from __future__ import annotations
 import os
 import sys
 
-from .caches import cache_path, load_cache, save_cache
-from .native.cache import ElfStore
-from .shared import LOADER_ENV, RUNS, Stamp, plain, racy, stamp
-from .store import open_store
+from ..caches.folder import cache_path, load_cache, save_cache
+from ..caches.store import open_store
+from ..shared import LOADER_ENV, RUNS, Stamp, plain, racy, stamp
+from .cache import ElfStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
-    from .finder import ModuleFinder
+    from ..graph.finder import ModuleFinder
 
     Data = Dict[str, Any]
     Planned = List[Data]  # {"path", "module", "origin", "via", "global", "now"}
@@ -254,8 +254,8 @@ class Planner:
         found = self._facts.get_alone(key)
         if isinstance(found, dict):
             return found
-        from .analyse import analyze_source
-        from .files import read_text
+        from ..facts.files import read_text
+        from ..graph.analyse import analyze_source
 
         try:
             return analyze_source(read_text(file), name, file.endswith("__init__.py"))
@@ -315,7 +315,7 @@ def torch_cuda_table(init: str) -> list[tuple[str, str]] | None:
     None when this torch has no `_load_global_deps`."""
     import ast
 
-    from .files import read_text
+    from ..facts.files import read_text
 
     try:
         tree = ast.parse(read_text(init))
@@ -349,7 +349,7 @@ def record_objects(dist: Data, seen: dict[str, Any]) -> list[str]:
         return []
     record = os.path.join(dist["location"], meta, "RECORD")
     seen[record] = plain(stamp(record))
-    from .files import read_text
+    from ..facts.files import read_text
 
     try:
         text = read_text(record)
@@ -421,7 +421,7 @@ def _judged(
     files: ElfStore | None,
 ) -> list[Data]:
     """The loads of `planned` in `order`, judged in that order, as plain data."""
-    from .native.cache import cached_loads, loader_settings
+    from .cache import cached_loads, loader_settings
 
     verdicts = store.setdefault("verdicts", {})
     program = sys.executable
@@ -435,9 +435,9 @@ def _judged(
     key, loads = cached_loads(program, requests, verdicts, run)
     if loads is not None:
         return loads
-    from .native.cache import cached_judge
-    from .native.demangle import with_demangled
-    from .native.verdicts import Request, encode_load
+    from .cache import cached_judge
+    from .demangle import with_demangled
+    from .verdicts import Request, encode_load
 
     _, judged = cached_judge(
         program,

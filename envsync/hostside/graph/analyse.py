@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 
+from ..shared import CONTEXT_RANK, RUNS, weaker
 from .astutil import (
     all_mutation,
     binds_dynamically,
@@ -38,15 +39,14 @@ from .astutil import (
     suppresses_import_error,
 )
 from .lazy import LazyExports
-from .shared import CONTEXT_RANK, RUNS, weaker
 from .versionchecks import version_checks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple, Union
 
+    from ..shared import Context
     from .astutil import Names
-    from .shared import Context
 
     Edge = Dict[str, Any]
     FunctionDef = Union[ast.FunctionDef, ast.AsyncFunctionDef]

@@ -20,12 +20,12 @@ import os
 import stat
 import time
 
-from .caches import save_text
+from ..facts.files import open_regular
+from ..graph.startup import file_content
+from ..shared import racy
 from .chunks import load_chunks
-from .files import open_regular
+from .folder import save_text
 from .graphfile import file_stamp, holds, keep_past, past_states
-from .shared import racy
-from .startup import file_content
 from .store import remove, touch
 
 TYPE_CHECKING = False

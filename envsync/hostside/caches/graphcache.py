@@ -24,22 +24,22 @@ import os
 import sys
 import time
 
-from .caches import cache_path, save_text
+from ..facts.files import open_regular
+from ..graph.roots import script_path
+from ..graph.startup import startup_graph
+from ..shared import racy, text_digest
 from .chunks import load_chunks, save_chunks
-from .files import open_regular
+from .folder import cache_path, save_text
 from .graphfile import REFRESHED, graph_stamps, holds, save_graph
 from .graphpatch import patched_graph
 from .graphstates import TAKEN, taken_back
-from .roots import script_path
-from .shared import racy, text_digest
-from .startup import startup_graph
 from .store import open_store, touch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .finder import ModuleFinder
+    from ..graph.finder import ModuleFinder
     from .share import Share
 
 

@@ -44,8 +44,8 @@ def workers() -> int:
 
 def parse(data: bytes, name: str, is_package: bool, as_main: bool, runs: tuple[str, ...]) -> Parsed:
     """One file's facts, as GraphBuilder.facts makes them (in a worker, or here)."""
+    from ..facts.files import source_text
     from .analyse import analyze_source
-    from .files import source_text
 
     text = source_text(data)
     left = RETRIES

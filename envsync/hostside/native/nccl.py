@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import re
 
-from .files import hash_files
+from ..facts.files import hash_files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .files import HashCache
+    from ..facts.files import HashCache
 
 LIBRARY = "libnccl.so.2"
 NET_PLUGIN = re.compile(r"^libnccl-net(?:-[A-Za-z0-9_.-]+)?\.so(?:\.[0-9.]+)?$")
@@ -43,7 +43,7 @@ def _folders(paths: list[str]) -> list[str]:
 
 
 def _cached(name: str) -> list[str]:
-    from .native.ldcache import LdCache, read_ldcache
+    from .ldcache import LdCache, read_ldcache
 
     cache = read_ldcache()
     if not isinstance(cache, LdCache):
@@ -64,7 +64,7 @@ def find_library(paths: list[str]) -> str | None:
 
 def library_version(path: str) -> tuple[str | None, str | None]:
     """(NCCL's version string, the soname), read from the file, never loaded."""
-    from .native.elf import ElfFile, read_elf
+    from .elf import ElfFile, read_elf
 
     elf = read_elf(path)
     soname = elf.dynamic.soname if isinstance(elf, ElfFile) and elf.dynamic else None
@@ -113,7 +113,7 @@ def net_plugins(library: str | None, paths: list[str]) -> list[str]:
         for name in names:
             if NET_PLUGIN.match(name) and os.path.isfile(os.path.join(folder, name)):
                 found[os.path.realpath(os.path.join(folder, name))] = None
-    from .native.ldcache import LdCache, read_ldcache
+    from .ldcache import LdCache, read_ldcache
 
     cache = read_ldcache()
     if isinstance(cache, LdCache):

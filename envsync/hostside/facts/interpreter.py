@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 
-from .shared import redact_text
+from ..shared import redact_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ import stat
 import threading
 import time
 
-from .shared import LINK_VALUE, SKIPPED_VALUE, racy, stamp_of
+from ..shared import LINK_VALUE, SKIPPED_VALUE, racy, stamp_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

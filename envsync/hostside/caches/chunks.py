@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import zlib
 
-from .files import open_regular
-from .shared import text_digest
+from ..facts.files import open_regular
+from ..shared import text_digest
 from .store import remove, touch, write_file
 
 CHUNK_EVERY = 16  # modules per chunk, on average

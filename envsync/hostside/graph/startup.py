@@ -17,20 +17,20 @@ import hashlib
 import os
 import stat
 
-from .caches import cache_path
-from .files import keep_digest, known_digest, read_bytes
+from ..caches.folder import cache_path
+from ..caches.mentions import Mentions
+from ..caches.store import Store, open_store
+from ..facts.files import keep_digest, known_digest, read_bytes
+from ..shared import RUNS
 from .finder import ModuleFinder
-from .mentions import Mentions
 from .parallel import Ahead, parse, workers
 from .roots import launch_roots, package_submodules, site_roots
-from .shared import RUNS
-from .store import Store, open_store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List
 
-    from .share import Share
+    from ..caches.share import Share
 
     HashCache = Dict[str, List[Any]]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .shared import StatePaths
+from ..shared import StatePaths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -21,18 +21,18 @@ import json
 import os
 import time
 
+from ..facts.files import open_regular, read_bytes
+from ..graph.parallel import parse
+from ..graph.startup import GraphBuilder, file_content, well_formed
+from ..shared import racy, text_digest
 from .chunks import load_chunks, save_chunks
-from .files import open_regular, read_bytes
 from .graphfile import file_stamp, holds, save_graph
-from .parallel import parse
-from .shared import racy, text_digest
-from .startup import GraphBuilder, file_content, well_formed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Tuple
 
-    from .finder import ModuleFinder
+    from ..graph.finder import ModuleFinder
     from .store import Store
 
     Cached = Tuple[List[Any], Dict[str, Any], Dict[str, Any], Dict[str, str], str]

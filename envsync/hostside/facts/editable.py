@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import os
 
+from ..shared import not_package_dir, package_file_name
 from .files import hash_files, read_text
-from .shared import not_package_dir, package_file_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..graph.finder import ModuleFinder
     from .files import HashCache, Records
-    from .finder import ModuleFinder
 
 
 def editable_mapping(paths: list[str]) -> dict[str, str]:
@@ -48,7 +48,7 @@ def finder_mapping(path: str) -> dict[str, str]:
     """The MAPPING of one editable finder file ({} when it has none it can read)."""
     import ast
 
-    from .astutil import assignments
+    from ..graph.astutil import assignments
 
     try:
         tree = ast.parse(read_text(path))
