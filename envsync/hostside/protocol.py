@@ -13,6 +13,7 @@ AGENT = "agent.ops"  # the agent: one operation that changes the host
 IMPORT_CHECK = "importcheck"  # the real-import check of the startup modules
 PIP_CONFIG = "pipconfig"  # the host pip's wheel tags and index configuration
 NATIVE_QUERY = "nativequery"  # which of the host's files define some symbols
+REACH = "reach"  # reachability by demand: how surely startup runs some modules
 
 # The agent's operations: argv carries one JSON object {"op": NAME, ...}; archives travel
 # on stdin (unpack) and stdout (pack); the answer is one JSON object on stdout's last line.
@@ -62,6 +63,7 @@ ERROR_MARKER = "@@envsync-agent-error@@"
 IMPORT_CHECK_MARKER = "@@envsync-import-check@@"
 # The native query's answer line.
 NATIVE_QUERY_MARKER = "@@envsync-native-query@@"
+REACH_MARKER = "@@envsync-reach@@"
 
 # The wire's types, for the type checker only (they cost nothing on the host): for each
 # operation NAME, NameRequest (argv's object less "op" and "lock") and NameReply (its

@@ -96,9 +96,9 @@ def test_envsync_uses_the_host_side_only_through_its_face() -> None:
                 for alias in node.names:
                     if alias.name.startswith("envsync.hostside."):
                         used[where] = alias.name.removeprefix("envsync.hostside.")
-            elif isinstance(node, ast.ImportFrom) and (
-                node.module or ""
-            ).startswith("envsync.hostside"):
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "envsync.hostside"
+            ):
                 package = (node.module or "").removeprefix("envsync.hostside").lstrip(".")
                 for alias in node.names:  # `from envsync.hostside.caches import store`
                     name = f"{package}.{alias.name}".lstrip(".")

@@ -52,29 +52,10 @@ def startup_graph(
     roots = options.get("roots") or []
     if not roots:
         return None
-    roots, resolved, main_file, runs = launch_roots(roots, options, finder.searched)
-    internal = tuple(options.get("internal") or [r.partition(".")[0] for r in roots])
-    internal += tuple(r.partition(".")[0] for r in roots if r.partition(".")[0] not in internal)
-    store = open_store(cache_path(base, "imports", digest))
+    graph, roots, resolved = builder(GraphBuilder, options, finder, base, digest, hashes)
     if share is not None:
-        share.seed(store)
-    if main_file:
-        # A script: its folder first on sys.path, as Python puts it (not with -I or -P).
-        paths = list(finder.paths)
-        if not options.get("isolated"):
-            paths.insert(0, os.path.dirname(main_file))
-        finder = ModuleFinder(paths, finder.editable, finder.searched)
-        finder.cache["__main__"] = ("source", main_file, None)
-    main = options.get("main")
-    if main and main in roots:
-        found = finder.find(main)
-        if found is not None and found[2] is not None:  # `-m pkg` runs pkg/__main__.py
-            main = main + ".__main__"
-            roots.append(main)
-    else:
-        main = "__main__" if main_file else None
-    graph = GraphBuilder(finder, internal, store, main, runs, hashes)
-    site, site_modules = site_roots(finder)
+        share.seed(graph.store)
+    site, site_modules = site_roots(graph.finder)
     for name in site:
         if name in site_modules:
             graph.pseudo(name, site_modules[name])
@@ -83,15 +64,17 @@ def startup_graph(
     for root in roots:
         if root.endswith(".*"):  # every module of a package (a registry imports them all)
             package = root[:-2]
-            found = finder.find(package)
+            found = graph.finder.find(package)
             for sub in package_submodules(package, (found and found[2]) or []):
                 graph.want(sub, True)
             root = package
         graph.want(root, True)
     graph.run()
     modules = graph.modules
+    internal = graph.internal
+    main = graph.main
     if share is not None:
-        share.make(graph.keys, modules, store, graph.mentions.kept())
+        share.make(graph.keys, modules, graph.store, graph.mentions.kept())
     if keys is not None:
         keys.update(graph.keys)
     # The standard library does not drift apart from the interpreter: keep it out.
@@ -111,6 +94,42 @@ def startup_graph(
         "parsed": graph.parsed,
         "cached": graph.cached,
     }
+
+
+def builder(
+    kind: type[GraphBuilder],
+    options: dict[str, Any],
+    finder: ModuleFinder,
+    base: str | None,
+    digest: str,
+    hashes: HashCache | None = None,
+) -> tuple[GraphBuilder, list[str], dict[str, str]]:
+    """A reader of the roots in `options` as startup runs them: the roots as module names
+    (a `-m pkg` root gains pkg.__main__), what each resolved to, and the reader (a script
+    as __main__, its folder first on sys.path; the functions startup calls in a console
+    script's module; the facts store of `base`)."""
+    roots, resolved, main_file, runs = launch_roots(
+        list(options.get("roots") or []), options, finder.searched
+    )
+    internal = tuple(options.get("internal") or [r.partition(".")[0] for r in roots])
+    internal += tuple(r.partition(".")[0] for r in roots if r.partition(".")[0] not in internal)
+    store = open_store(cache_path(base, "imports", digest))
+    if main_file:
+        # A script: its folder first on sys.path, as Python puts it (not with -I or -P).
+        paths = list(finder.paths)
+        if not options.get("isolated"):
+            paths.insert(0, os.path.dirname(main_file))
+        finder = ModuleFinder(paths, finder.editable, finder.searched)
+        finder.cache["__main__"] = ("source", main_file, None)
+    main = options.get("main")
+    if main and main in roots:
+        found = finder.find(main)
+        if found is not None and found[2] is not None:  # `-m pkg` runs pkg/__main__.py
+            main = main + ".__main__"
+            roots.append(main)
+    else:
+        main = "__main__" if main_file else None
+    return kind(finder, internal, store, main, runs, hashes), roots, resolved
 
 
 def file_content(path: str, hashes: HashCache | None) -> tuple[str, bytes | None]:
