@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 # Words in more files than this are settled by the walk from the roots.
 WIDE = 600
 # A question that needs more searches of the files than this is the walk's too.
-BUDGET = 200
+BUDGET = 40
 # What a computed import's file holds (a door: startup.py opens one with a prefix).
 DOOR_WORDS = ("import_module", "__import__")
 FUNCTION = CONTEXT_RANK["function"]
@@ -95,6 +95,7 @@ class Demand:
         self.search = search
         self.wide = wide
         self.budget = budget
+        self.started = 0  # the searches done before the question being answered
         # (word, scope: "in:TOP" or "out:TOP") -> the files that hold it
         self.hits: dict[tuple[str, str], list[str]] = {}
         self.doors: dict[str, bool] = {}  # file -> it calls import_module or __import__
@@ -319,6 +320,8 @@ class Demand:
             if (word, scope) not in self.hits:
                 groups.setdefault(scope, set()).add(word)
         for scope, words in sorted(groups.items()):
+            if self.search.runs - self.started >= self.budget:
+                raise Wide(f"over {self.budget} searches of the files")
             found = self.search(sorted(words), self.scope(scope))
             for word in words:
                 self.hits[(word, scope)] = found[word]
@@ -385,6 +388,7 @@ class Demand:
         from a root's module; {"context": None}: no path (every file that names it read).
         A module missing here: {"context": None, "absent": true, "importers": {module:
         its reach}}, the modules that import it, each as surely as startup runs them."""
+        self.started = self.search.runs
         if not self.present(name):
             importers = sorted({m for m, _ in self.naming(name)})
             return {
@@ -397,7 +401,6 @@ class Demand:
         buckets: list[list[tuple[str, str | None, dict[str, Any] | None]]] = [[] for _ in CONTEXTS]
         buckets[0].append((name, None, None))
         answer: tuple[int, str] | None = None  # (rank, the seed it goes through)
-        searches = self.search.runs
         for rank in range(len(CONTEXTS)):
             level = buckets[rank]
             while level and not (answer and answer[0] <= rank):
@@ -415,8 +418,6 @@ class Demand:
                 for module in settled:
                     if answer and answer[0] <= rank:
                         break
-                    if self.search.runs - searches > self.budget:
-                        raise Wide(f"{name}: over {self.budget} searches")
                     for importer, via, own in self.importers(module):
                         into = max(rank, own)
                         if importer in best:
