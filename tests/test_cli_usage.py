@@ -100,8 +100,13 @@ def value_eaten_by_an_option(c: str, p: argparse.ArgumentParser) -> Mistake:
     return Mistake(argv=[c, *required_words(p), "--inventory", "--quiet"], token="--inventory")
 
 
+def _numeric(action: argparse.Action) -> bool:
+    """An option that takes a number: checked for its range (envsync/cli/ranges.py)."""
+    return getattr(action.type, "__module__", None) == "envsync.cli.ranges"
+
+
 def not_a_number(c: str, p: argparse.ArgumentParser) -> Mistake | None:
-    option = valued(p, lambda a: a.type in (int, float))
+    option = valued(p, _numeric)
     if option is None:
         return None
     return Mistake(argv=[c, *required_words(p), option, "many"], token="many")

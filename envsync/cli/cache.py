@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
+from envsync.cli.ranges import megabytes
 from envsync.exitcodes import ExitCode
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def add_command(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table", help="default: table")
     p.add_argument(
         "--max-size",
-        type=float,
+        type=megabytes,
         metavar="MB",
         help="prune: to this size in MB, each cache (default: its cap)",
     )

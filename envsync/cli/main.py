@@ -15,6 +15,7 @@ from envsync.cli.completion import complete
 from envsync.cli.options import Invocation, SessionOptions
 from envsync.cli.output import err, note
 from envsync.cli.parser import build_parser
+from envsync.cli.ranges import check_environment
 from envsync.errors import EnvsyncError
 from envsync.exitcodes import ExitCode
 from envsync.runner import Runners, stop_all
@@ -117,6 +118,7 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     output.DROPPED.clear()
     try:
+        check_environment(os.environ)
         code = int(invocation.run(_session(invocation.session, runners)))
     except EnvsyncError as e:
         err(str(e))

@@ -7,7 +7,7 @@ import argparse
 from functools import partial
 
 from envsync import __version__
-from envsync.cli import cache, commands, completion, options
+from envsync.cli import cache, commands, completion, options, ranges
 from envsync.cli.usage import Parser, link
 from envsync.collect import DEFAULT_TIMEOUT
 from envsync.collect.importcheck import DEFAULT_TIMEOUT as IMPORT_TIMEOUT
@@ -23,7 +23,11 @@ from envsync.sources.states import KEEP
 def _seconds(p: argparse.ArgumentParser, flag: str, default: float, what: str) -> None:
     """An option of SECONDS whose help says its default."""
     p.add_argument(
-        flag, type=float, default=default, metavar="SECONDS", help=f"{what} (default {default:g})"
+        flag,
+        type=ranges.seconds,
+        default=default,
+        metavar="SECONDS",
+        help=f"{what} (default {default:g})",
     )
 
 
@@ -69,22 +73,6 @@ def _collect_options(p: argparse.ArgumentParser) -> None:
     _ssh_options(p)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
-    return value
-
-
-def _duration(text: str) -> float:
-    from envsync.report.watch import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
-
-
 def _state_options(p: argparse.ArgumentParser, *, records: bool = False) -> None:
     """Where hosts' states are kept (HOST@good, HOST@-1, HOST@TIME read them); `records`:
     the command records one (a ready deploy or smoke, a lock, a watch)."""
@@ -97,7 +85,7 @@ def _state_options(p: argparse.ArgumentParser, *, records: bool = False) -> None
     if records:
         p.add_argument(
             "--keep-states",
-            type=_positive,
+            type=ranges.count(1),
             default=KEEP,
             metavar="N",
             help=f"keep the last N recorded states of a host (default {KEEP}), and always "
@@ -115,7 +103,7 @@ def _jobs_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-j",
         "--jobs",
-        type=int,
+        type=ranges.count(1),
         default=JOBS,
         metavar="N",
         help=f"collect from at most N hosts at once (default {JOBS})",
@@ -145,7 +133,7 @@ def _report_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--probe-timeout",
         dest="import_check_timeout",
-        type=float,
+        type=ranges.seconds,
         default=argparse.SUPPRESS,
         metavar="SECONDS",
         help=argparse.SUPPRESS,
@@ -322,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-fail",
+        type=ranges.failures,
         default="0",
         metavar="N",
         help="a batch stops the rollout (and is rolled back) when more than N of its hosts "
@@ -409,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     when = p.add_mutually_exclusive_group(required=True)
     when.add_argument(
         "--every",
-        type=_duration,
+        type=ranges.duration,
         metavar="DURATION",
         help="run every DURATION (30s, 10m, 1h) until SIGTERM (exit 0) or Ctrl-C",
     )

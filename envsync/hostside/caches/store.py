@@ -44,10 +44,12 @@ def cap_from_env(name: str, default: int) -> int:
     """A cache cap in bytes from the variable `name` (megabytes), else `default`."""
     given = os.environ.get(name)
     if given:
-        try:
-            return max(0, int(float(given) * (1 << 20)))
+        try:  # envsync refuses a value out of range; here one is the default (never a crash)
+            value = float(given)
+            if value >= 0 and value <= float(1 << 20):
+                return int(value * (1 << 20))
         except ValueError:
-            return default
+            pass
     return default
 
 

@@ -31,8 +31,8 @@ def workers() -> int:
     """How many processes parse: the cores this process may run on (at most 32)."""
     given = os.environ.get("ENVSYNC_PARSE_JOBS")
     if given:
-        try:
-            return max(1, int(given))
+        try:  # envsync refuses a value out of range; here one is 1 (never a crash)
+            return min(max(1, int(given)), 256)
         except ValueError:
             return 1
     try:
