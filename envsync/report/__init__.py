@@ -73,6 +73,10 @@ FLEET_RENDERERS: dict[str, Callable[[], FleetRenderer]] = {
 FORMATS = tuple(RENDERERS)
 FLEET_FORMATS = tuple(FLEET_RENDERERS)
 ESCAPING = frozenset({"json"})  # JSON escapes control characters itself; the others show them
+# What a report's strings keep as they are: a tab. Every field of a report is one line (a
+# name, a sentence, a statement): a newline in one came from a host (a file's name) and is
+# shown as \x0a, never as a line break or, wrapped, a space.
+KEEP = "\t"
 
 
 def render(
@@ -89,7 +93,7 @@ def render(
     if load is None:
         raise ValueError(f"unknown report format {fmt!r}")
     if fmt not in ESCAPING:
-        reports = printable_data(tuple(reports))
+        reports = printable_data(tuple(reports), keep=KEEP)
     return load().render(reports, View(color=color, width=width, fail_on=fail_on))
 
 
@@ -109,7 +113,7 @@ def render_fleet(
     if load is None:
         raise ValueError(f"no fleet view in format {fmt!r}")
     if fmt not in ESCAPING:
-        reports = printable_data(tuple(reports))
+        reports = printable_data(tuple(reports), keep=KEEP)
     return load().render_fleet(build_fleet(reports, classes), View(color=color, width=width))
 
 

@@ -155,3 +155,25 @@ def test_table_groups_and_colors_only_on_request() -> None:
     assert plain.index("fatal") < plain.index("risky") < plain.index("benign")
     assert "\x1b[" in render("table", [REPORT], color=True)
     assert "no drift" in render("table", [CLEAN])
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f not in ("json", "prometheus")])
+def test_a_newline_in_a_file_name_is_shown_as_an_escape(fmt: str) -> None:
+    """A file's name from a host may hold a newline: every format that shows names (JSON
+    escapes it itself; Prometheus counts) shows it as \\x0a, never as a line break, nor
+    wrapped into a space."""
+    name = "sglang/srt/evil\nname.py"
+    finding = Finding(
+        subject=name,
+        kind="file",
+        reference="a" * 64,
+        target=None,
+        severity="benign",
+        reason=f"{name} missing on the target: no import path from startup reaches it.",
+        decided_by="import-graph",
+        evidence=(Evidence(source="import-graph", detail="not imported", file=name),),
+    )
+    report = Report(reference="ct129", target="ct200", findings=(finding,))
+    text = render(fmt, [report], width=400)
+    assert "evil\\x0aname.py" in text
+    assert "evil\nname" not in text and "evil name" not in text
