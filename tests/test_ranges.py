@@ -13,6 +13,7 @@ import pytest
 from envsync.cli.main import main
 from envsync.cli.parser import build_parser
 from envsync.hostside.caches.store import DEFAULT_CAP, cap_from_env
+from tests.figures import add
 
 pytestmark = pytest.mark.quick
 
@@ -62,6 +63,7 @@ def test_nonsense_is_refused_in_one_line_with_exit_2(
         if code == 2 and f"{option}: '{value}'" in err:
             refused.append(value)
             assert err.count("\n") <= 2 and "Traceback" not in err, err
+    add("inputs tried per parser", "numeric options sent nonsense", len(NONSENSE))
     # 0 is a cap (prune everything) or a count of failures allowed (none) for some
     assert set(NONSENSE) - set(refused) <= {"0"}
     assert {"-1", "nan", "inf", "1e400", "many"} <= set(refused)

@@ -11,7 +11,7 @@ import json
 import os
 import re
 
-from ..facts.files import read_bytes
+from ..facts.files import MODULE_BOUND, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class Mentions:
             data = self.texts.get(path)
             if data is None:
                 try:
-                    data = self.texts[path] = read_bytes(path)
+                    data = self.texts[path] = read_bytes(path, MODULE_BOUND)
                 except OSError:
                     return None
             # Test only the lines that hold the name: a regex over whole files is slow.

@@ -44,9 +44,12 @@ def workers() -> int:
 
 def parse(data: bytes, name: str, is_package: bool, as_main: bool, runs: tuple[str, ...]) -> Parsed:
     """One file's facts, as GraphBuilder.facts makes them (in a worker, or here)."""
-    from ..facts.files import source_text
+    from ..facts.files import TOKEN_BOUND, marks, source_text
     from .analyse import analyze_source
 
+    found = marks(data)
+    if found > TOKEN_BOUND:  # its syntax tree would cost more memory than the bound allows
+        return ("error", f"not read: {found} marks of syntax, over the {TOKEN_BOUND} bound")
     text = source_text(data)
     left = RETRIES
     while True:

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import time
 
-from ..facts.files import read_bytes
+from ..facts.files import MODULE_BOUND, read_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class Search:
             if fences and path.startswith(fences):
                 continue
             try:
-                data = read_bytes(path)
+                data = read_bytes(path, MODULE_BOUND)
             except OSError:
                 self.unreadable.add(path)
                 continue

@@ -20,7 +20,14 @@ import stat
 from ..caches.folder import cache_path
 from ..caches.mentions import Mentions
 from ..caches.store import Store, open_store
-from ..facts.files import keep_digest, known_digest, read_bytes
+from ..facts.files import (
+    MODULE_BOUND,
+    TooLarge,
+    keep_digest,
+    known_digest,
+    read_bytes,
+    stream_sha256,
+)
 from ..shared import RUNS
 from .finder import ModuleFinder
 from .parallel import Ahead, parse, workers
@@ -141,7 +148,11 @@ def file_content(path: str, hashes: HashCache | None) -> tuple[str, bytes | None
     known = known_digest(path, st, cache)
     if known is not None:
         return known, None
-    data = read_bytes(path)
+    if os.stat(path).st_size > MODULE_BOUND:  # hashed in pieces, never held (nor parsed)
+        sha = stream_sha256(path)
+        keep_digest(path, st, sha, cache)
+        return sha, None
+    data = read_bytes(path, MODULE_BOUND)
     sha = hashlib.sha256(data).hexdigest()
     keep_digest(path, st, sha, cache)
     return sha, data
@@ -296,7 +307,10 @@ class GraphBuilder:
             key, as_main, runs = self.key(name, sha, found[2])
             if key not in self.store:
                 if data is None:
-                    data = read_bytes(found[1])
+                    try:
+                        data = read_bytes(found[1], MODULE_BOUND)
+                    except OSError:
+                        continue  # read in its turn, which says why
                 self.ahead.submit(key, data, name, found[2] is not None, as_main, runs)
 
     def content(self, path: str) -> tuple[str, bytes | None]:
@@ -389,10 +403,10 @@ class GraphBuilder:
                 self.keys[name] = key
                 return facts
             if data is None:
-                data = read_bytes(origin)
+                data = read_bytes(origin, MODULE_BOUND)
         except OSError as e:
             info["kind"] = "error"
-            info["error"] = f"cannot read: {e.strerror}"
+            info["error"] = f"{'not' if isinstance(e, TooLarge) else 'cannot'} read: {e.strerror}"
             info.pop("sha256", None)
             return None
         # ast: only when something is to be parsed (ahead, in a worker, or here)
