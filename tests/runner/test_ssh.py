@@ -255,6 +255,11 @@ known_hosts = "{kh}"
                 host,
                 err,
             )
+        # diff collects the reference and the target at once: the same line for the target
+        code, out, err = run(capsys, "--inventory", str(inv), "diff", "a-local", "nopython")
+        last = err.strip().splitlines()[-1]
+        assert code == 3 and "Socket is closed" not in err, err
+        assert last.startswith("envsync: ") and expected["nopython"] in last, err
     finally:
         silent.close()
 
