@@ -60,3 +60,44 @@ def test_a_bad_action_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit) as exit_:
         run_cli(capsys, "cache", "purge")
     assert exit_.value.code == 2 and "purge" in capsys.readouterr().err
+
+
+def test_a_cache_folder_that_is_a_link_is_never_cleared_through(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Another user's link at the cache's name: clear refuses in one line, and what the
+    link points to stays whole."""
+    elsewhere = tmp_path / "someone-elses"
+    elsewhere.mkdir()
+    (elsewhere / "precious").write_bytes(b"z" * 5000)
+    root = wire.folder().parent
+    root.parent.mkdir(parents=True, exist_ok=True)
+    root.symlink_to(elsewhere)
+    code, _, err = run_cli(capsys, "cache", "clear")
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{root} is a link to {elsewhere}" in err and "never clears through a link" in err
+    assert (elsewhere / "precious").read_bytes() == b"z" * 5000
+
+
+def test_a_received_folder_that_is_a_link_is_never_pruned_nor_counted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "root-only"
+    elsewhere.mkdir()
+    for i in range(5):
+        (elsewhere / f"file{i}").write_bytes(b"r" * 100_000)
+    _fill(3, 100_000)
+    received = wire.folder()
+    for entry in received.iterdir():
+        entry.unlink()
+    received.rmdir()
+    received.symlink_to(elsewhere)
+    code, _, err = run_cli(capsys, "cache", "prune", "--max-size", "0")
+    assert code == 0 and "pruned 0.0 MB from received/" in err
+    assert sorted(p.name for p in elsewhere.iterdir()) == [f"file{i}" for i in range(5)]
+    kept = received.parent / "facts-0123456789abcdef-py311" / "cd"
+    kept.mkdir(parents=True)
+    (kept / "entry.json").write_bytes(b"y" * 200_000)
+    code, _, err = run_cli(capsys, "cache", "clear")  # those facts, and the link itself
+    assert code == 0 and "cleared 0.2 MB" in err, err  # never what the link points to
+    assert not received.is_symlink() and len(list(elsewhere.iterdir())) == 5

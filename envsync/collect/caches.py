@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envsync.collect import wire
+from envsync.errors import InputError
 from envsync.hostside.caches import store
 
 
@@ -53,7 +54,7 @@ def _kind(path: Path, root: Path) -> str:
 
 def _area(name: str, root: Path, cap: int, *, skip: tuple[str, ...]) -> CacheArea:
     kinds: dict[str, list[int]] = {}
-    if root.is_dir():
+    if root.is_dir() and not root.is_symlink():  # never counted through a link
         for dirpath, dirnames, filenames in os.walk(root):
             if Path(dirpath) == root:
                 dirnames[:] = [d for d in dirnames if d not in skip]
@@ -91,7 +92,27 @@ def prune(max_bytes: int | None = None) -> tuple[int, int]:
 
 
 def clear() -> int:
-    """Remove both folders whole. Returns the bytes they held."""
-    held = sum(a.bytes for a in areas())
-    shutil.rmtree(wire.folder().parent, ignore_errors=True)
-    return held
+    """Remove both folders whole, never through a link (InputError when the cache folder
+    is one). Returns the bytes really removed."""
+    root = wire.folder().parent
+    if root.is_symlink():
+        raise InputError(
+            f"{root} is a link to {os.readlink(root)}: envsync never clears through a link",
+            tip=f"remove the link (rm {root}), or clear what it points to by hand",
+        )
+    held = _held(root)
+    shutil.rmtree(root, ignore_errors=True)  # a link inside is removed, never followed
+    return held - _held(root)
+
+
+def _held(root: Path) -> int:
+    """The bytes of the files under `root`, no link followed (a link counts as itself)."""
+    total = 0
+    if root.is_dir() and not root.is_symlink():
+        for dirpath, _, filenames in os.walk(root):
+            for name in filenames:
+                try:
+                    total += os.lstat(os.path.join(dirpath, name)).st_size
+                except OSError:
+                    continue
+    return total

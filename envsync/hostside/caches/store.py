@@ -309,8 +309,11 @@ def remove(path: str) -> None:
 
 def entries(folder: str) -> list[tuple[int, int, str]]:
     """(mtime, size, path) of every file under `folder`, temporary files of failed writes
-    removed on the way."""
+    removed on the way; none when `folder` is a link (os.walk would follow it: another
+    user's link at a cache's name must not make a prune remove what it points to)."""
     found: list[tuple[int, int, str]] = []
+    if os.path.islink(folder):  # a cache never follows a link out of itself: nothing of it
+        return found
     now = time.time_ns()
     for dirpath, dirnames, filenames in os.walk(folder):
         # the host side's own copies (host-DIGEST/) are not facts: a running probe uses
