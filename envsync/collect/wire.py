@@ -269,10 +269,15 @@ def _remember(digest: str, text: bytes) -> None:
 def write(path: Path, data: bytes) -> None:
     """Write a file whole through a temporary file, or not at all: a failed write (a full
     disk) removes its temporary file, and raises."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from envsync.hostside.caches.store import NOFOLLOW, private_dirs
+
+    private_dirs(str(path.parent))
     tmp = Path(temp_name(f"{path}.{threading.get_ident()}"))  # threads of one process too
+    # never through a link planted at the temporary name, never over another's file
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o600)
     try:
-        tmp.write_bytes(data)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):

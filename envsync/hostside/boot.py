@@ -121,7 +121,10 @@ def make_base(base: str) -> bool:
     finally:
         os.umask(old)
     if not private(base):
-        note(base + " is not this user's, or others may write to it: not used")
+        note(
+            base + " is not this user's, or others may write to it: no cache is used "
+            "(make it this user's and 0700, or remove it)"
+        )
         return False
     return True
 
@@ -387,7 +390,9 @@ def main() -> int:
     digest = str(head["digest"])
     base = cache_base(head.get("cache"))
     blob = read_frame(sys.stdin.buffer)
-    folder = os.path.join(base, "host-" + digest) if base and make_base(base) else None
+    if base and not make_base(base):
+        base = None  # neither its copy of the host side nor any cache: nothing read there
+    folder = os.path.join(base, "host-" + digest) if base else None
     if folder is not None and ready(folder) and not verified(folder, digest):
         note(folder + " is not the bundle its name says (damaged, or changed): rewritten")
         discard(folder)

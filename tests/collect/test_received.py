@@ -119,11 +119,25 @@ def test_the_folder_stays_under_its_cap(monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_failed_write_leaves_no_temporary_file(monkeypatch: pytest.MonkeyPatch) -> None:
     target = wire.folder() / "chunk-x.json"
 
-    def full(self: Path, data: bytes) -> int:
-        self.open("wb").write(data[:10])  # the disk filled up part of the way
-        raise OSError(28, "No space left on device")
+    real = os.fdopen
+
+    class Full:
+        """A file on a disk that fills up part of the way through the write."""
+
+        def __init__(self, fd: int, mode: str) -> None:
+            self.file = real(fd, mode)
+
+        def __enter__(self) -> Full:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.file.close()
+
+        def write(self, data: bytes) -> int:
+            self.file.write(data[:10])
+            raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patched, pytest.raises(OSError):
-        patched.setattr(Path, "write_bytes", full)
+        patched.setattr(os, "fdopen", Full)
         wire.write(target, b"x" * 100)
     assert list(wire.folder().iterdir()) == []

@@ -290,16 +290,36 @@ def bound(folder: str | None, cap: int | None = None) -> int:
 def write_file(path: str, data: bytes) -> bool:
     """Write a file whole through a temporary file, or not at all (its temporary removed)."""
     tmp = temp_name(path)
+    made = False
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
+        private_dirs(os.path.dirname(path))
+        # never through a link planted at the temporary name, never over another's file
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o600)
+        made = True
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
         WRITTEN[0] += 1
         return True
     except OSError:
-        remove(tmp)
+        if made:  # ours: a planted file at the name is left alone
+            remove(tmp)
         return False
+
+
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def private_dirs(folder: str) -> None:
+    """`folder` and the folders above it that do not exist yet, made 0700 whatever the
+    umask (os.makedirs gives the ones above the default mode)."""
+    if os.path.isdir(folder):
+        return
+    old = os.umask(0o077)
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    finally:
+        os.umask(old)
 
 
 def remove(path: str) -> None:

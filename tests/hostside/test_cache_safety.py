@@ -1,0 +1,89 @@
+"""The caches another user can touch: a cache folder that is not this user's alone is not
+used at all; a link planted at a temporary file's name is never written through; every
+folder a cache makes is 0700 whatever the umask."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from envsync.collect import wire
+from envsync.hostside import protocol
+from envsync.hostside.caches.store import write_file
+from envsync.hostside.shared import temp_name
+from envsync.runner.bundle import host_argv, host_input
+from tests.figures import add
+
+
+@pytest.mark.parametrize("how", ["writable by others", "another user's"])
+def test_a_cache_folder_not_this_users_alone_is_not_used(tmp_path: Path, how: str) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    if how == "writable by others":
+        cache.chmod(0o777)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("giving a folder to another user needs root")
+        nobody = pwd.getpwnam("nobody")
+        os.chown(cache, nobody.pw_uid, nobody.pw_gid)
+    options = {"roots": ["envsync.model.vocab"], "internal": ["envsync"]}
+    done = subprocess.run(
+        host_argv(sys.executable, protocol.COLLECT, [json.dumps(options)], cache_dir=str(cache)),
+        input=host_input(),
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-1000:]
+    assert list(cache.iterdir()) == []  # nothing read there, nothing written
+    err = done.stderr.decode()
+    assert f"envsync: {cache} is not this user's, or others may write to it" in err
+    assert "no cache is used" in err and err.count("\n") == 1
+    add("caches, engines and bounds (cases held per item)", "cache folder not private: unused")
+
+
+def test_a_link_at_a_temporary_name_is_never_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "root-only"
+    victim.write_bytes(b"precious")
+    path = tmp_path / "cache" / "facts" / "entry.json"
+    path.parent.mkdir(parents=True)
+    link = Path(temp_name(str(path)))
+    link.symlink_to(victim)
+    assert write_file(str(path), b"new entry") is False
+    assert victim.read_bytes() == b"precious" and link.is_symlink() and not path.exists()
+    # envsync's own received/ too (its temporary name carries the thread)
+    target = wire.folder() / "chunk-y.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    planted = Path(temp_name(f"{target}.{threading.get_ident()}"))
+    planted.symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        wire.write(target, b"chunk")
+    assert victim.read_bytes() == b"precious" and planted.is_symlink()
+    add("caches, engines and bounds (cases held per item)", "links at temporary names", 2)
+
+
+def test_every_folder_a_cache_makes_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        path = tmp_path / "a" / "b" / "c" / "entry.json"
+        assert write_file(str(path), b"x")
+        received = Path(os.environ["HOME"]) / ".cache" / "envsync" / "received"
+        wire.write(received / "known-z", b"{}")
+    finally:
+        os.umask(old)
+    for folder in (
+        tmp_path / "a",
+        tmp_path / "a" / "b",
+        tmp_path / "a" / "b" / "c",
+        received.parent,
+        received,
+    ):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
