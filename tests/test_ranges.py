@@ -64,9 +64,17 @@ def test_nonsense_is_refused_in_one_line_with_exit_2(
             refused.append(value)
             assert err.count("\n") <= 2 and "Traceback" not in err, err
     add("inputs tried per parser", "numeric options sent nonsense", len(NONSENSE))
-    # 0 is a cap (prune everything) or a count of failures allowed (none) for some
-    assert set(NONSENSE) - set(refused) <= {"0"}
+    # 0 means something for these: a cap (prune everything), no failure allowed, no wait
+    zero = {"--max-size", "--max-fail", "--wait"}
+    assert set(NONSENSE) - set(refused) == ({"0"} if option in zero else set())
     assert {"-1", "nan", "inf", "1e400", "many"} <= set(refused)
+
+
+@pytest.mark.parametrize("value", ["0", "2.5", "604800"])
+def test_a_wait_of_zero_or_more_is_taken(value: str) -> None:
+    from envsync.cli.ranges import wait
+
+    assert wait(value) == float(value)
 
 
 @pytest.mark.parametrize(

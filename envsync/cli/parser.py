@@ -20,11 +20,13 @@ from envsync.sources.session import ENGINES, JOBS
 from envsync.sources.states import KEEP
 
 
-def _seconds(p: argparse.ArgumentParser, flag: str, default: float, what: str) -> None:
-    """An option of SECONDS whose help says its default."""
+def _seconds(
+    p: argparse.ArgumentParser, flag: str, default: float, what: str, *, zero: bool = False
+) -> None:
+    """An option of SECONDS whose help says its default (`zero`: 0 means something)."""
     p.add_argument(
         flag,
-        type=ranges.seconds,
+        type=ranges.wait if zero else ranges.seconds,
         default=default,
         metavar="SECONDS",
         help=f"{what} (default {default:g})",
@@ -151,6 +153,7 @@ def _wait_option(p: argparse.ArgumentParser) -> None:
         0.0,
         "when another envsync is changing the target, queue behind it for up to SECONDS; "
         "0 exits 6 at once",
+        zero=True,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable, Mapping
 
 from envsync.errors import InputError
@@ -33,6 +34,16 @@ def seconds(text: str) -> float:
     if value is None or not 0 < value <= SECONDS_MAX:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a number of seconds above 0 and at most {SECONDS_MAX:.0f} (a week)"
+        )
+    return value
+
+
+def wait(text: str) -> float:
+    """SECONDS to wait: 0 (not at all) or more, at most SECONDS_MAX."""
+    value = _number(text)
+    if value is None or not 0 <= value <= SECONDS_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds from 0 to {SECONDS_MAX:.0f} (a week)"
         )
     return value
 
@@ -81,7 +92,7 @@ def failures(text: str) -> str:
     the batch up to 100%."""
     number, percent = text[:-1] if text.endswith("%") else text, text.endswith("%")
     high = 100 if percent else COUNT_MAX
-    if not (number.isdigit() and int(number) <= high):
+    if not (re.fullmatch("[0-9]+", number) and int(number) <= high):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a count of hosts from 0 to {high}"
             if not percent

@@ -17,6 +17,7 @@ import sys
 import time
 
 from .caches.folder import cache_path, load_cache, save_cache
+from .caches.store import bound
 from .facts.editable import editable_mapping
 from .graph.demand import BUDGET, WIDE, Demand, Reader, Wide
 from .graph.finder import ModuleFinder
@@ -35,6 +36,7 @@ def answer(options: dict[str, Any], base: str | None, digest: str) -> dict[str, 
     paths = [p for p in sys.path if p]
     hashes_path = cache_path(base, "hashes", digest)
     hashes = load_cache(hashes_path) if hashes_path else None
+    before = dict(hashes) if hashes is not None else None
     finder = ModuleFinder(paths, editable_mapping(paths))
     launch = dict(options, roots=list(options.get("launch") or []))
     reader, _, _ = builder(Reader, launch, finder, base, digest, hashes)
@@ -62,8 +64,9 @@ def answer(options: dict[str, Any], base: str | None, digest: str) -> dict[str, 
         except Wide as e:
             answers[module] = {"wide": str(e)}
     reader.mentions.close()
-    if hashes_path and hashes is not None:
+    if hashes_path and hashes is not None and hashes != before:
         save_cache(hashes_path, hashes)
+    bound(base)  # the cache folder under its cap, as the probe leaves it
     return {
         "answers": answers,
         "parsed": reader.parsed,

@@ -27,6 +27,19 @@ from envsync.runner.local import LocalRunner
 from envsync.sources.inventory import HostSpec
 from tests.helpers import make_venv, site_packages
 
+
+def lazy(table: str) -> str:
+    """A module whose __getattr__ serves names from a table of submodules."""
+    return (
+        f"_LAZY = {table}\n"
+        "def __getattr__(name):\n"
+        "    if name in _LAZY:\n"
+        "        import importlib\n"
+        "        return getattr(importlib.import_module(_LAZY[name], __name__), name)\n"
+        "    raise AttributeError(name)\n"
+    )
+
+
 FILES = {
     "svc/__init__.py": "VERSION = 1\n",
     "svc/main.py": (
@@ -45,6 +58,11 @@ FILES = {
         "if TYPE_CHECKING:\n"
         "    import typing_dep\n"
         "import gone_dep\n"
+        "from lz import Thing\n"
+        "from ch import Foo\n"
+        "from dl import Baz\n"
+        "from cm import X\n"
+        "import edpkg.core\n"
         "\n"
         "def later():\n"
         "    import fn_dep\n"
@@ -93,8 +111,39 @@ FILES = {
     "orphan.py": "import leaf\nimport fn_dep\n",
     "unrelated/__init__.py": "import orphan\n",
     "site_hook.pth": "import pth_dep\n",
+    # a lazy table's owner in a subpackage: lz.sub runs only through impl's own import
+    "lz/__init__.py": lazy('{"Thing": ".sub.impl"}'),
+    "lz/sub/__init__.py": "",
+    "lz/sub/impl.py": "from . import helper\nThing = 1\n",
+    "lz/sub/helper.py": "import lzdep\n",
+    "lzdep.py": "",
+    # a table sending a name to another table
+    "ch/__init__.py": lazy('{"Foo": ".inner"}'),
+    "ch/inner/__init__.py": lazy('{"Foo": ".impl"}'),
+    "ch/inner/impl.py": "import chdep\nFoo = 1\n",
+    "chdep.py": "",
+    # a table made from the package's folder: it names no submodule
+    "dl/__init__.py": (
+        "import sys\n"
+        "from typing import TYPE_CHECKING\n"
+        "from .utils import _LazyModule, define_import_structure\n"
+        "if TYPE_CHECKING:\n"
+        "    from .impl import *\n"
+        "else:\n"
+        "    _file = globals()['__file__']\n"
+        "    sys.modules[__name__] = _LazyModule(__name__, _file, define_import_structure(_file))\n"
+    ),
+    "dl/utils.py": "def _LazyModule(*a): pass\ndef define_import_structure(f): return {}\n",
+    "dl/impl.py": "import dldep\n__all__ = ['Baz']\nBaz = 1\n",
+    "dldep.py": "",
+    # a chain of tables that ends in a missing module: two owners, each only "if"
+    "cm/__init__.py": lazy('{"X": ".inner"}'),
+    "cm/inner/__init__.py": lazy('{"X": ".gone"}'),
+    # an editable install's package, mapped by its finder (written by the fixture)
+    "edleaf.py": "",
 }
-NOT_IN_THE_WALK = ("orphan", "unrelated", "typing_dep")
+EDITABLE = {"edpkg/__init__.py": "", "edpkg/core.py": "import edleaf\n"}
+NOT_IN_THE_WALK = ("orphan", "unrelated", "typing_dep", "json")
 ROOTS = (
     (Root(module="svc.main", reason="the service", label="entry"),),
     (
@@ -111,6 +160,13 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for rel, text in FILES.items():
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_text(text)
+    src = python.parent.parent.parent / "src"
+    for rel, text in EDITABLE.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    (site / "__editable___edpkg_0_1_finder.py").write_text(
+        f"MAPPING = {{'edpkg': {str(src / 'edpkg')!r}}}\n"
+    )
     return python
 
 
@@ -189,6 +245,11 @@ def test_each_module_is_reached_as_surely_as_the_whole_walk_says(
     assert oracle["optional_dep"].context == "try"
     assert oracle["pth_dep"].context == "module"  # a .pth line, at every start
     assert "orphan" not in oracle and "typing_dep" not in oracle
+    assert oracle["lz.sub"].parent == "lz.sub.impl"  # not run with its owner: through impl
+    assert oracle["chdep"].context == "if"  # a table's table: two owners, each only "if"
+    assert oracle["dldep"].context == "module"
+    assert oracle["cm.inner"].context == "if"  # one of two owners, one of them missing
+    assert oracle["edleaf"].context == "module"  # through the editable package
     if governed:  # never through svc.main's function: through the plugin that imports it
         assert oracle["fn_dep"].parent == "svc.plugins.loader"
 
@@ -212,3 +273,19 @@ def test_a_word_in_too_many_files_is_left_to_the_whole_walk(python: Path) -> Non
     got = ask(python, ROOTS[0], ["shared_dep"], wide=1)["shared_dep"]
     assert got.wide is not None and "may import shared_dep" in got.wide
     assert got.context is None
+
+
+def test_a_script_run_as_main_is_climbed_to(python: Path, tmp_path: Path) -> None:
+    script = tmp_path / "run.py"
+    script.write_text("import leaf\n")
+    options = ProbeOptions(roots=(f"script:{script}",), internal=("run",), cache_dir="")
+    spec = HostSpec(name="t", python=str(python))
+    graph = collect(spec, LocalRunner("t"), options).startup
+    assert graph is not None
+    root = Root(module="__main__", reason="the script", label="script")
+    oracle = GraphIndex(graph).reach((*site_roots(graph), root))
+    assert oracle["leafdep"].context == "module"
+    answers = reach(spec, LocalRunner("t"), options, [("__main__", "module")], ["leaf", "leafdep"])
+    got = answers.reached
+    assert (got["leaf"].context, got["leafdep"].context) == ("module", "module")
+    assert got["leafdep"].path == ("__main__", "leaf", "leafdep")

@@ -21,7 +21,7 @@ import json
 import os
 import time
 
-from ..facts.files import open_regular, read_bytes
+from ..facts.files import MODULE_BOUND, open_regular, read_bytes
 from ..graph.parallel import parse
 from ..graph.startup import GraphBuilder, file_content, well_formed
 from ..shared import racy, text_digest
@@ -168,7 +168,11 @@ class Patcher:
         facts = self.store.get(new_key)
         if facts is None:
             is_package, as_main, runs = parts
-            status, facts = parse(data or read_bytes(origin), name, is_package, as_main, runs)
+            try:
+                data = data or read_bytes(origin, MODULE_BOUND)
+            except OSError:
+                return None  # past the bound, or unreadable: the walk says which
+            status, facts = parse(data, name, is_package, as_main, runs)
             if status != "ok":
                 return None
             self.store.put(new_key, facts)

@@ -312,14 +312,20 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 def private_dirs(folder: str) -> None:
     """`folder` and the folders above it that do not exist yet, made 0700 whatever the
-    umask (os.makedirs gives the ones above the default mode)."""
-    if os.path.isdir(folder):
-        return
-    old = os.umask(0o077)
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-    finally:
-        os.umask(old)
+    umask (os.makedirs gives the ones above the default mode), the process's umask left
+    alone (threads write at once)."""
+    missing = []
+    while folder and not os.path.isdir(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    for path in reversed(missing):  # each level 0700 (a umask only takes bits away)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
 
 
 def remove(path: str) -> None:

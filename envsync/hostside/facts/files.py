@@ -41,13 +41,15 @@ def open_regular(path: str, follow: bool = True) -> int:
     return fd
 
 
-# The most of one module the host side reads and parses. A syntax tree costs about 1 KB of
-# memory per mark of syntax (punctuation, operators, line ends: a 4 MB literal `[1,1,...]`
-# takes 2 GB); the torch stack's largest module, 1.4 MB, has 105,000 marks and takes
-# 118 MB. Past either bound a module is not read: an error of its own (a door: never
-# benign), its path and size said; so one module costs the probe at most about 300 MB.
+# The most of one module the host side reads and parses. A syntax tree costs at most about
+# 1 KB of memory per mark of syntax (punctuation, operators, line ends: a 4 MB literal
+# `[1,1,...]` takes 2 GB); marks inside strings cost nothing, which the count cannot tell
+# (a 4 MB policy module of one string has 528,000 marks and parses in 27 MB). The torch
+# stack's largest module, 1.4 MB, has 156,000 marks and takes 118 MB. Past either bound a
+# module is not read: an error of its own (a door: never benign), its path and size said;
+# so one module costs a parse at most about 1 GB.
 MODULE_BOUND = 16 << 20  # bytes
-TOKEN_BOUND = 300_000  # marks of syntax
+TOKEN_BOUND = 1_000_000  # marks of syntax
 _MARKS = b",()[]{}=:.;\n+-*/%&|^~<>@"
 _WORDS = (b" and ", b" or ", b" if ", b" else ", b" in ", b" is ", b"not ")  # operators too
 

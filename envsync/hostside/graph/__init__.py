@@ -10,4 +10,7 @@ lazy          modules that bind names on demand (__getattr__ over a table of sub
 versionchecks the version checks a module runs at import
 model         the model the service serves, and the model modules that serve it
 parallel      files parsed ahead by a forked pool of workers
+demand        reachability by demand: from a module up to the roots, parsing only the
+              files that name it (the walk's rules, the walk's reader)
+search        which files hold some words (grep where the host has it)
 """

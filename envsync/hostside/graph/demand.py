@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-from ..facts.files import read_bytes
+from ..facts.files import MODULE_BOUND, read_bytes
 from ..shared import CONTEXT_RANK, CONTEXTS, weaker
 from .roots import package_submodules
 from .search import Search, holds
@@ -219,7 +219,9 @@ class Demand:
                     tiers = [(s, self.reader.mentions.tier(s, item)) for s in lazy["stars"]]
                     strong = [s for s, tier in tiers if tier == 2]
                     found = strong or [s for s, tier in tiers if tier == 1]
-        found = [f for f in found if self.present(f)]
+        # as GraphIndex keeps them: every owner the walk wanted, a missing one too (it
+        # makes a choice of several weaker); the standard library is out of the graph
+        found = [f for f in found if self.kind(f) not in ("stdlib", "builtin")]
         self._owners[key] = found
         return found
 
@@ -236,17 +238,38 @@ class Demand:
             if not words:
                 return
             asked.update(words)
-            found = set(self.site) if not seen else set()
+            found = set()
+            if not seen:  # the site's lines; the parent package, whose lazy table may
+                # list its folder (define_import_structure) and never name `name`
+                found |= set(self.site)
+                if "__main__" in self.seed_of:  # a script run as __main__: no module name
+                    found.add("__main__")
+                parent = name.rpartition(".")[0]
+                if parent and self.kind(parent) == "source":
+                    found.add(parent)
             for package, word in words:
                 found |= self.candidates(package, word, name)
-            for importer in sorted(found - seen, key=lambda m: (m not in self.seed_of, m)):
-                seen.add(importer)
-                for edge, targets in self.steps(importer):
-                    ranks = [rank for target, rank in targets if target == name]
-                    if ranks:
-                        yield importer, edge, min(ranks)
-                if self.kind(importer) == "source":
-                    self.lazy_words(importer, name)
+            while found - seen:
+                for importer in sorted(found - seen, key=lambda m: (m not in self.seed_of, m)):
+                    seen.add(importer)
+                    for edge, targets in self.steps(importer):
+                        ranks = [rank for target, rank in targets if target == name]
+                        if ranks:
+                            yield importer, edge, min(ranks)
+                    if self.kind(importer) == "source":
+                        self.lazy_words(importer, name)
+                        found |= self.skipped(importer, name)
+
+    def skipped(self, module: str, name: str) -> set[str]:
+        """The modules under `name` that `module`'s lazy table sends names to without
+        running `name` (an owner's parents are not run with it: `from lz import Thing`,
+        Thing in lz.sub.impl, runs lz.sub.impl, not lz.sub): such a module may run `name`
+        by a relative import that never names it."""
+        lazy = self.facts(module).get("lazy")
+        if lazy is None or module == name or module.startswith(name + "."):
+            return set()
+        owners = set(lazy["names"].values()) | set(lazy.get("stars") or ())
+        return {o for o in owners if o.startswith(name + ".") and self.present(o)}
 
     def words(self, name: str) -> list[tuple[str, str]]:
         """What an importer of `name` holds, as (package, word): `from package import
@@ -260,7 +283,10 @@ class Demand:
         lazy = self.facts(module).get("lazy")
         if lazy is None:
             return
-        names = [(module, item) for item, owner in sorted(lazy["names"].items()) if owner == name]
+        # through tables of tables too: `from module import item` runs each of its owners
+        names = [
+            (module, item) for item in sorted(lazy["names"]) if name in self.owners(module, item)
+        ]
         if name in lazy.get("stars", ()):  # any name it binds: every importer of the table
             parent, _, last = module.rpartition(".")
             names.append((parent, last))
@@ -272,9 +298,7 @@ class Demand:
         `import word`): inside package's top package, those that hold the word (a relative
         import names no package); elsewhere, those that hold the package's dotted name too.
         A door (a computed import opened to a package's modules, startup.py) is a file of
-        the top package, or one that names it, that calls import_module or __import__.
-        Modules of `name`'s own package are left out: whatever runs one of them runs
-        `name` with it, as surely."""
+        the top package, or one that names it, that calls import_module or __import__."""
         top = (package or word).partition(".")[0]
         qualifier = package or word
         self.fetch(self.wanted(package, word))
@@ -284,12 +308,11 @@ class Demand:
             files.update(self.hits[(door, inside)])
         elsewhere = set(self.hits[(word, outside)])
         files.update(p for p in self.hits[(qualifier, outside)] if p in elsewhere)
-        files.update(p for p in self.hits[(top, outside)] if self.opens(p))
-        own = tuple(os.path.join(t, "") for t in self.locations(name))
-        found = {
-            m for p in sorted(files) if not (own and p.startswith(own)) for m in self.modules_of(p)
-        }
-        found = {m for m in found if not m.startswith(name + ".")}
+        naming = self.hits[(top, outside)]
+        if len(files) + len(naming) > self.wide * 2:  # before any door file is read
+            raise Wide(f"{len(files) + len(naming)} files may import {name}")
+        files.update(p for p in naming if self.opens(p))
+        found = {m for p in sorted(files) for m in self.modules_of(p)}
         if len(found) > self.wide:
             raise Wide(f"{len(found)} modules may import {name}")
         return found
@@ -299,7 +322,7 @@ class Demand:
         known = self.doors.get(path)
         if known is None:
             try:
-                data = read_bytes(path)
+                data = read_bytes(path, MODULE_BOUND)
             except OSError:
                 raise Wide(f"{path} could not be read") from None
             known = self.doors[path] = any(holds(data, w, True) for w in DOOR_WORDS)
@@ -322,11 +345,12 @@ class Demand:
         for scope, words in sorted(groups.items()):
             if self.search.runs - self.started >= self.budget:
                 raise Wide(f"over {self.budget} searches of the files")
+            unreadable = len(self.search.unreadable)
             found = self.search(sorted(words), self.scope(scope))
+            if len(self.search.unreadable) > unreadable:  # never kept: asked again, wide again
+                raise Wide(f"{len(self.search.unreadable) - unreadable} files could not be read")
             for word in words:
                 self.hits[(word, scope)] = found[word]
-            if self.search.unreadable:
-                raise Wide(f"{len(self.search.unreadable)} files could not be read")
 
     def scope(self, scope: str) -> list[str]:
         """The folders and files a scope searches."""
@@ -363,15 +387,22 @@ class Demand:
 
     def modules_of(self, path: str) -> list[str]:
         """The names under which the import system finds this file (none: shadowed, or
-        not importable)."""
+        not importable): under an import folder, or under a folder an editable finder maps
+        a top-level name to."""
         found = self.names.get(path)
         if found is not None:
             return found
+        places = [(folder, "") for folder in self.search.folders]
+        places += [(os.path.abspath(p), top) for top, p in sorted(self.finder.editable.items())]
         found = []
-        for folder in self.search.folders:
-            if not path.startswith(folder + os.sep):
+        for folder, top in places:
+            if top and path == folder:  # an editable finder's single-file module
+                rel = [top]
+            elif path.startswith(folder + os.sep):
+                rel = path[len(folder) + 1 : -len(".py")].split(os.sep)
+                rel = [top, *rel] if top else rel
+            else:
                 continue
-            rel = path[len(folder) + 1 : -len(".py")].split(os.sep)
             if rel[-1] == "__init__":
                 rel = rel[:-1]
             if not rel or not all(part.isidentifier() for part in rel):
@@ -380,22 +411,30 @@ class Demand:
             hit = self.finder.find(name)
             if hit is not None and hit[1] is not None and _same(hit[1], path):
                 found.append(name)
-        self.names[path] = found
-        return found
+        self.names[path] = sorted(set(found))
+        return self.names[path]
 
     def reach(self, name: str) -> dict[str, Any]:
         """How surely startup runs `name`: {"context", "path"}, a path of that context
         from a root's module; {"context": None}: no path (every file that names it read).
         A module missing here: {"context": None, "absent": true, "importers": {module:
-        its reach}}, the modules that import it, each as surely as startup runs them."""
+        its reach}}, the modules that import it, each as surely as startup runs them.
+        The standard library is out of the walk's graph: {"context": None}. The question's
+        searches are bounded (`budget`), its importers' included."""
         self.started = self.search.runs
+        if self.kind(name) in ("stdlib", "builtin"):
+            return {"context": None, "path": []}
         if not self.present(name):
             importers = sorted({m for m, _ in self.naming(name)})
             return {
                 "context": None,
                 "absent": True,
-                "importers": {m: self.reach(m) for m in importers if m != name},
+                "importers": {m: self.climb(m) for m in importers if m != name},
             }
+        return self.climb(name)
+
+    def climb(self, name: str) -> dict[str, Any]:
+        """reach() of a module here: the climb from it to a root's module, surest first."""
         # best: module -> (rank of its surest path to `name`, the next module, the edge)
         best: dict[str, tuple[int, str | None, dict[str, Any] | None]] = {}
         buckets: list[list[tuple[str, str | None, dict[str, Any] | None]]] = [[] for _ in CONTEXTS]

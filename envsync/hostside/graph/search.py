@@ -58,30 +58,20 @@ class Search:
         self.seconds = 0.0  # spent searching
         self.unreadable: set[str] = set()
 
-    def __call__(
-        self,
-        words: Iterable[str],
-        folders: Sequence[str] | None = None,
-        skip: Sequence[str] = (),
-        whole: bool = True,
-    ) -> Hits:
-        """The files under `folders` (None: all; a `.py` file: itself), but those under
-        `skip`, that hold each word (`whole`: as a word of its own, as names are written;
-        else anywhere)."""
+    def __call__(self, words: Iterable[str], folders: Sequence[str]) -> Hits:
+        """The files under `folders` (a `.py` file: itself) that hold each word, as a word
+        of its own (as names are written)."""
         wanted = sorted({w for w in words if w})
         hits: Hits = {w: [] for w in wanted}
-        where = self.folders if folders is None else sorted({os.path.abspath(f) for f in folders})
+        where = sorted({os.path.abspath(f) for f in folders})
         where = [f for f in where if os.path.isdir(f) or (f.endswith(".py") and os.path.isfile(f))]
         if not wanted or not where:
             return hits
         self.runs += 1
         started = time.time()
-        listed = self._grep(wanted, where, whole) if self.grep else None
+        listed = self._grep(wanted, where) if self.grep else None
         files = sorted(listed) if listed is not None else self._walk(where)
-        fences = tuple(os.path.join(os.path.abspath(s), "") for s in skip)
         for path in files:
-            if fences and path.startswith(fences):
-                continue
             try:
                 data = read_bytes(path, MODULE_BOUND)
             except OSError:
@@ -89,15 +79,16 @@ class Search:
                 continue
             self.read += 1
             for word in wanted:
-                if holds(data, word, whole):
+                if holds(data, word, True):
                     hits[word].append(path)
         self.seconds += time.time() - started
         return hits
 
-    def _grep(self, words: list[str], folders: list[str], whole: bool) -> set[str] | None:
+    def _grep(self, words: list[str], folders: list[str]) -> set[str] | None:
         """The files holding any of `words`, as grep lists them (None: grep could not
-        read them all; Python reads them then, and knows which it could not)."""
-        argv = [str(self.grep), "-RlF" + ("w" if whole else ""), "--include=*.py", "--null"]
+        read them all; Python reads them then, and knows which it could not). In the C
+        locale: a word's letters are holds()'s, and grep reads bytes as bytes."""
+        argv = [str(self.grep), "-RlFw", "--include=*.py", "--null"]
         for word in words:
             argv += ["-e", word]
         try:
@@ -106,6 +97,7 @@ class Search:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 stdin=subprocess.DEVNULL,
+                env=dict(os.environ, LC_ALL="C"),
                 check=False,
             )
         except OSError:
@@ -116,17 +108,20 @@ class Search:
 
     def _walk(self, folders: list[str]) -> list[str]:
         out = []
-        seen: set[tuple[int, int]] = set()
         for folder in folders:
             if not os.path.isdir(folder):  # a file of its own
                 out.append(folder)
                 continue
-            for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
+            seen: set[tuple[int, int]] = set()  # each folder's own walk: a link back up
+            for dirpath, dirnames, filenames in os.walk(
+                folder, followlinks=True, onerror=lambda e: self.unreadable.add(str(e.filename))
+            ):
                 try:
                     st = os.stat(dirpath)
                 except OSError:
+                    self.unreadable.add(dirpath)
                     continue
-                if (st.st_dev, st.st_ino) in seen:  # a link back up: read once
+                if (st.st_dev, st.st_ino) in seen:  # read once
                     dirnames[:] = []
                     continue
                 seen.add((st.st_dev, st.st_ino))
