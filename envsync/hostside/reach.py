@@ -42,7 +42,7 @@ def answer(options: dict[str, Any], base: str | None, digest: str) -> dict[str, 
     reader, _, _ = builder(Reader, launch, finder, base, digest, hashes)
     assert isinstance(reader, Reader)
     site, pseudo = site_roots(reader.finder)
-    folders = [p for p in reader.finder.paths if not _stdlib(p, reader.finder.stdlib)]
+    folders = [p for p in reader.finder.paths if not reader.finder.in_stdlib(p)]
     folders += [p for p in finder.editable.values()]
     search = Search(folders, use_grep=options.get("grep", True) is not False)
     roots = [(str(m), str(c)) for m, c in options.get("roots") or []]
@@ -77,10 +77,6 @@ def answer(options: dict[str, Any], base: str | None, digest: str) -> dict[str, 
         "search_s": round(search.seconds, 3),
         "duration_s": round(time.time() - started, 3),
     }
-
-
-def _stdlib(path: str, stdlib: tuple[str, ...]) -> bool:
-    return path.startswith(stdlib) and "-packages" not in path
 
 
 def main(args: list[str], digest: str, cache: str | None) -> int:

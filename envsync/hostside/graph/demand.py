@@ -26,6 +26,7 @@ import os
 
 from ..facts.files import MODULE_BOUND, read_bytes
 from ..shared import CONTEXT_RANK, CONTEXTS, weaker
+from .analyse import IMPORT_CALLS
 from .roots import package_submodules
 from .search import Search, holds
 from .startup import GraphBuilder
@@ -43,7 +44,7 @@ WIDE = 600
 # A question that needs more searches of the files than this is the walk's too.
 BUDGET = 40
 # What a computed import's file holds (a door: startup.py opens one with a prefix).
-DOOR_WORDS = ("import_module", "__import__")
+DOOR_WORDS = IMPORT_CALLS
 FUNCTION = CONTEXT_RANK["function"]
 
 

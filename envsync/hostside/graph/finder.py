@@ -83,7 +83,7 @@ class ModuleFinder:
                 locations = spec.submodule_search_locations
                 if origin is None:
                     kind = "namespace" if locations is not None else "builtin"
-                elif origin.startswith(self.stdlib) and "-packages" not in origin:
+                elif self.in_stdlib(origin):
                     kind = "stdlib"
                 elif origin.endswith(".py"):
                     kind = "source"
@@ -92,6 +92,11 @@ class ModuleFinder:
                 result = (kind, origin, list(locations) if locations is not None else None)
         self.cache[name] = result
         return result
+
+    def in_stdlib(self, path: str) -> bool:
+        """Whether a path lies in the standard library's folders (not in a site folder
+        inside them)."""
+        return path.startswith(self.stdlib) and "-packages" not in path
 
     def find_mapped(self, name: str, path: str) -> Found:
         """What an editable finder answers for a top-level name it maps to `path`."""
