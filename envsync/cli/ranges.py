@@ -28,24 +28,24 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def seconds(text: str) -> float:
-    """SECONDS: more than 0, at most SECONDS_MAX."""
+def _seconds(text: str, zero: bool) -> float:
     value = _number(text)
-    if value is None or not 0 < value <= SECONDS_MAX:
+    span = "from 0 to" if zero else "above 0 and at most"
+    if value is None or not (value >= 0 if zero else value > 0) or value > SECONDS_MAX:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of seconds above 0 and at most {SECONDS_MAX:.0f} (a week)"
+            f"{text!r} is not a number of seconds {span} {SECONDS_MAX:.0f} (a week)"
         )
     return value
+
+
+def seconds(text: str) -> float:
+    """SECONDS: more than 0, at most SECONDS_MAX."""
+    return _seconds(text, zero=False)
 
 
 def wait(text: str) -> float:
     """SECONDS to wait: 0 (not at all) or more, at most SECONDS_MAX."""
-    value = _number(text)
-    if value is None or not 0 <= value <= SECONDS_MAX:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of seconds from 0 to {SECONDS_MAX:.0f} (a week)"
-        )
-    return value
+    return _seconds(text, zero=True)
 
 
 def count(low: int, high: int = COUNT_MAX) -> Callable[[str], int]:

@@ -16,7 +16,7 @@ from envsync.model.codec import from_data
 from envsync.model.environment import ImportOutcome
 from envsync.model.inventory import HostSpec
 from envsync.runner import Runner, capped
-from envsync.runner.bundle import host_argv, host_input
+from envsync.runner.bundle import host_argv, host_input, marked
 
 MARKER = protocol.IMPORT_CHECK_MARKER
 DEFAULT_TIMEOUT = 180.0
@@ -50,15 +50,9 @@ def check_imports(
                 message=f"importing the startup modules took over {timeout:g}s",
             )
         ]
-    text = result.stdout.decode("utf-8", "replace")
-    line = next((ln for ln in reversed(text.splitlines()) if ln.startswith(MARKER)), None)
-    if line is None:
-        raise CollectError(
-            f"{host.name}: the import check died (exit {result.returncode}): "
-            f"{result.stderr_tail() or 'no output'}"
-        )
+    answer = marked(result, MARKER, host.name, "the import check")
     try:
-        items = json.loads(line[len(MARKER) :])
+        items = json.loads(answer)
         return [from_data(ImportOutcome, item, "import check") for item in items]
     except (ValueError, DecodeError, TypeError) as e:
         raise CollectError(f"{host.name}: the import check printed no valid outcome: {e}") from e

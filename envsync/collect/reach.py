@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from envsync.collect import ProbeOptions
-from envsync.errors import CollectError, DecodeError
+from envsync.errors import DecodeError
 from envsync.hostside import protocol
 from envsync.model.inventory import HostSpec
 from envsync.model.vocab import Context
 from envsync.runner import Runner, capped
-from envsync.runner.bundle import host_argv, host_input
+from envsync.runner.bundle import host_argv, host_input, marked
 
 MARKER = protocol.REACH_MARKER
 
@@ -77,15 +77,9 @@ def reach(
     )
     with capped():
         result = runner.run(argv, input=host_input(), timeout=options.timeout)
-    text = result.stdout.decode("utf-8", "replace")
-    line = next((ln for ln in reversed(text.splitlines()) if ln.startswith(MARKER)), None)
-    if line is None:
-        raise CollectError(
-            f"{host.name}: the reachability query died (exit {result.returncode}): "
-            f"{result.stderr_tail() or 'no output'}"
-        )
+    answer = marked(result, MARKER, host.name, "the reachability query")
     try:
-        data = json.loads(line[len(MARKER) :])
+        data = json.loads(answer)
         reached = {name: _reached(name, got) for name, got in data["answers"].items()}
         figures = {k: float(data[k]) for k in ("duration_s", "searches", "search_s") if k in data}
         return Answers(

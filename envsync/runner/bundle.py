@@ -18,7 +18,9 @@ from functools import cache
 from pathlib import Path
 
 from envsync import hostside
+from envsync.errors import CollectError
 from envsync.hostside.boot import GUARD, frame
+from envsync.runner.base import CommandResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,3 +61,16 @@ def host_argv(
 def host_input(payload: bytes = b"") -> bytes:
     """What the command reads on stdin: the bundle, then the program's payload."""
     return frame(bundle().blob) + payload
+
+
+def marked(result: CommandResult, marker: str, host: str, what: str) -> str:
+    """The text after `marker` on the last stdout line that starts with it (a program's
+    answer: what it imports may print too); CollectError naming `host` and `what` ("the
+    import check") when the program died before answering."""
+    text = result.stdout.decode("utf-8", "replace")
+    line = next((ln for ln in reversed(text.splitlines()) if ln.startswith(marker)), None)
+    if line is None:
+        raise CollectError(
+            f"{host}: {what} died (exit {result.returncode}): {result.stderr_tail() or 'no output'}"
+        )
+    return line[len(marker) :]
