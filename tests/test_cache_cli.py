@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from envsync.collect import wire
+from tests.figures import round_four
 from tests.helpers import run_cli
 
 
@@ -77,6 +78,7 @@ def test_a_cache_folder_that_is_a_link_is_never_cleared_through(
     assert code == 2 and err.count("\n") == 1, err
     assert f"{root} is a link to {elsewhere}" in err and "never clears through a link" in err
     assert (elsewhere / "precious").read_bytes() == b"z" * 5000
+    round_four("1 prune and clear never follow a link out of the cache")
 
 
 def test_a_received_folder_that_is_a_link_is_never_pruned_nor_counted(
@@ -101,3 +103,4 @@ def test_a_received_folder_that_is_a_link_is_never_pruned_nor_counted(
     code, _, err = run_cli(capsys, "cache", "clear")  # those facts, and the link itself
     assert code == 0 and "cleared 0.2 MB" in err, err  # never what the link points to
     assert not received.is_symlink() and len(list(elsewhere.iterdir())) == 5
+    round_four("1 prune and clear never follow a link out of the cache", 2)

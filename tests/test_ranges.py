@@ -13,7 +13,7 @@ import pytest
 from envsync.cli.main import main
 from envsync.cli.parser import build_parser
 from envsync.hostside.caches.store import DEFAULT_CAP, cap_from_env
-from tests.figures import add
+from tests.figures import add, round_four
 
 pytestmark = pytest.mark.quick
 
@@ -68,6 +68,7 @@ def test_nonsense_is_refused_in_one_line_with_exit_2(
     zero = {"--max-size", "--max-fail", "--wait"}
     assert set(NONSENSE) - set(refused) == ({"0"} if option in zero else set())
     assert {"-1", "nan", "inf", "1e400", "many"} <= set(refused)
+    round_four("6 numeric options: nonsense refused in one line", len(refused))
 
 
 @pytest.mark.parametrize("value", ["0", "2.5", "604800"])

@@ -20,7 +20,7 @@ from envsync.hostside import protocol
 from envsync.hostside.caches.store import write_file
 from envsync.hostside.shared import temp_name
 from envsync.runner.bundle import host_argv, host_input
-from tests.figures import add
+from tests.figures import round_four
 
 
 @pytest.mark.parametrize("how", ["writable by others", "another user's"])
@@ -46,7 +46,7 @@ def test_a_cache_folder_not_this_users_alone_is_not_used(tmp_path: Path, how: st
     err = done.stderr.decode()
     assert f"envsync: {cache} is not this user's, or others may write to it" in err
     assert "no cache is used" in err and err.count("\n") == 1
-    add("caches, engines and bounds (cases held per item)", "cache folder not private: unused")
+    round_four("1 a cache folder not private: unused")
 
 
 def test_a_link_at_a_temporary_name_is_never_written_through(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def test_a_link_at_a_temporary_name_is_never_written_through(tmp_path: Path) -> 
     with pytest.raises(FileExistsError):
         wire.write(target, b"chunk")
     assert victim.read_bytes() == b"precious" and planted.is_symlink()
-    add("caches, engines and bounds (cases held per item)", "links at temporary names", 2)
+    round_four("1 links at temporary names", 2)
 
 
 def test_every_folder_a_cache_makes_is_private_whatever_the_umask(tmp_path: Path) -> None:
@@ -87,3 +87,4 @@ def test_every_folder_a_cache_makes_is_private_whatever_the_umask(tmp_path: Path
     ):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    round_four("1 folders made 0700 under umask 000", 5)

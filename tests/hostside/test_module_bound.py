@@ -16,7 +16,7 @@ from envsync.classify.graph import GraphIndex
 from envsync.classify.rules import Root
 from envsync.collect import ProbeOptions, parse_probe_output, probe_argv, probe_source
 from envsync.sources.inventory import HostSpec
-from tests.figures import add
+from tests.figures import add, round_four
 from tests.helpers import make_venv, site_packages
 
 PEAK_MB = 600  # the probe's whole peak with every hostile module refused (its own: ~60 MB)
@@ -71,3 +71,4 @@ def test_a_hostile_module_is_not_read_and_stays_a_door(python: Path) -> None:
     assert set(errors) <= set(doors) and "not read" in doors["svc.huge"]
     assert peak_kb < PEAK_MB * 1024, f"the probe peaked at {peak_kb // 1024} MB"
     add("hostile input", "modules past the bound on one module's cost, not read", len(errors))
+    round_four("4 one hostile module: not read, the probe's peak bounded", len(errors))
