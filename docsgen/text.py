@@ -124,6 +124,7 @@ INVENTORY = {
     "`LD_LIBRARY_PATH`, `PIP_*`, `VIRTUAL_ENV`); secret values are redacted on the host",
     "defaults.rules": "your own rule packs (paths relative to the inventory), read after the "
     "built-in ones",
+    "defaults.trust": "the trust of every host that names none (see `hosts.trust`)",
     "service.command": "the launch command, as a list: `{python}`, `{port}` and "
     "`{inventory_dir}` are substituted",
     "service.port": "the port the service listens on",
@@ -155,6 +156,10 @@ INVENTORY = {
     "`--find-links`, `--no-index`)",
     "hosts.installer": '`"pip"` or `"uv"`: overrides the installer a pin uses (default: the '
     "target's pip, else uv)",
+    "hosts.trust": "a name: hosts of the same trust are given the facts the others parsed, "
+    "so a new host's first diff parses only what differs; the trade-off: a host whose "
+    "interpreter lies in what it sends can then change the verdicts of the others of its "
+    "trust. Without one (the default) a host's facts decide its own verdicts only",
     "groups.hosts": 'the group\'s hosts: names or node sets (`"gpu[001-128,130]"`, or a list '
     "of them); a HOST argument may name the group",
     "groups.server": "the hosts are the nodes of one multi-node server: `check` fails any "

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from envsync.classify.consistency import STRICT_ENV
+from envsync.hostside import shared as host_shared
 from tests.helpers import REPO, build_example
 
 
@@ -27,6 +28,9 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     monkeypatch.delenv("LINES", raising=False)
     # Every report the suite builds is checked for one story: a contradiction fails the test.
     monkeypatch.setenv(STRICT_ENV, "raise")
+    # The host side run in this process (its caches called directly) seals with a test's
+    # key, as boot sets the run's key on a host.
+    monkeypatch.setattr(host_shared, "KEY", b"0" * 64)
 
 
 # `pytest -m quick`, the inner loop's layer (a few minutes): every test but the slow ones

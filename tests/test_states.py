@@ -19,6 +19,7 @@ import pytest
 from envsync.collect.identity import compared as digest
 from envsync.errors import StateError
 from envsync.exitcodes import ExitCode
+from envsync.model.codec import from_data
 from envsync.model.environment import Distribution, Snapshot
 from envsync.sources.inventory import HostSpec, Inventory
 from envsync.sources.snapshot import load_snapshot
@@ -35,7 +36,7 @@ from envsync.sources.states import (
     record,
     states_of,
 )
-from tests.figures import held
+from tests.figures import held, round_four
 from tests.helpers import REPO, children
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "snapshots" / "ct129.json"
@@ -270,6 +271,25 @@ def _edit(path: Path, **changes: object) -> None:
     data = json.loads(path.read_text())
     data.update(changes)
     path.write_text(json.dumps(data))
+
+
+def test_an_edited_state_is_never_used(tmp_path: Path) -> None:
+    """A forger who edits a state (a package's version), leaving the digest its name says
+    (all that was checked), with or without the seal: refused."""
+    s, path = _one_state(tmp_path)
+    (state,) = states_of(s, "ct129")
+    assert load(state) == base()
+    data = json.loads(path.read_text())
+    data["snapshot"]["distributions"][0]["version"] = "9.9.9"
+    assert from_data(Snapshot, data["snapshot"], "state.snapshot") != base()  # still a state
+    for forgery in (data, {k: v for k, v in data.items() if k != "seal"}):
+        path.write_text(json.dumps(forgery, separators=(",", ":")))
+        with pytest.raises(StateError) as e:
+            load(state)
+        assert "whose seal does not verify" in str(e.value) and "envsync lock ct129" in str(
+            e.value.tip
+        )
+    round_four("3 recorded states edited or unsealed: refused", 2)
 
 
 def test_files_in_the_folder_that_are_no_states_are_left_alone(tmp_path: Path) -> None:

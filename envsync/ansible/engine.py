@@ -168,7 +168,9 @@ class AnsibleEngine:
             longest = max(longest, options.timeout)
         variables = {
             "envsync_requests": requests,
-            "envsync_stdin": base64.b64encode(probe_source()).decode(),
+            "envsync_stdin": base64.b64encode(
+                probe_source(any(options.cache_dir != "" for _, _, options in batch))
+            ).decode(),
             "envsync_ssh_args": ssh_args,
             "envsync_interpreters": interpreters,
             "envsync_timeout": int(longest + SLACK),

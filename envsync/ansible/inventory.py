@@ -6,7 +6,7 @@ with group_vars and host_vars); envsync maps each host's variables to its own fi
 to `identity`, ProxyJump (or `-J`) and `UserKnownHostsFile` in `ansible_ssh_common_args` /
 `ansible_ssh_extra_args` to `jump` and `known_hosts`, `ansible_python_interpreter` to
 `python` unless `envsync_python` is set; `envsync_*` variables carry the rest (exec, watch,
-env, service, pip_options, installer), and `envsync_*` variables of the group `all` are
+env, service, pip_options, installer, trust), and `envsync_*` variables of the group `all` are
 the defaults (`envsync_reference`, `envsync_target`, `envsync_service`, ...). A group whose
 own variables say `envsync_server: true` is the nodes of one multi-node server.
 
@@ -58,9 +58,10 @@ HOST_VARIABLES = (
     "service",
     "pip_options",
     "installer",
+    "trust",
 )
 # envsync_* variables of the group `all` -> [defaults] (and envsync_service -> [service]).
-DEFAULT_VARIABLES = ("reference", "target", "watch", "env", "rules")
+DEFAULT_VARIABLES = ("reference", "target", "watch", "env", "rules", "trust")
 _LISTS = frozenset(["exec", "watch", "env", "pip_options", "rules"])
 
 

@@ -21,9 +21,10 @@ from envsync.runner.bundle import host_argv, host_input
 DEFAULT_TIMEOUT = 300.0
 
 
-def probe_source() -> bytes:
-    """What the probe's command reads on stdin: the host side's bundle."""
-    return host_input()
+def probe_source(sealed: bool = True) -> bytes:
+    """What the probe's command reads on stdin: the host side's bundle, and the key its
+    caches are sealed with (`sealed`: it keeps caches, not --no-cache)."""
+    return host_input(sealed=sealed)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,7 +114,8 @@ def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None)
     request = _request(host, options)
     held = wire.known(request) if request else {}
     offered = offer(host, options)
-    stdin = probe_source() + (offered.payload() if offered else b"")
+    sealed = options.cache_dir != ""
+    stdin = probe_source(sealed) + (offered.payload() if offered else b"")
     try:
         argv = probe_argv(host, options, known=held, offered=offered)
         result = runner.run(argv, input=stdin, timeout=options.timeout)
@@ -121,7 +123,7 @@ def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None)
             return read_result(host, result, options, offered)
         except share.Again:  # its facts store was made anew: every pack given
             offered = offer(host, options, fresh=True)
-            stdin = probe_source() + (offered.payload() if offered else b"")
+            stdin = probe_source(sealed) + (offered.payload() if offered else b"")
             argv = probe_argv(host, options, known=held, offered=offered)
             result = runner.run(argv, input=stdin, timeout=options.timeout)
             return read_result(host, result, options, offered)
@@ -158,7 +160,7 @@ def offer(
 def waves(requests: Sequence[tuple[HostSpec, ProbeOptions] | None]) -> list[list[int]]:
     """The order in which to collect several hosts at once: waves of indexes of `requests`,
     each started once the one before has answered, so that a host is given the facts the
-    hosts before it parsed, and each file is parsed once in all.
+    hosts of its trust before it parsed, and each file is parsed once in all.
 
     Of the hosts envsync knows nothing of (no record of the packs they hold), one is
     collected first where envsync holds no pack of their command either. Then the rest are
@@ -172,7 +174,8 @@ def waves(requests: Sequence[tuple[HostSpec, ProbeOptions] | None]) -> list[list
             continue
         host, options = asked
         if not share.known_host(host, options.cache_dir):
-            key = share.command_key(options.roots, options.internal, options.main)
+            trust = share.circle(host, options.cache_dir)
+            key = share.command_key(options.roots, options.internal, options.main, trust)
             groups.setdefault((key, host.python), []).append(i)
     commands: dict[str, list[int]] = {}
     for (key, _), members in groups.items():
@@ -182,7 +185,8 @@ def waves(requests: Sequence[tuple[HostSpec, ProbeOptions] | None]) -> list[list
         asked = requests[members[0]]
         assert asked is not None
         roots, internal, main = asked[1].roots, asked[1].internal, asked[1].main
-        if len(members) >= 2 and not share.known_command(roots, internal, main):
+        trust = share.circle(asked[0], asked[1].cache_dir)
+        if len(members) >= 2 and not share.known_command(roots, internal, main, trust):
             leads.append(min(members))
     led = {image for image, members in groups.items() if set(members) & set(leads)}
     then: list[int] = []
@@ -224,6 +228,7 @@ def read_result(
         raise CollectError(
             f"{host.name}: probe failed with exit code {result.returncode}: {tail or 'no output'}"
         )
+    _keep_cache_note(host.name, result.stderr)
     return parse_probe_output(
         host.name,
         result.stdout,
@@ -231,6 +236,23 @@ def read_result(
         request=_request(host, options),
         offered=offered,
     )
+
+
+_CACHE_NOTES: dict[str, str] = {}  # host -> why it kept no cache on its last collection
+_UNSAFE_CACHE = "no cache is used"  # the host side's words for it (hostside/boot.py)
+
+
+def _keep_cache_note(host: str, stderr: bytes) -> None:
+    """The host side's note that its cache folder is not safe to use (another user's, or
+    writable by others): it ran with no cache, and the user should hear it, with the fix."""
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        if line.startswith("envsync: ") and _UNSAFE_CACHE in line:
+            _CACHE_NOTES[host] = line.removeprefix("envsync: ")
+
+
+def cache_note(host: str) -> str | None:
+    """Why `host` kept no cache on its last collection in this process (None: it did)."""
+    return _CACHE_NOTES.pop(host, None)
 
 
 def parse_probe_output(

@@ -76,7 +76,9 @@ def reach(
         host.python, protocol.REACH, [json.dumps(payload)], cache_dir=options.cache_dir
     )
     with capped():
-        result = runner.run(argv, input=host_input(), timeout=options.timeout)
+        result = runner.run(
+            argv, input=host_input(sealed=options.cache_dir != ""), timeout=options.timeout
+        )
     answer = marked(result, MARKER, host.name, "the reachability query")
     try:
         data = json.loads(answer)

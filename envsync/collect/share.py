@@ -25,7 +25,11 @@ checks every copy against its digest before giving it (a damaged copy is removed
 A record carries an HMAC made with this machine's key of kept verdicts (verdicts.py): a
 record planted in the cache folder, or restored from another machine's, names no pack
 that is given. A pack is trusted as the host that sent it is: its facts are checked
-against the receiving host's files (their content digests), not parsed again.
+against the receiving host's files (their content digests), not parsed again. So packs
+travel only within a trust: the hosts that name the same `trust` in the inventory (one
+image, one owner). A host that names none is given only what it sent itself: a host whose
+interpreter lies in what it sends can then change no other host's verdict (the cost: a
+new host's first diff parses its whole startup, as no other host's facts are given it).
 
 `waves` (collect/__init__.py): of several hosts of one command that envsync does not know,
 one is collected first where it holds no pack of the command, and of the rest, one per
@@ -98,9 +102,16 @@ def host_key(host: HostSpec, cache_dir: str | None) -> str:
     return _key("host", host.name, host.python, list(host.exec), cache_dir)
 
 
-def command_key(roots: Sequence[str], internal: Sequence[str], main: str | None) -> str:
-    """Which graphs' packs serve a host: those of the same startup roots."""
-    return _key("command", list(roots), list(internal), main)
+def circle(host: HostSpec, cache_dir: str | None) -> str:
+    """Whose packs a host may be given: those of the hosts of its trust (the inventory's
+    `trust`), else its own only (a host's facts decide its own verdicts alone)."""
+    return f"trust {host.trust}" if host.trust else "host " + host_key(host, cache_dir)
+
+
+def command_key(roots: Sequence[str], internal: Sequence[str], main: str | None, trust: str) -> str:
+    """Which graphs' packs serve a host: those of the same startup roots, sent by the
+    hosts of its trust (`circle`)."""
+    return _key("command", list(roots), list(internal), main, trust)
 
 
 def secret() -> bytes | None:
@@ -170,7 +181,8 @@ def offer(
     again on Again); `fresh`: asked again, the record set aside, every pack given."""
     if cache_dir == "" or not roots or secret() is None:
         return None  # no records can be kept (no key for their HMAC): nothing shared
-    mine, ours = host_key(host, cache_dir), command_key(roots, internal, main)
+    mine = host_key(host, cache_dir)
+    ours = command_key(roots, internal, main, circle(host, cache_dir))
     where = wire.folder()
     record = _read(where / f"packs-host-{mine}.json")
     command = _read(where / f"packs-command-{ours}.json")
@@ -275,10 +287,13 @@ def known_host(host: HostSpec, cache_dir: str | None) -> bool:
     return (wire.folder() / f"packs-host-{host_key(host, cache_dir)}.json").is_file()
 
 
-def known_command(roots: Sequence[str], internal: Sequence[str], main: str | None) -> bool:
-    """Whether envsync holds packs of this command (True where it keeps no records: then
-    no host is collected before the others, as nothing would be given them)."""
+def known_command(
+    roots: Sequence[str], internal: Sequence[str], main: str | None, trust: str
+) -> bool:
+    """Whether envsync holds packs of this command in the trust `trust` (True where it
+    keeps no records: then no host is collected before the others, as nothing would be
+    given them)."""
     if secret() is None:
         return True
-    path = wire.folder() / f"packs-command-{command_key(roots, internal, main)}.json"
+    path = wire.folder() / f"packs-command-{command_key(roots, internal, main, trust)}.json"
     return bool(_digests(_read(path), "index"))

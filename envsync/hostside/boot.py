@@ -55,19 +55,22 @@ def cache_base(option: str | None) -> str | None:
     return option or None
 
 
-def frame(blob: bytes) -> bytes:
-    """The bundle as it travels first on stdin: its length on a line, then its bytes."""
-    return b"%d\n" % len(blob) + blob
+def frame(blob: bytes, key: str | None = None) -> bytes:
+    """The bundle as it travels first on stdin: its length (and the key this run seals
+    the host's caches with, when envsync has one) on a line, then its bytes."""
+    return (b"%d %s\n" % (len(blob), key.encode()) if key else b"%d\n" % len(blob)) + blob
 
 
-def read_frame(stream: BinaryIO) -> bytes:
-    """The bundle framed at the head of `stream` (what follows is the program's payload)."""
-    line = stream.readline()
-    size = int(line) if line.strip().isdigit() else -1
+def read_frame(stream: BinaryIO) -> tuple[bytes, bytes | None]:
+    """The bundle framed at the head of `stream`, and the run's key for sealing caches
+    (None: none given, nothing is kept); what follows is the program's payload."""
+    words = stream.readline().split()
+    size = int(words[0]) if words and words[0].isdigit() else -1
+    key = words[1] if len(words) == 2 and len(words[1]) >= 32 else None
     blob = stream.read(size) if size >= 0 else b""
     if size < 0 or len(blob) != size:
         sys.exit("envsync: the host-side bundle did not arrive whole on stdin")
-    return blob
+    return blob, key
 
 
 def sources(blob: bytes, digest: str) -> dict[str, str]:
@@ -389,7 +392,7 @@ def main() -> int:
     head = json.loads(sys.argv.pop())  # the program sees its own arguments only
     digest = str(head["digest"])
     base = cache_base(head.get("cache"))
-    blob = read_frame(sys.stdin.buffer)
+    blob, key = read_frame(sys.stdin.buffer)
     if base and not make_base(base):
         base = None  # neither its copy of the host side nor any cache: nothing read there
     folder = os.path.join(base, "host-" + digest) if base else None
@@ -411,9 +414,12 @@ def main() -> int:
             finally:
                 os.umask(old)
         from_folder(folder)
+    if key is not None:  # the run's key: the caches' files are sealed with it
+        __import__(PACKAGE + ".shared")
+        vars(sys.modules[PACKAGE + ".shared"])["KEY"] = key
     name = PACKAGE + "." + str(head["program"])
     __import__(name)
-    return int(sys.modules[name].main(sys.argv[1:], digest, base))
+    return int(sys.modules[name].main(sys.argv[1:], digest, base if key else None))
 
 
 if __name__ == "__main__":

@@ -188,6 +188,40 @@ def text_digest(text: bytes) -> str:
     return hashlib.sha256(text).hexdigest()[:32]
 
 
+# ---------------------------------------------------------------------------------------
+# The seal of every file a cache keeps on this host
+
+# envsync holds the key (derived from its machine's own, never written on this host) and
+# hands it over on stdin for the run (boot.py sets it here). Each file a cache writes ends
+# with an HMAC of its text under that key; a file that does not verify (edited, forged
+# with a recomputed digest, another machine's) is never used. No key: nothing is kept.
+KEY: bytes | None = None
+SEAL_MARK = b"\n#envsync-seal "
+SEAL_SIZE = len(SEAL_MARK) + 64
+
+
+def seal(data: bytes) -> bytes | None:
+    """`data` with its seal after it (None: no key for this run, so nothing is kept)."""
+    if KEY is None:
+        return None
+    import hmac
+
+    return data + SEAL_MARK + hmac.new(KEY, data, hashlib.sha256).hexdigest().encode()
+
+
+def unseal(data: bytes) -> bytes:
+    """The text a sealed file holds; ValueError when its seal is missing or does not
+    verify under this run's key."""
+    import hmac
+
+    if KEY is None or len(data) < SEAL_SIZE or data[-SEAL_SIZE:][: len(SEAL_MARK)] != SEAL_MARK:
+        raise ValueError("not sealed")
+    text, found = data[:-SEAL_SIZE], data[-64:]
+    if not hmac.compare_digest(hmac.new(KEY, text, hashlib.sha256).hexdigest().encode(), found):
+        raise ValueError("its seal does not verify")
+    return text
+
+
 def temp_name(path: str) -> str:
     """The temporary file through which this process writes `path`."""
     return f"{path}.envsync-{os.getpid()}.tmp"

@@ -71,6 +71,9 @@ class HostSpec:
     # An Ansible connection plugin envsync's own runners do not speak (`winrm`,
     # `community.docker.docker`): the host is reached only through `--engine ansible`.
     connection: str | None = None
+    # Hosts that name the same trust are given the facts the others parsed (a new host's
+    # first diff parses only what differs); None: this host's facts decide its verdicts only.
+    trust: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,6 +163,7 @@ class _HostTable:
     service: _ServiceTable | None = None
     pip_options: tuple[str, ...] = ()
     installer: str | None = None
+    trust: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,6 +173,7 @@ class _DefaultsTable:
     watch: tuple[str, ...] = ()
     env: tuple[str, ...] = DEFAULT_ENV
     rules: tuple[str, ...] = ()
+    trust: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -298,7 +303,10 @@ def parse_inventory(
     service = _service(document.service, "service", path, None) if document.service else None
     hosts: dict[str, HostSpec] = {}
     for name, table in document.hosts.items():
-        hosts[name] = _host(name, table, path, watch, env, service)
+        hosts[name] = replace(
+            _host(name, table, path, watch, env, service),
+            trust=(table.trust if table.trust is not None else defaults.trust) or None,
+        )
     if LOCAL not in hosts:
         hosts[LOCAL] = local_host(watch, env, service)
     for key, named in (("reference", defaults.reference), ("target", defaults.target)):

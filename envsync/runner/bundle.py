@@ -10,6 +10,7 @@ memory where it must not write.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import zlib
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from envsync import hostside
 from envsync.errors import CollectError
 from envsync.hostside.boot import GUARD, frame
 from envsync.runner.base import CommandResult
+from envsync.seal import secret
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,9 +60,21 @@ def host_argv(
     return [python, "-c", GUARD, *args, head, shipped.boot]
 
 
-def host_input(payload: bytes = b"") -> bytes:
-    """What the command reads on stdin: the bundle, then the program's payload."""
-    return frame(bundle().blob) + payload
+def host_key() -> str | None:
+    """The key a run hands the host side to seal the host's caches with: derived from
+    this machine's own (envsync/seal.py), so it is never on the host's disk, and an entry
+    edited or forged there is never used (None: no key here, and hosts keep nothing)."""
+    key = secret()
+    if key is None:
+        return None
+    return hmac.new(key, b"envsync host caches", hashlib.sha256).hexdigest()
+
+
+def host_input(payload: bytes = b"", *, sealed: bool = True) -> bytes:
+    """What the command reads on stdin: the bundle and the run's key (`sealed`: the host
+    keeps caches; without, envsync makes no key either), then the program's payload (stdin,
+    never the command line: other users of the host can read that)."""
+    return frame(bundle().blob, host_key() if sealed else None) + payload
 
 
 def marked(result: CommandResult, marker: str, host: str, what: str) -> str:

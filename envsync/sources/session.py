@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import IO, Literal, Protocol, get_args
 
-from envsync.collect import ProbeOptions, share, waves
+from envsync.collect import ProbeOptions, cache_note, share, waves
 from envsync.errors import CollectError, InputError
 from envsync.model.environment import Snapshot
 from envsync.model.inventory import HostSpec, Inventory
@@ -276,6 +276,9 @@ class Session:
                 f"{sum(1 for d in snap.distributions if d.watched)} watched, "
                 f"collected in {snap.duration_s or 0:.2f}s",
             )
+            unsafe = cache_note(snap.host)
+            if unsafe:
+                self.note(f"{source.label}: {unsafe}")
             shared = share.note(snap.host)
             if shared:
                 parsed = snap.startup.parsed if snap.startup else 0

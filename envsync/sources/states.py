@@ -23,6 +23,10 @@ was collected) differs from its latest state's; the last `keep` are kept, and al
 latest good one. Snapshots are stored as envsync saves them (secrets redacted), without the
 startup import graph: ten times the size, and `diff` reads it from the live target, as it
 does with a lock.
+
+Each state is sealed with this machine's key (envsync/seal.py, kept apart from the states):
+a state whose content was edited, even with its digest made again to match, or one copied
+from another machine, is refused with the way out, never used as a host's past.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from envsync.errors import DecodeError, StateError
 from envsync.model.codec import from_data, to_data
 from envsync.model.environment import SNAPSHOT_SCHEMA_VERSION, Snapshot
 from envsync.model.inventory import HostSpec
-from envsync.seal import state_home
+from envsync.seal import mac, secret, state_home, verifies
 from envsync.sources.hostidentity import (
     IDENTITY,
     MIGRATED,
@@ -411,9 +415,26 @@ def load(state: State) -> Snapshot:
     if not isinstance(snap, dict) or snap.get("schema_version") != SNAPSHOT_SCHEMA_VERSION:
         raise StateError(f"{damaged} (no snapshot this envsync reads)", tip=tip)
     try:
-        return from_data(Snapshot, snap, "state.snapshot")
+        found = from_data(Snapshot, snap, "state.snapshot")
     except DecodeError as e:
         raise StateError(f"{damaged}: {e}", tip=tip) from e
+    key = secret()
+    seal = data.pop("seal", None)
+    if key is not None and not verifies(key, SEALED_AS, _body(data), seal):
+        raise StateError(
+            f"{state.path}: a state of {state.host} whose seal does not verify (edited, "
+            "recorded on another machine, or before states were sealed)",
+            tip=f"record the host again (`envsync lock {state.host}`), and remove this one",
+        )
+    return found
+
+
+SEALED_AS = "state"  # the name a state's seal is made under (seal.mac)
+
+
+def _body(data: Mapping[str, Any]) -> bytes:
+    """A state's text as its seal covers it: the document without its seal."""
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def load_named(store: StateStore, host: str, selector: Selector, name: str) -> Snapshot:
@@ -490,7 +511,11 @@ def record(
         if latest is not None and at <= latest.at:
             at = latest.at + timedelta(microseconds=1)  # the clock went back: keep the order
         path = folder / f"{at.strftime(_STAMP)}-{why}-{full[:16]}.json"
-        text = json.dumps(_document(snapshot, why, at, full), separators=(",", ":")) + "\n"
+        document = _document(snapshot, why, at, full)
+        key = secret()
+        if key is not None:  # bound to this machine's key: an edited state is never used
+            document["seal"] = mac(key, SEALED_AS, _body(document))
+        text = json.dumps(document, separators=(",", ":")) + "\n"
         write_atomic(path, text)
         state = State(host=host, at=at, why=why, digest=full[:16], path=path)
         if latest is not None and latest.digest == state.digest:

@@ -14,6 +14,7 @@ import pytest
 
 from envsync.collect import ProbeOptions, collect
 from envsync.errors import CollectError
+from envsync.hostside.shared import SEAL_SIZE
 from envsync.model.environment import Gpu, GpuInfo, Interpreter, System, Torch, Unavailable
 from envsync.runner.local import LocalRunner
 from envsync.sources.inventory import HostSpec
@@ -311,7 +312,7 @@ def test_hash_cache_is_reused_and_never_hides_a_change(venv_python: Path, tmp_pa
     spec = host(venv_python)
     first = collect(spec, LocalRunner("t"))
     (path,) = (Path.home() / ".cache" / "envsync").glob("hashes-v1-*.json")  # this venv's
-    cache = json.loads(path.read_text())
+    cache = json.loads(path.read_bytes()[:-SEAL_SIZE])  # sealed (hostside/shared.py)
     watched = first.distribution("watched-pkg")
     assert watched is not None and watched.files is not None
     assert cache[str(target)][4] == watched.files["watched_pkg/__init__.py"]

@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from envsync.collect import ProbeOptions, collect, share, wire
+from envsync.hostside.shared import SEAL_SIZE
 from envsync.model.environment import Snapshot
 from envsync.runner import Runners
 from envsync.runner.local import LocalRunner
 from envsync.sources.inventory import HostSpec, Inventory
 from envsync.sources.session import Session
+from tests.figures import round_four
 from tests.helpers import OLD_NS, date_back, fetch, make_venv, pip_install, run_cli, site_packages
 
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
@@ -49,9 +51,12 @@ def _venv(
     return python
 
 
-def _host(name: str, python: Path, home: Path) -> HostSpec:
-    """A host with a cache folder of its own (as a real host has its own disk)."""
-    return HostSpec(name=name, python=str(python), exec=("env", f"XDG_CACHE_HOME={home}"))
+def _host(name: str, python: Path, home: Path, trust: str | None = "fleet") -> HostSpec:
+    """A host with a cache folder of its own (as a real host has its own disk), of the
+    trust `trust` (hosts of one trust are given each other's facts)."""
+    return HostSpec(
+        name=name, python=str(python), exec=("env", f"XDG_CACHE_HOME={home}"), trust=trust
+    )
 
 
 def _collect(spec: HostSpec, options: ProbeOptions = OPTIONS) -> Snapshot:
@@ -94,6 +99,22 @@ def test_a_target_against_a_warm_reference_parses_only_what_differs(
         path.unlink()
     again = _collect(_host("tgt", tgt, tmp_path / "tgt-cache"))
     assert _parsed(again) == 0
+
+
+@pytest.mark.parametrize("trusts", [(None, None), ("fleet", "lab"), (None, "fleet")])
+def test_a_host_is_given_no_facts_of_a_host_outside_its_trust(
+    tmp_path: Path, venvs: tuple[Path, Path], trusts: tuple[str | None, str | None]
+) -> None:
+    """A host's facts decide that host's verdicts only, unless the inventory says the
+    hosts share a trust: one whose interpreter lies in what it sends changes nothing else."""
+    ref, tgt = venvs
+    first = _collect(_host("ref", ref, tmp_path / "ref-cache", trusts[0]))
+    target_spec = _host("tgt", tgt, tmp_path / "tgt-cache", trusts[1])
+    offered = share.offer(target_spec, None, OPTIONS.roots, OPTIONS.internal, None)
+    assert offered is not None and offered.give == ()
+    target = _collect(target_spec)
+    assert _parsed(target) == _parsed(first)  # every file of its own: nothing given
+    round_four("3 packs never given outside their trust", 1)
 
 
 def _script_venv(root: Path, wheel_cache: Path) -> Path:
@@ -216,7 +237,8 @@ def test_a_text_search_one_node_ran_is_not_run_again_on_another(
     ]
     assert len(searched) == 1  # the first node searched the text; the other was given it
     other = stores[1 - searched[0]]
-    ids = [json.loads(p.read_bytes())["id"][0] for p in (other / "packs").glob("*.pack")]
+    packs = (other / "packs").glob("*.pack")  # each sealed (hostside/shared.py)
+    ids = [json.loads(p.read_bytes()[:-SEAL_SIZE])["id"][0] for p in packs]
     assert "mentions" in ids
 
 

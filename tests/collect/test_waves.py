@@ -14,7 +14,7 @@ OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
 
 
 def _hosts(*pythons: str) -> list[tuple[HostSpec, ProbeOptions] | None]:
-    return [(HostSpec(name=f"h{n}", python=p), OPTIONS) for n, p in enumerate(pythons)]
+    return [(HostSpec(name=f"h{n}", python=p, trust="t"), OPTIONS) for n, p in enumerate(pythons)]
 
 
 @pytest.fixture
@@ -49,4 +49,10 @@ def test_hosts_of_different_images_go_at_once(known: set[str]) -> None:
 def test_no_cache_and_files_wait_for_no_one(known: set[str]) -> None:
     none = ProbeOptions(roots=OPTIONS.roots, internal=OPTIONS.internal, cache_dir="")
     asked = [None, (HostSpec(name="x", python="/n/python"), none), *_hosts("/n/python")]
+    assert waves(asked) == [[0, 1, 2]]
+
+
+def test_hosts_of_no_trust_wait_for_no_one(known: set[str]) -> None:
+    """Nothing would be given them: each host's facts decide its own verdicts only."""
+    asked = [(HostSpec(name=f"h{n}", python="/n/python"), OPTIONS) for n in range(3)]
     assert waves(asked) == [[0, 1, 2]]

@@ -88,3 +88,26 @@ def test_every_folder_a_cache_makes_is_private_whatever_the_umask(tmp_path: Path
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     round_four("1 folders made 0700 under umask 000", 5)
+
+
+def test_the_user_hears_once_that_a_hosts_cache_folder_was_not_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The host side's note reaches the user (stderr, once, with the fix), where it used to
+    stay on the probe's stderr, which envsync reads only when the probe fails."""
+    from tests.helpers import run_cli
+
+    home = tmp_path / "host-home"
+    cache = home / "envsync"
+    cache.mkdir(parents=True)
+    cache.chmod(0o777)
+    inventory = tmp_path / "envsync.toml"
+    inventory.write_text(
+        f'[hosts.h]\npython = "{sys.executable}"\nexec = ["env", "XDG_CACHE_HOME={home}"]\n'
+    )
+    code, out, err = run_cli(capsys, "snapshot", "--inventory", str(inventory), "h")
+    assert code == 0 and json.loads(out)["host"] == "h"
+    line = f"h: {cache} is not this user's, or others may write to it: no cache is used"
+    assert err.count(line) == 1 and "make it this user's and 0700" in err, err
+    assert list(cache.iterdir()) == []
+    round_four("1 an unsafe host cache said to the user")

@@ -127,3 +127,34 @@ def test_the_agent_dispatches_every_operation_of_the_protocol() -> None:
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(HOSTSIDE).as_posix())
 def test_every_module_parses_as_python_3_8(path: Path) -> None:
     ast.parse(path.read_text(), feature_version=(3, 8))
+
+
+def test_every_file_a_cache_keeps_is_read_through_its_seal() -> None:
+    """Only store.read_file opens a cache's files (it checks their seal): a reader that
+    opened one itself would trust what a forger wrote. The others open no cache's file."""
+    not_caches = {
+        "caches/folder.py _code_digest": "the host side's own sources",
+        "caches/share.py record": "a distribution's RECORD",
+    }
+    opened = set()
+    for path in (*sorted((HOSTSIDE / "caches").glob("*.py")), HOSTSIDE / "native" / "scan.py"):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            for node in ast.walk(function):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id in ("open", "open_regular")
+                ):
+                    opened.add(f"{path.relative_to(HOSTSIDE)} {function.name}")
+    assert opened - set(not_caches) == {"caches/store.py read_file"}, opened
+
+
+def test_the_runs_key_travels_on_stdin_never_on_the_command_line() -> None:
+    from envsync.runner.bundle import host_argv, host_input, host_key
+
+    key = host_key()
+    assert key is not None and len(key) == 64
+    assert not any(key in arg for arg in host_argv("python3", protocol.COLLECT, ["{}"]))
+    assert host_input().split(b"\n", 1)[0].endswith(b" " + key.encode())

@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 import zlib
 
-from ..facts.files import open_regular
 from ..shared import text_digest
-from .store import remove, touch, write_file
+from .store import read_file, remove, touch, write_file
 
 CHUNK_EVERY = 16  # modules per chunk, on average
 MODULE_START = b':{"kind":'  # every module's facts begin so (startup.py)
@@ -58,20 +57,22 @@ def save_chunks(folder: str, text: bytes) -> list[str]:
 
 
 def load_chunks(folder: str, digests: list[str]) -> bytes | None:
-    """The text the chunks make, each checked against its digest (None: one is missing or
-    damaged, and removed)."""
-    parts = []
+    """The text the chunks make, each checked against its seal and its digest (None: one
+    is missing; every damaged or unsealed one is removed, so the next save writes them)."""
+    parts: list[bytes] | None = []
     for digest in digests:
         path = chunk_path(folder, digest)
         try:
-            with os.fdopen(open_regular(path, follow=False), "rb") as f:
-                data = f.read()
-                used = os.fstat(f.fileno()).st_mtime_ns
+            data, used = read_file(path)  # removed when its seal does not verify
         except OSError:
             return None
+        except ValueError:
+            parts = None
+            continue
         if text_digest(data) != digest:
             remove(path)
-            return None
-        touch(path, used)  # used: the last to be pruned
-        parts.append(data)
-    return b"".join(parts)
+            parts = None
+        elif parts is not None:
+            touch(path, used)  # used: the last to be pruned
+            parts.append(data)
+    return None if parts is None else b"".join(parts)

@@ -14,9 +14,8 @@ import json
 import os
 import sys
 
-from ..facts.files import open_regular
 from ..shared import env_key
-from .store import write_file
+from .store import read_file, write_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -106,8 +105,7 @@ def load_cache(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
     try:
-        with os.fdopen(open_regular(path, follow=False), "rb") as f:
-            data = json.loads(f.read().decode("utf-8"))
+        data = json.loads(read_file(path)[0].decode("utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

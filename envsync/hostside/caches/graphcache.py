@@ -24,7 +24,6 @@ import os
 import sys
 import time
 
-from ..facts.files import open_regular
 from ..graph.roots import script_path
 from ..graph.startup import startup_graph
 from ..shared import racy, text_digest
@@ -33,7 +32,7 @@ from .folder import cache_path, save_text
 from .graphfile import REFRESHED, graph_stamps, holds, save_graph
 from .graphpatch import patched_graph
 from .graphstates import TAKEN, taken_back
-from .store import open_store, touch
+from .store import open_store, read_file, touch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -103,14 +102,14 @@ def still_valid(path: str, chunks: str) -> RawJSON | None:
     now = time.time_ns()
     del REFRESHED[:]
     try:
-        with os.fdopen(open_regular(path, follow=False), "rb") as f:
-            stamps = json.loads(f.readline().decode("utf-8"))
-            if not all(holds(row, now) for row in stamps):
-                return None
-            header = f.readline().decode("utf-8").strip()
-            index = json.loads(f.readline().decode("utf-8"))
-            rest = f.read().decode("utf-8") if REFRESHED else ""
-    except (OSError, ValueError, TypeError):
+        lines = read_file(path)[0].decode("utf-8").split("\n", 3)
+        stamps = json.loads(lines[0])
+        if not all(holds(row, now) for row in stamps):
+            return None
+        header = lines[1].strip()
+        index = json.loads(lines[2])
+        rest = lines[3] if REFRESHED and len(lines) > 3 else ""
+    except (OSError, ValueError, TypeError, IndexError):
         return None
     if not header or not isinstance(index, list) or not all(isinstance(d, str) for d in index):
         return None

@@ -17,10 +17,9 @@ from __future__ import annotations
 import json
 import os
 
-from ..facts.files import open_regular
 from ..shared import Stamp, racy, stamp, text_digest
 from .folder import save_text
-from .store import remove
+from .store import read_file, remove
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -146,9 +145,8 @@ def keep_past(path: str, index: str) -> None:
     `index`, keep it as a past state (one of another graph only, of five lines), and
     remove the oldest past states beyond PAST_KEPT."""
     try:
-        with os.fdopen(open_regular(path, follow=False), "rb") as f:
-            text = f.read()
-    except OSError:
+        text = read_file(path)[0]
+    except (OSError, ValueError):
         text = b""
     lines = text.split(b"\n")
     if len(lines) >= 5 and lines[2] != index.encode("utf-8"):

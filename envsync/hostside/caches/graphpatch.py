@@ -21,12 +21,13 @@ import json
 import os
 import time
 
-from ..facts.files import MODULE_BOUND, open_regular, read_bytes
+from ..facts.files import MODULE_BOUND, read_bytes
 from ..graph.parallel import parse
 from ..graph.startup import GraphBuilder, file_content, well_formed
 from ..shared import racy, text_digest
 from .chunks import load_chunks, save_chunks
 from .graphfile import file_stamp, holds, save_graph
+from .store import read_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,8 +49,7 @@ def read_cached(path: str, chunks: str) -> Cached | None:
     """A graph cache file's stamps, header, modules, keys and the digest of the modules'
     text (None: unreadable, or one kept without the modules' facts keys)."""
     try:
-        with os.fdopen(open_regular(path, follow=False), "rb") as f:
-            lines = f.read().decode("utf-8").split("\n")
+        lines = read_file(path)[0].decode("utf-8").split("\n")
         stamps, header, index, keys = (json.loads(line) for line in lines[:4])
     except (OSError, ValueError, TypeError, UnicodeDecodeError):
         return None

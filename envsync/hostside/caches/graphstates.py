@@ -20,13 +20,12 @@ import os
 import stat
 import time
 
-from ..facts.files import open_regular
 from ..graph.startup import file_content
 from ..shared import racy
 from .chunks import load_chunks
 from .folder import save_text
 from .graphfile import file_stamp, holds, keep_past, past_states
-from .store import remove, touch
+from .store import read_file, remove, touch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,8 +65,7 @@ def _holds_again(past: str, chunks: str, hashes: HashCache) -> tuple[list[str], 
     it may be kept (no row changed in the last seconds); None where a row does not hold,
     the state is damaged, or its chunks are gone."""
     try:
-        with os.fdopen(open_regular(past, follow=False), "rb") as f:
-            lines = f.read().decode("utf-8").split("\n")
+        lines = read_file(past)[0].decode("utf-8").split("\n")
         stamps, shas = json.loads(lines[0]), json.loads(lines[4])
         index = json.loads(lines[2])
     except (OSError, ValueError, IndexError, UnicodeDecodeError):

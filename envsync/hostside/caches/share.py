@@ -31,7 +31,7 @@ import sys
 
 from ..facts.files import file_sha256, keep_digest, known_digest
 from ..shared import text_digest
-from .store import touch, write_file
+from .store import read_file, touch, write_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,12 +78,11 @@ def store_id(folder: str | None) -> str | None:
         return None
     path = os.path.join(folder, "id")
     try:
-        with open(path, "rb") as f:
-            found = f.read(64).decode("ascii", "replace").strip()
+        found = read_file(path)[0][:64].decode("ascii", "replace").strip()
         if len(found) == 32:
             touch(path)
             return found
-    except OSError:
+    except (OSError, ValueError):  # none, or not sealed by this run's key: a new store
         pass
     made = base64.b16encode(os.urandom(16)).decode().lower()
     return made if write_file(path, made.encode()) else None

@@ -29,7 +29,7 @@ import os
 import time
 
 from ..facts.files import open_regular
-from ..shared import temp_name, text_digest
+from ..shared import seal, temp_name, text_digest, unseal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -119,12 +119,12 @@ class Store:
         if path is None:
             return None
         try:
-            with os.fdopen(open_regular(path, follow=False), "rb") as f:
-                data = f.read()
-                st = os.fstat(f.fileno())
+            data, used = read_file(path)
         except OSError:
             found = self.from_kept_pack(key)
             return found if found is not None else self.seeded_value(key)
+        except ValueError:  # not sealed by this run's key: learned again
+            data, used = b"", 0
         try:
             value = read_entry(data, key)
         except (ValueError, TypeError, UnicodeDecodeError, RecursionError):
@@ -132,7 +132,7 @@ class Store:
             self.missing.add(key)
             remove(path)
             return None
-        touch(path, st.st_mtime_ns)
+        touch(path, used)
         self.memo[key] = value
         self.alone.add(key)
         return value
@@ -187,9 +187,7 @@ class Store:
             return None
         path = os.path.join(where, digest + ".pack")
         try:
-            with os.fdopen(open_regular(path, follow=False), "rb") as f:
-                text = f.read()
-                st = os.fstat(f.fileno())
+            text, used = read_file(path)
             if text_digest(text) != digest:
                 raise ValueError("does not match its digest")
             entries = json.loads(text.decode("utf-8"))["entries"]
@@ -205,7 +203,7 @@ class Store:
         for name in [k for k, d in self._kept.items() if d == digest]:
             del self._kept[name]
         if entries:
-            touch(path, st.st_mtime_ns)
+            touch(path, used)
         for name, value in entries.items():
             if isinstance(name, str) and name not in self.memo:
                 self.memo[name] = value
@@ -241,8 +239,7 @@ def kept_keys(where: str) -> dict[str, str]:
         return out
     for name in names:
         try:
-            with os.fdopen(open_regular(os.path.join(where, name), follow=False), "rb") as f:
-                keys = json.loads(f.read().decode("utf-8"))
+            keys = json.loads(read_file(os.path.join(where, name))[0].decode("utf-8"))
         except (OSError, ValueError, UnicodeDecodeError):
             continue
         if isinstance(keys, list):
@@ -288,7 +285,11 @@ def bound(folder: str | None, cap: int | None = None) -> int:
 
 
 def write_file(path: str, data: bytes) -> bool:
-    """Write a file whole through a temporary file, or not at all (its temporary removed)."""
+    """Write a file whole and sealed (shared.seal) through a temporary file, or not at all
+    (its temporary removed; no key for this run: nothing)."""
+    sealed = seal(data)
+    if sealed is None:
+        return False
     tmp = temp_name(path)
     made = False
     try:
@@ -297,7 +298,7 @@ def write_file(path: str, data: bytes) -> bool:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o600)
         made = True
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.write(sealed)
         os.replace(tmp, path)
         WRITTEN[0] += 1
         return True
@@ -308,6 +309,20 @@ def write_file(path: str, data: bytes) -> bool:
 
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def read_file(path: str) -> tuple[bytes, int]:
+    """The text of a file a cache wrote (`write_file`) and its mtime: never through a link
+    in its last part, never a FIFO or device (OSError); ValueError when its seal does not
+    verify under this run's key (edited, forged, another machine's), and then it is removed."""
+    with os.fdopen(open_regular(path, follow=False), "rb") as f:
+        data = f.read()
+        used = os.fstat(f.fileno()).st_mtime_ns
+    try:
+        return unseal(data), used
+    except ValueError:
+        remove(path)
+        raise
 
 
 def private_dirs(folder: str) -> None:

@@ -66,6 +66,8 @@ NATIVESCAN = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import _ctypes
+import hostpkg.shared
+hostpkg.shared.KEY = b"0" * 64  # the run's key, as boot sets it from stdin
 from hostpkg.graph.finder import ModuleFinder
 from hostpkg.native.scan import native_facts
 graph = {"roots": ["app"], "modules": {
