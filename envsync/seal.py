@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
-from envsync.documents import read_plain
+from envsync.documents import private, read_plain
 
 SECRET_NAME = "verdict-key"
 
@@ -33,8 +33,11 @@ def secret_path() -> Path:
 
 def secret() -> bytes | None:
     """This machine's key for kept entries, made once (random, 0600); None where it can
-    be neither read nor made (then nothing is kept)."""
+    be neither read nor made, or its folder is another user's or others may write to it
+    (then nothing is kept: a key another user could replace seals nothing)."""
     path = secret_path()
+    if not private(path.parent):
+        return None
     try:
         key = read_plain(path, 256)
         if len(key) >= 32:
@@ -44,6 +47,8 @@ def secret() -> bytes | None:
     key = secrets.token_hex(32).encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not private(path.parent):  # made by another since it was looked at
+            return None
         tmp = path.with_name(f".{SECRET_NAME}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:

@@ -39,7 +39,7 @@ class CacheArea:
 
 def areas() -> tuple[CacheArea, ...]:
     """Both cache folders as they are now."""
-    received = wire.folder()
+    received = wire.place()
     host = received.parent
     return (
         _area("received", received, wire.cap(), skip=()),
@@ -81,7 +81,7 @@ def _area(name: str, root: Path, cap: int, *, skip: tuple[str, ...]) -> CacheAre
 def prune(max_bytes: int | None = None) -> tuple[int, int]:
     """Both folders under their caps (or `max_bytes` each), least recently used first.
     Returns the bytes removed from (received, host)."""
-    received = wire.folder()
+    received = wire.place()
     gone_received = wire.bound(received, max_bytes) if received.is_dir() else 0
     gone_host = 0
     host = received.parent
@@ -94,7 +94,7 @@ def prune(max_bytes: int | None = None) -> tuple[int, int]:
 def clear() -> int:
     """Remove both folders whole, never through a link (InputError when the cache folder
     is one). Returns the bytes really removed."""
-    root = wire.folder().parent
+    root = wire.place().parent
     if root.is_symlink():
         raise InputError(
             f"{root} is a link to {os.readlink(root)}: envsync never clears through a link",

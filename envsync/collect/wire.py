@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from envsync.documents import open_plain
+from envsync.documents import open_plain, private
 from envsync.hostside.caches.chunks import cut
 from envsync.hostside.shared import temp_name, text_digest
 
@@ -64,9 +64,37 @@ class Stale(Exception):
     """A host said its graph is the one envsync holds, and envsync does not hold it."""
 
 
-def folder() -> Path:
+def place() -> Path:
+    """Where envsync's own cache folder is (`envsync cache` looks there, whatever it is)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "envsync" / "received"
+
+
+def folder() -> Path:
+    """The folder to keep what hosts sent in: `place()` when it is safe (`private`); else,
+    said once on stderr with the fix, a folder of this process's own, removed at its exit:
+    the run keeps nothing and reads nothing another user could have written."""
+    where = place()
+    if private(where.parent) and private(where):
+        return where
+    with _LOCK:
+        if str(where) not in _STAND_INS:
+            import atexit
+            import shutil
+            import sys
+            import tempfile
+
+            stand_in = Path(tempfile.mkdtemp(prefix="envsync-received-"))
+            atexit.register(shutil.rmtree, stand_in, True)
+            _STAND_INS[str(where)] = stand_in
+            sys.stderr.write(
+                f"envsync: {where.parent} is not this user's, or others may write to it: no "
+                "cache is used (make it this user's and 0700, or remove it)\n"
+            )
+        return _STAND_INS[str(where)]
+
+
+_STAND_INS: dict[str, Path] = {}  # an unsafe cache folder -> this process's own
 
 
 def request_key(argv: list[str]) -> str:

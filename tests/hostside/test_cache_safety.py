@@ -111,3 +111,48 @@ def test_the_user_hears_once_that_a_hosts_cache_folder_was_not_used(
     assert err.count(line) == 1 and "make it this user's and 0700" in err, err
     assert list(cache.iterdir()) == []
     round_four("1 an unsafe host cache said to the user")
+
+
+@pytest.mark.parametrize("how", ["writable by others", "received/ a link"])
+def test_envsyncs_own_cache_folder_is_used_only_if_safe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    """envsync's side as the host's: a cache folder others may write to, or a received/
+    that is a link (to a folder root owns), is neither read nor written for the run."""
+    from tests.helpers import run_cli
+
+    root = wire.place().parent
+    root.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if how == "writable by others":
+        root.chmod(0o777)
+    else:
+        (root / "received").symlink_to(elsewhere)
+    before = sorted(root.rglob("*"))
+    host_home = tmp_path / "host-home"  # the host's own cache: a private one
+    inventory = tmp_path / "envsync.toml"
+    inventory.write_text(
+        f'[hosts.h]\npython = "{sys.executable}"\nexec = ["env", "XDG_CACHE_HOME={host_home}"]\n'
+        "[service]\ncommand = ['{python}', '-m', 'envsync.model.vocab']\n"
+    )
+    code, out, err = run_cli(capsys, "snapshot", "--inventory", str(inventory), "h")
+    assert code == 0 and json.loads(out)["host"] == "h", err
+    note = f"envsync: {root} is not this user's, or others may write to it: no cache is used"
+    assert err.count(note) == 1 and "make it this user's and 0700" in err, err
+    assert sorted(root.rglob("*")) == before and list(elsewhere.iterdir()) == []
+    assert any((host_home / "envsync").iterdir())  # the host's own cache was used
+    round_four("1 envsync's own cache folder not private: unused, said once")
+
+
+def test_a_key_in_a_folder_others_may_write_seals_nothing(tmp_path: Path) -> None:
+    """Another user who may write envsync's state folder could put their own key there
+    and seal what they forge: then there is no key, and nothing is kept sealed."""
+    from envsync import seal
+
+    folder = seal.secret_path().parent
+    assert seal.secret() is not None  # made 0700
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    folder.chmod(0o777)
+    assert seal.secret() is None
+    round_four("1 a key others could replace: none used")
