@@ -9,13 +9,16 @@ directory that -c puts first on sys.path, and runs BOOT: this file.
 
 BOOT writes the bundle once to a folder keyed by its digest (the cache folder's
 `host-DIGEST/`, written to a temporary folder and renamed, so that concurrent first runs
-are safe), compiles it there once per interpreter, and imports the package from there, so
-that the compiled bytecode is reused on later runs. Where it must not or cannot write (no
-cache asked, a read-only home) it imports the package from memory.
+are safe), compiles it there once per interpreter, and reads the copy whole (its sources
+and this interpreter's bytecode) before anything of it runs: the package is imported from
+what was read, so that the compiled bytecode is reused on later runs, and a copy removed
+while the program runs (`envsync cache clear`, a prune, another run that found it damaged)
+takes nothing from it: what it imports later is in memory. Where it must not or cannot
+write (no cache asked, a read-only home) it imports the package from the bundle's sources.
 
 Nothing cached runs unchecked: the folders are made 0700 whatever the umask; a folder not
 owned by this user, or writable by others, is never imported from (the package runs from
-memory); before each import every file of the copy is checked: its sources against the
+memory); every file of the copy is checked as it is read: its sources against the
 digest that names it, nothing beside them (a `.so` or another file), and in `__pycache__`
 only bytecode checked against those sources by their hash (PEP 552), not by their times.
 A copy that differs (a module deleted, one planted, a bytecode file by time) is rewritten
@@ -132,10 +135,10 @@ def make_base(base: str) -> bool:
     return True
 
 
-def owned(path: str, size: int = -1) -> bytes:
-    """A file of the copy: its bytes (the first `size`, -1: all), opened without following a
-    link or waiting on a FIFO; OSError unless it is a regular file of this user's that no
-    one else may write (a hard link to another's file shows its owner)."""
+def owned(path: str) -> bytes:
+    """A file of the copy: its bytes, opened without following a link or waiting on a
+    FIFO; OSError unless it is a regular file of this user's that no one else may write (a
+    hard link to another's file shows its owner)."""
     import stat
 
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -146,8 +149,8 @@ def owned(path: str, size: int = -1) -> bytes:
         if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise OSError("not this user's alone: " + path)
         chunks: list[bytes] = []
-        while size < 0 or sum(map(len, chunks)) < size:
-            chunk = os.read(fd, 1 << 20 if size < 0 else size)
+        while True:
+            chunk = os.read(fd, 1 << 20)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -156,34 +159,35 @@ def owned(path: str, size: int = -1) -> bytes:
         os.close(fd)
 
 
-def verified(folder: str, digest: str) -> bool:
-    """Whether the copy in `folder` is the bundle that `digest` names, and nothing else in it
-    can run: the folder holds the package alone (sys.path names it while the package is
-    imported); every folder private; every file a regular file of this user's; outside
+def held(folder: str, digest: str) -> tuple[dict[str, str], dict[str, bytes]] | None:
+    """The copy in `folder`, read whole: its sources and this interpreter's bytecode of
+    them ({relative path of the source: bytecode}), if it is the bundle that `digest`
+    names and nothing else in it can run; None where it is not. The folder holds the
+    package alone; every folder private; every file a regular file of this user's; outside
     `__pycache__` the sources alone (a `.so` beside a module, which Python would import in
     its place, or any other file, is refused), of that digest; in `__pycache__` this
     package's bytecode alone, of the sources beside it, and this interpreter's checked
-    against its source's hash (PEP 552): a bytecode file by time, which Python runs in
-    place of a source whose time and size it matches, or one of another source, is
-    refused."""
+    against its source's hash (PEP 552): a bytecode file by time, which Python would run
+    in place of a source whose time and size it matches, or one of another source, is
+    refused. What runs is what was read and checked here, never the folder again."""
     import hashlib
     import json
 
     root = os.path.join(folder, PACKAGE)
     if not (private(folder) and private(root)):
-        return False
+        return None
     files: dict[str, str] = {}
     compiled: list[tuple[str, str]] = []  # (bytecode file, the source's relative path)
     try:
         if os.listdir(folder) != [PACKAGE]:
-            return False
+            return None
         for dirpath, dirnames, names in os.walk(root):
             if not all(private(os.path.join(dirpath, d)) for d in dirnames):
-                return False  # another's, writable by others, or a link
+                return None  # another's, writable by others, or a link
             rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
             if os.path.basename(dirpath) == "__pycache__":
                 if dirnames:
-                    return False
+                    return None
                 above = os.path.dirname(rel_dir)
                 for name in names:
                     parts = name.split(".")
@@ -200,37 +204,52 @@ def verified(folder: str, digest: str) -> bool:
                 continue
             for name in names:
                 if not name.endswith(".py"):
-                    return False
+                    return None
                 rel = name if rel_dir == "." else rel_dir + "/" + name
                 files[rel] = owned(os.path.join(dirpath, name)).decode("utf-8")
         text = json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
         if hashlib.sha256(text).hexdigest()[: len(digest)] != digest:
-            return False
-        return all(
-            source in files and bytecode_of(path, files[source].encode("utf-8"))
-            for path, source in compiled
-        )
+            return None
+        code: dict[str, bytes] = {}
+        for path, source in compiled:
+            if source not in files:
+                return None
+            data = bytecode_of(path, files[source].encode("utf-8"))
+            if data is None:
+                return None
+            if data and os.path.basename(path) == bytecode_name(source):
+                code[source] = data  # the one this interpreter would import
+        return files, code
     except (OSError, ValueError):
-        return False
+        return None
 
 
-def bytecode_of(path: str, source: bytes) -> bool:
-    """Whether a bytecode file may stand for `source`: another interpreter's is that
-    interpreter's to check (this one never reads it); this interpreter's must be checked
-    against the source's hash, and be of this source."""
+def bytecode_name(source: str) -> str:
+    """The name of this interpreter's bytecode file of `source` (at its optimization)."""
+    opt = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
+    name = source.rsplit("/", 1)[-1][: -len(".py")]
+    return f"{name}.{sys.implementation.cache_tag}{opt}.pyc"
+
+
+def bytecode_of(path: str, source: bytes) -> bytes | None:
+    """The bytecode in `path`, whole, if it may stand for `source`: another interpreter's
+    is that interpreter's to check (this one never reads it: b""); this interpreter's must
+    be checked against the source's hash, and be of this source (else None)."""
     from importlib.util import MAGIC_NUMBER, source_hash
 
     tag = sys.implementation.cache_tag
-    head = owned(path, 16)
     if tag is None or os.path.basename(path).split(".")[1] != tag:
-        return True
-    flags = int.from_bytes(head[4:8], "little")
-    return (
-        len(head) == 16
-        and head[:4] == MAGIC_NUMBER
+        return b""
+    data = owned(path)
+    flags = int.from_bytes(data[4:8], "little")
+    if (
+        len(data) > 16
+        and data[:4] == MAGIC_NUMBER
         and flags == 0b11
-        and (head[8:16] == source_hash(source))
-    )
+        and data[8:16] == source_hash(source)
+    ):
+        return data
+    return None
 
 
 def discard(folder: str) -> None:
@@ -304,14 +323,9 @@ def alive(pid: int) -> bool:
     return True
 
 
-def compiled(folder: str) -> bool:
-    """Whether this interpreter's bytecode of the package is in its cache folder."""
-    tag = sys.implementation.cache_tag
-    if tag is None:
-        return True  # an interpreter that keeps no bytecode
-    opt = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
-    name = "__init__." + tag + opt + ".pyc"
-    return os.path.isfile(os.path.join(folder, PACKAGE, "__pycache__", name))
+def compiled(code: dict[str, bytes]) -> bool:
+    """Whether this interpreter's bytecode of the package is in its copy (`code`: held's)."""
+    return sys.implementation.cache_tag is None or "__init__.py" in code  # its __init__ last
 
 
 def compile_all(folder: str) -> None:
@@ -327,7 +341,7 @@ def compile_all(folder: str) -> None:
     init = os.path.join(root, "__init__.py")
     for path in sorted(paths, key=lambda p: p == init):
         try:
-            # Checked against the source's hash, which verified() checked, not its time.
+            # Checked against the source's hash, which held() checks, not its time.
             py_compile.compile(
                 path, doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
             )
@@ -335,19 +349,20 @@ def compile_all(folder: str) -> None:
             return  # a read-only copy: the sources alone still run
 
 
-def from_folder(folder: str) -> None:
-    """Import the package from its cache folder (sys.path is left as it was)."""
-    sys.path.insert(0, folder)
-    try:
-        __import__(PACKAGE)
-    finally:
-        sys.path.remove(folder)
-
-
-def from_memory(files: dict[str, str]) -> None:
-    """Import the package from the bundle's sources: nothing is written anywhere."""
+def from_memory(
+    files: dict[str, str], code: dict[str, bytes] | None = None, folder: str | None = None
+) -> None:
+    """Import the package from what is in memory: its sources, and the bytecode of them
+    read from its copy in `folder` (held's), so that nothing of it is read from the folder
+    again (a copy removed while the program runs takes nothing from it)."""
+    import marshal
     from importlib.abc import Loader, MetaPathFinder
     from importlib.machinery import ModuleSpec
+
+    compiled = code or {}
+
+    def origin(rel: str) -> str:
+        return os.path.join(folder, PACKAGE, rel) if folder else "<envsync>/" + rel
 
     class Bundle(MetaPathFinder, Loader):
         """Finds and loads the package's modules in the bundle; after every other finder,
@@ -370,13 +385,17 @@ def from_memory(files: dict[str, str]) -> None:
             found = self.key(fullname)
             if found is None:
                 return None
-            return ModuleSpec(fullname, self, origin="<envsync>/" + found[0], is_package=found[1])
+            return ModuleSpec(fullname, self, origin=origin(found[0]), is_package=found[1])
 
         def exec_module(self, module: ModuleType) -> None:
             found = self.key(module.__name__)
             if found is None:
                 raise ImportError(f"{module.__name__} is not in the bundle")
-            exec(compile(files[found[0]], "<envsync>/" + found[0], "exec"), module.__dict__)
+            data = compiled.get(found[0])
+            if data is not None:  # checked against the source's hash (held)
+                exec(marshal.loads(data[16:]), module.__dict__)
+            else:
+                exec(compile(files[found[0]], origin(found[0]), "exec"), module.__dict__)
 
         def get_source(self, fullname: str) -> str | None:
             found = self.key(fullname)
@@ -396,24 +415,28 @@ def main() -> int:
     if base and not make_base(base):
         base = None  # neither its copy of the host side nor any cache: nothing read there
     folder = os.path.join(base, "host-" + digest) if base else None
-    if folder is not None and ready(folder) and not verified(folder, digest):
+    copy = held(folder, digest) if folder is not None and ready(folder) else None
+    if folder is not None and copy is None and ready(folder):  # not one that just went
         note(folder + " is not the bundle its name says (damaged, or changed): rewritten")
         discard(folder)
-    if folder is None or not ready(folder):  # else the warm path: nothing decompressed
+    if copy is None:  # else the warm path: nothing decompressed
         if folder is not None:
             sweep(os.path.dirname(folder))
         files = sources(blob, digest)
-        if folder is None or not write(folder, files) or not verified(folder, digest):
+        if folder is not None and write(folder, files):
+            copy = held(folder, digest)
+        if copy is None:
             folder = None
             from_memory(files)
-    if folder is not None:
-        if not compiled(folder):
+    if folder is not None and copy is not None:
+        if not compiled(copy[1]):
             old = os.umask(0o077)  # its __pycache__ folders: private too
             try:
                 compile_all(folder)
             finally:
                 os.umask(old)
-        from_folder(folder)
+            copy = held(folder, digest) or copy  # its bytecode, read and checked
+        from_memory(copy[0], copy[1], folder)
     if key is not None:  # the run's key: the caches' files are sealed with it
         __import__(PACKAGE + ".shared")
         vars(sys.modules[PACKAGE + ".shared"])["KEY"] = key

@@ -28,6 +28,7 @@ from envsync.runner.local import LocalRunner
 from envsync.sources.inventory import HostSpec
 from envsync.sources.snapshot import dumps_snapshot
 from tests import container
+from tests.figures import round_four
 from tests.helpers import comparable, make_venv, make_wheel, pip_install
 
 PKG = {"tiny/__init__.py": "import json\n", "tiny/mod.py": "X = 1\n"}
@@ -229,3 +230,54 @@ def test_an_upgrade_keeps_the_parsed_facts_unless_it_changes_the_parser(
     assert _parsed(venv) == ((0, 1) if keeps else (1, 0))
     copies = list((Path.home() / ".cache" / "envsync").glob("host-*"))
     assert len(copies) == 2  # the new host side beside the old one
+
+
+CLEAR_ITEM = "5 a clear or prune during a running diff: the --no-cache verdict"
+# What the collect program does to the cache folder once it runs (its package imported),
+# before it imports the rest of the host side: what another envsync command on the same
+# machine may do at that moment.
+DURING = {
+    "cache clear": "import shutil\n    shutil.rmtree(cache)\n",
+    "cache prune --max-size 0": (
+        "from envsync_host.caches.store import prune\n    prune(cache, 0)\n"
+    ),
+    "another run moved the copy aside": (
+        "from envsync_host.boot import discard\n"
+        "    discard(os.path.join(cache, 'host-' + digest))\n"
+    ),
+}
+
+
+def changed_during_the_run(what: str) -> shipping.Bundle:
+    """The bundle of this host side whose collect program does `what` to its cache folder
+    as it starts (the folder the package was imported from: gone while it runs)."""
+    files = json.loads(zlib.decompress(shipping.bundle.__wrapped__().blob))
+    head = "def main(args: list[str], digest: str, cache: str | None) -> int:\n"
+    assert head in files["collect.py"]
+    body = "    import os\n\n    if os.environ.get('CHANGE_DURING') and cache:\n        " + DURING[
+        what
+    ].replace("\n    ", "\n        ")
+    files["collect.py"] = files["collect.py"].replace(head, head + body)
+    text = json.dumps(files, sort_keys=True, separators=(",", ":")).encode()
+    digest = hashlib.sha256(text).hexdigest()[:16]
+    return shipping.Bundle(digest=digest, blob=zlib.compress(text, 1), boot=files["boot.py"])
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["first run", "warm copy"])
+@pytest.mark.parametrize("what", sorted(DURING))
+def test_a_copy_removed_while_the_program_runs_takes_nothing_from_it(
+    venv: Path, monkeypatch: pytest.MonkeyPatch, what: str, warm: bool
+) -> None:
+    """`envsync cache clear` (or a prune, or another run that found the copy damaged) while
+    a probe runs on this machine: what the probe imports after it is already in memory, so
+    it answers as a --no-cache run does (it failed with `No module named
+    'envsync_host.native.demangle'`, exit 3, 'probe failed', blaming the host)."""
+    truth = facts(venv, replace(OPTIONS, cache_dir=""))
+    changed = changed_during_the_run(what)
+    monkeypatch.setattr(shipping, "bundle", lambda: changed)
+    if warm:  # the copy written and compiled by an earlier run
+        assert facts(venv) == truth
+        assert list(cached_copy().glob(f"{PACKAGE}/__pycache__/collect.*.pyc"))
+    monkeypatch.setenv("CHANGE_DURING", "1")
+    assert facts(venv) == truth
+    round_four(CLEAR_ITEM)

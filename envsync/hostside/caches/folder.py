@@ -53,27 +53,46 @@ _FACTS_DIGEST: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
 def facts_digest(digest: str, code: tuple[str, ...] = FACTS_CODE) -> str:
-    """The digest of `code`'s sources beside this module (`digest`, the whole host side's,
-    where they cannot be read: a host side run from memory)."""
+    """The digest of `code`'s sources, as they run (`digest`, the whole host side's, where
+    they cannot be read)."""
     found = _FACTS_DIGEST.get((digest, code))
     if found is None:
-        found = _code_digest(globals().get("__file__"), code) or digest
+        found = _code_digest(code) or digest
         _FACTS_DIGEST[(digest, code)] = found
     return found
 
 
-def _code_digest(source: str | None, modules: tuple[str, ...]) -> str | None:
+def _code_digest(modules: tuple[str, ...]) -> str | None:
+    code = hashlib.sha256(b"facts v1\0")
+    for name in modules:
+        text = _source(name)
+        if text is None:
+            return None
+        code.update(name.encode() + b"\0" + text + b"\0")
+    return code.hexdigest()[:16]
+
+
+def _source(name: str) -> bytes | None:
+    """The source of the host side's module `name` ("graph/analyse") as it runs: from the
+    loader that serves the package from memory (boot.py: the copy on the host's disk may be
+    removed while a probe runs), else from its file beside this one's."""
+    spec = globals().get("__spec__")
+    if spec is not None and not spec.has_location and spec.loader is not None:
+        package = __name__.rsplit(".", 2)[0]
+        try:
+            text = spec.loader.get_source(package + "." + name.replace("/", "."))
+        except ImportError:
+            return None
+        return text.encode("utf-8") if isinstance(text, str) else None
+    source = globals().get("__file__")
     if not source:
         return None
     here = os.path.dirname(os.path.dirname(os.path.abspath(source)))  # the host side's root
-    code = hashlib.sha256(b"facts v1\0")
     try:
-        for name in modules:
-            with open(os.path.join(here, *name.split("/")) + ".py", "rb") as f:
-                code.update(name.encode() + b"\0" + f.read() + b"\0")
+        with open(os.path.join(here, *name.split("/")) + ".py", "rb") as f:
+            return f.read()
     except OSError:
         return None
-    return code.hexdigest()[:16]
 
 
 def cache_path(base: str | None, kind: str, digest: str) -> str | None:
