@@ -109,30 +109,34 @@ def probe_argv(
 def collect(host: HostSpec, runner: Runner, options: ProbeOptions | None = None) -> Snapshot:
     """Collect a snapshot of `host` with one probe run; raise CollectError on failure.
     What envsync holds of the host's last answer is not sent again; if it turns out not to
-    hold it after all (a damaged copy), the probe runs once more for everything."""
+    hold it after all (a damaged copy, one another envsync run on this machine pruned or
+    cleared while the probe ran), the probe runs once more for everything. A host whose
+    facts store was made anew (share.Again) is asked once more with every pack."""
     options = options or ProbeOptions()
     request = _request(host, options)
     held = wire.known(request) if request else {}
     offered = offer(host, options)
+    fresh = False
     sealed = options.cache_dir != ""
-    stdin = probe_source(sealed) + (offered.payload() if offered else b"")
     try:
-        argv = probe_argv(host, options, known=held, offered=offered)
-        result = runner.run(argv, input=stdin, timeout=options.timeout)
-        try:
-            return read_result(host, result, options, offered)
-        except share.Again:  # its facts store was made anew: every pack given
-            offered = offer(host, options, fresh=True)
+        while True:  # at most three runs: each retry gives up what the one before relied on
             stdin = probe_source(sealed) + (offered.payload() if offered else b"")
             argv = probe_argv(host, options, known=held, offered=offered)
             result = runner.run(argv, input=stdin, timeout=options.timeout)
-            return read_result(host, result, options, offered)
-        except wire.Stale:
-            assert request is not None
-            wire.forget(request)
-            argv = probe_argv(host, options, offered=offered)
-            result = runner.run(argv, input=stdin, timeout=options.timeout)
-            return read_result(host, result, options, offered)
+            try:
+                return read_result(host, result, options, offered)
+            except share.Again as e:  # its facts store was made anew: every pack given
+                if fresh:  # a fresh offer asks nothing of the store
+                    raise CollectError(f"{host.name}: its probe refused every pack twice") from e
+                offered, fresh = offer(host, options, fresh=True), True
+            except wire.Stale as e:  # a copy named went, or is damaged: all asked for
+                if not held:
+                    raise CollectError(
+                        f"{host.name}: its probe said envsync holds parts it never named ({e})"
+                    ) from e
+                assert request is not None
+                wire.forget(request)
+                held = {}
     except CommandNotFound as e:
         raise CollectError(
             f"{host.name}: python {host.python!r} not found",

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from envsync.documents import open_plain, private
+from envsync.errors import CollectError
 from envsync.hostside.caches.chunks import cut
 from envsync.hostside.shared import temp_name, text_digest
 
@@ -60,8 +61,10 @@ _DECODED_SIZE = 32
 _LOCK = threading.Lock()
 
 
-class Stale(Exception):
-    """A host said its graph is the one envsync holds, and envsync does not hold it."""
+class Stale(CollectError):
+    """A host said its graph is the one envsync holds, and envsync does not hold it (gone,
+    or damaged): collect() asks again for everything. A CollectError, should one ever
+    escape: one line, never a traceback."""
 
 
 def place() -> Path:

@@ -18,13 +18,16 @@ import pytest
 from envsync.collect import ProbeOptions, collect, parse_probe_output, wire
 from envsync.errors import CollectError
 from envsync.hostside.shared import text_digest
-from envsync.model.environment import StartupGraph
+from envsync.model.environment import Snapshot, StartupGraph
 from envsync.runner import CommandResult
 from envsync.runner.local import LocalRunner
 from envsync.sources.inventory import HostSpec
-from tests.helpers import OLD_NS, service_venv, site_packages
+from envsync.sources.snapshot import dumps_snapshot
+from tests.figures import round_four
+from tests.helpers import OLD_NS, comparable, service_venv, site_packages
 
 OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
+RACE_ITEM = "5 diffs side by side on a cache at its cap: the --no-cache verdict"
 
 
 class Recording:
@@ -71,6 +74,14 @@ def _parts(output: bytes) -> dict[str, bool]:
 def _packs_sent(output: bytes) -> int:
     head = json.loads(output.partition(b"\n")[0])
     return sum(1 for _, _, sent in (head.get("packs") or {}).get("index", []) if sent)
+
+
+def _facts(snap: Snapshot) -> dict[str, object]:
+    """A snapshot's facts, without how they were collected (nor which were parsed anew)."""
+    data = comparable(json.loads(dumps_snapshot(snap)))
+    for key in ("parsed", "cached"):
+        data["startup"].pop(key)
+    return data
 
 
 def _copies(kind: str = "modules") -> list[Path]:
@@ -220,6 +231,53 @@ def test_a_copy_removed_while_the_probe_runs_is_asked_for_again(venv: Path) -> N
     runner = Recording(during=copy.unlink)
     assert dict(_collect(venv, runner).modules) == truth
     assert [_sent(o) for o in runner.outputs] == [False, True]
+
+
+@pytest.mark.parametrize("kind", ["modules", "distributions", "native"])
+def test_a_copy_pruned_while_the_host_asks_for_every_pack_is_asked_for_again(
+    venv: Path, kind: str
+) -> None:
+    """Another run on this machine pruned a copy this one named, while the host answered
+    that its facts store was made anew (a clear, a prune of its cache): the probe asked
+    again with every pack named the copy still, and the Stale of it ended envsync in a
+    traceback (`envsync.collect.wire.Stale: no copy of the distributions`, exit 1)."""
+    spec = HostSpec(name="t", python=str(venv))
+    truth = collect(spec, Recording(), OPTIONS)
+    wire._MEMO.clear()  # another envsync process: nothing of this one's memory
+    wire._DECODED.clear()
+    (store,) = (Path.home() / ".cache" / "envsync").glob("facts-*/id")
+    store.write_text("0" * 32)  # the host's facts store made anew since envsync's record
+    (copy,) = _copies(kind)
+    runner = Recording(during=copy.unlink)
+    again = collect(spec, runner, OPTIONS)
+    assert _facts(again) == _facts(truth)
+    assert len(runner.outputs) == 3  # asked again with every pack, then for everything
+    round_four(RACE_ITEM)
+
+
+def test_a_host_that_says_envsync_holds_what_it_never_named_is_a_collect_error(
+    venv: Path,
+) -> None:
+    """Asked for everything, a host that answers "unchanged" is lying or broken: one line
+    that names it (exit 3), never a traceback nor a loop."""
+
+    class Lying(Recording):
+        def run(
+            self, argv: Sequence[str], *, input: bytes | None = None, timeout: float
+        ) -> CommandResult:
+            done = super().run(argv, input=input, timeout=timeout)
+            head, _, rest = done.stdout.partition(b"\n")
+            data = json.loads(head)
+            data["startup"]["modules_sent"] = False
+            lie = json.dumps(data).encode() + b"\n" + rest.partition(b"\n")[2]
+            return CommandResult(
+                argv=tuple(argv), returncode=0, stdout=lie, stderr=b"", duration_s=0.0
+            )
+
+    runner = Lying()
+    with pytest.raises(CollectError, match=r"t: .*never named"):
+        collect(HostSpec(name="t", python=str(venv)), runner, OPTIONS)
+    assert len(runner.outputs) == 1
 
 
 def test_no_cache_names_nothing_and_keeps_nothing(venv: Path) -> None:
