@@ -157,7 +157,13 @@ def test_the_code_key_follows_the_source_files(tmp_path: Path) -> None:
     (code / "__pycache__" / "graph.cpython-311.pyc").write_bytes(b"\0")
     keys.append(verdicts.files_key(code))
     assert len(set(keys)) == 4 and keys[-1] == keys[-2]  # bytecode does not count
-    assert verdicts.code_key() == verdicts.files_key(Path(verdicts.__file__).parent)
+    # the whole package: the classifier's modules too (it held only compare/ once the
+    # stages had rooms, so a changed classifier gave the verdicts kept before it)
+    import envsync
+
+    package = Path(envsync.__file__).resolve().parent
+    assert verdicts.code_key() == verdicts.files_key(package)
+    assert (package / "classify" / "packages.py").is_file()
 
 
 @pytest.mark.parametrize("damage", [b"", b"{", b'{"findings": 3}', b"[]"])

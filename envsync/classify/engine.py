@@ -13,6 +13,7 @@ from envsync.classify.launched import Startup
 from envsync.classify.native import apply_import_check as native_import_check
 from envsync.classify.native import native_findings
 from envsync.classify.packages import classify_dist
+from envsync.classify.proof import proven
 from envsync.classify.startup import Analysis, ReferenceSide
 from envsync.classify.truth import apply_crash, apply_import_check
 from envsync.collect.native import Providers
@@ -124,7 +125,9 @@ def _classify_one(
     side: ReferenceSide,
 ) -> Finding:
     if diff.kind in PACKAGE_KINDS:
-        return classify_dist(diff, reference, target, analysis, startup, side)
-    if diff.kind == "file":
-        return classify_file(diff, reference, target, analysis)
-    return classify_fact(diff, analysis)
+        found = classify_dist(diff, reference, target, analysis, startup, side)
+    elif diff.kind == "file":
+        found = classify_file(diff, reference, target, analysis, startup, side)
+    else:
+        return classify_fact(diff, analysis)
+    return proven(found, diff, reference, target, analysis)  # degraded and benign need proof

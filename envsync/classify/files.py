@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envsync.classify.graph import path_to
-from envsync.classify.startup import Analysis, door_finding, finding_about
+from envsync.classify.graph import Failure, path_to
+from envsync.classify.launched import Startup
+from envsync.classify.packages import failing_finding
+from envsync.classify.startup import Analysis, ReferenceSide, door_finding, finding_about
 from envsync.model.environment import GitState, Snapshot
 from envsync.model.findings import Difference, Evidence, Finding, SyncFileFix
 from envsync.model.vocab import RUNS, SEVERITY_RANK
@@ -43,7 +45,8 @@ def classify_commit(
     return finding_about(diff, severity=severity, reason=reason, decided_by="facts")
 
 
-def _module_of(path: str) -> str | None:
+def module_of(path: str) -> str | None:
+    """The module a package's file is (`svc/util/__init__.py`: svc.util), None if none."""
     if not path.endswith(".py") or path.startswith(".."):
         return None
     module = path[:-3].replace("/", ".")
@@ -51,13 +54,22 @@ def _module_of(path: str) -> str | None:
 
 
 def classify_file(
-    diff: Difference, reference: Snapshot, target: Snapshot, analysis: Analysis
+    diff: Difference,
+    reference: Snapshot,
+    target: Snapshot,
+    analysis: Analysis,
+    startup: Startup,
+    side: ReferenceSide,
 ) -> Finding:
-    """The verdict of a watched package's file that differs: by how surely startup imports
-    its module (`risky` where it runs), with the copy (or removal) that fixes it."""
+    """The verdict of a watched package's file that differs: by an import it makes fail
+    (`_failing_here`), else by how surely startup imports its module (`risky` where it
+    runs), with the copy (or removal) that fixes it."""
     what = _what_differs(diff, reference, target)
     fix = _sync_fix(diff)
-    module = _module_of(diff.subject)
+    module = module_of(diff.subject)
+    failing = _failing_here(module, analysis, side) if module else []
+    if failing:
+        return failing_finding(diff, failing, analysis, startup, target, side, [], [fix])
     how = analysis.reached.get(module) if module else None
     if how is None and module and module.endswith(".__main__"):
         how = None  # a package's __main__ runs only under `-m pkg`: reached as such
@@ -120,6 +132,24 @@ def classify_file(
         decided_by=decided,
         fixes=(fix,),
     )
+
+
+def _failing_here(module: str, analysis: Analysis, side: ReferenceSide) -> list[Failure]:
+    """The imports that cannot succeed on the target because of this file (its module
+    absent there, not a regular file, or not compilable by the target's interpreter; or
+    an import the file makes), and that succeed on the reference: they decide as surely
+    as they run."""
+    below = module + "."
+    return [
+        f
+        for f in analysis.failures
+        if (
+            f.module == module
+            or f.module.startswith(below)
+            or (f.importer == module and not side.states(f))  # a statement the change made
+        )
+        and not side.fails_too(f)
+    ]
 
 
 def _what_differs(diff: Difference, reference: Snapshot, target: Snapshot) -> str:

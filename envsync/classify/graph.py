@@ -6,7 +6,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from envsync.classify.bound import bound_names
 from envsync.classify.rules import Root
+from envsync.hostside.shared import COMPILE_ERROR
 from envsync.model.environment import ImportEdge, ModuleFacts, StartupGraph
 from envsync.model.vocab import CONTEXT_RANK as RANK
 from envsync.model.vocab import CONTEXTS, RUNS, Context, weaker
@@ -41,12 +43,15 @@ class Failure:
     context: Context  # effective context: module | if | try | fallback | function
     root: Root
     declared_in: str | None = None  # X is lazy: the submodule its table names for Y
+    error: str | None = None  # X cannot be compiled: what importing it raises
 
     @property
     def top(self) -> str:
         return self.module.partition(".")[0]
 
     def message(self) -> str:
+        if self.error:
+            return f"{self.module} cannot be compiled here: {self.error}"
         if self.missing_name:
             text = f"cannot import name {self.missing_name!r} from {self.module!r}"
             if self.declared_in and self.declared_in != self.module:
@@ -64,6 +69,7 @@ class Broken:
     missing_module: str | None = None
     missing_name: str | None = None
     declared_in: str | None = None
+    error: str | None = None  # the module cannot be compiled: what importing it raises
 
 
 Target = tuple[str, Context]  # a module an edge runs, and how surely it runs it
@@ -264,11 +270,21 @@ class GraphIndex:
                 if prefix in modules and modules[prefix].kind == "missing":
                     missing = prefix
                     break
+                error = _compile_error(modules.get(prefix))
+                if error is not None:
+                    out.append(Broken(edge=edge, module=prefix, error=error))
+                    break
             if missing is not None:
                 out.append(Broken(edge=edge, module=missing, missing_module=missing))
                 continue
+            if out and out[-1].edge is edge:  # a module it runs cannot be compiled
+                continue
             for item in edge.names:
                 if item == "*":
+                    continue
+                error = _compile_error(modules.get(f"{edge.module}.{item}"))
+                if error is not None:  # `from pkg import mod`: mod is run, and fails
+                    out.append(Broken(edge=edge, module=f"{edge.module}.{item}", error=error))
                     continue
                 verdict, where = self.lookup(edge.module, item)
                 if verdict is False:
@@ -500,9 +516,20 @@ class GraphIndex:
                         context=context,
                         root=how.root,
                         declared_in=b.declared_in,
+                        error=b.error,
                     ),
                 )
         return list(found.values())
+
+
+def _compile_error(facts: ModuleFacts | None) -> str | None:
+    """What importing a module raises when this interpreter cannot compile it (None: it
+    can, or envsync did not read it: a file past the bound is a door, not a failure)."""
+    if facts is None or facts.kind != "error" or not facts.error:
+        return None
+    if not facts.error.startswith(COMPILE_ERROR):
+        return None
+    return facts.error[len(COMPILE_ERROR) :]
 
 
 def _runs_at(edge: ImportEdge) -> float:
@@ -514,46 +541,6 @@ def _runs_at(edge: ImportEdge) -> float:
     if edge.at == 0:
         return float("inf")
     return edge.at + edge.line / 1e7
-
-
-def bound_names(
-    graph: StartupGraph,
-    module: str,
-    seen: frozenset[str] = frozenset(),
-    memo: dict[str, set[str] | None] | None = None,
-) -> set[str] | None:
-    """Names `module` binds at module level, through `import *` too; None when unknowable."""
-    if memo is not None and module in memo:
-        return memo[module]
-    result = _bound_names(graph, module, seen)
-    if memo is not None:
-        memo[module] = result
-    return result
-
-
-def _bound_names(graph: StartupGraph, module: str, seen: frozenset[str]) -> set[str] | None:
-    facts = graph.modules.get(module)
-    if (
-        facts is None
-        or facts.kind != "source"
-        or facts.defines is None
-        or facts.dynamic
-        or facts.lazy is not None
-    ):
-        return None
-    names = set(facts.defines)
-    for star in facts.stars:
-        if star in seen:
-            continue
-        inner = graph.modules.get(star)
-        exported = bound_names(graph, star, seen | {module})
-        if exported is None:
-            return None
-        if inner is not None and inner.all is not None:
-            names.update(inner.all)
-        else:
-            names.update(n for n in exported if not n.startswith("_"))
-    return names
 
 
 class ImportsOf:

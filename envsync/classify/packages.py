@@ -229,7 +229,7 @@ def _verdict(
     fixes = dist_fixes(name, reference, target) if diff.kind != "extra" else []
     related, shared = _failures_of(names, analysis, side)
     if related:
-        return _failing(diff, related, analysis, startup, target, side, requirements, fixes)
+        return failing_finding(diff, related, analysis, startup, target, side, requirements, fixes)
     if shared:
         return _failing_on_both(diff, shared, analysis, requirements, fixes)
     if analysis.graph is None:
@@ -256,7 +256,7 @@ def _failures_of(
     return related, shared
 
 
-def _failing(
+def failing_finding(
     diff: Difference,
     related: list[Failure],
     analysis: Analysis,

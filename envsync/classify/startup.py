@@ -130,14 +130,26 @@ class ReferenceSide:
         return any(
             b.module == failure.module
             and b.missing_name == failure.missing_name
+            and b.error == failure.error
             and b.edge.context == failure.edge.context
             and b.edge.statement == failure.edge.statement
             for b in self.index.broken_imports(failure.importer)
         )
 
+    def states(self, failure: Failure) -> bool:
+        """The reference's copy of the importer holds the failing statement too: what
+        fails is the module it imports, not the importer's change."""
+        if self.index is None:
+            return False
+        facts = self.index.graph.modules.get(failure.importer)
+        return facts is not None and any(
+            e.statement == failure.edge.statement and e.context == failure.edge.context
+            for e in facts.imports
+        )
+
     def works(self, failure: Failure) -> Evidence | None:
         """Evidence that the statement failing on the target succeeds on the reference."""
-        if self.index is None:
+        if self.index is None or failure.error:
             return None
         verdict, where = self.index.import_works(failure.edge.module, failure.missing_name)
         if verdict is not True or where is None:
@@ -224,7 +236,12 @@ def failure_reason(
 ) -> str:
     where = CONTEXT_WORDS[failure.context]
     at = statement_at(failure)
-    if failure.missing_name:
+    if failure.error:
+        head = (
+            f"{failure.importer} imports {failure.module} {where} ({at}), and the target's "
+            f"interpreter cannot compile it: importing it raises {failure.error}"
+        )
+    elif failure.missing_name:
         head = (
             f"{owner_of(target, failure.module)} lacks {failure.missing_name}, which "
             f"{failure.importer} imports from {failure.module} {where} ({at})"

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from envsync.collect import wire
+from envsync.errors import CollectError
 from envsync.hostside.shared import text_digest
 from envsync.model.inventory import HostSpec
 from envsync.runner.bundle import bundle
@@ -161,7 +162,7 @@ def _pack(where: Path, digest: str) -> Path:
     return where / f"pack-{digest}.json"
 
 
-class Again(Exception):
+class Again(CollectError):
     """The host's facts store is not the one envsync's record is of (made anew): what the
     record says it holds is not there. Asked again with every pack."""
 

@@ -33,8 +33,11 @@ from envsync.seal import mac, secret, verifies
 
 @cache
 def code_key() -> str:
-    """envsync's own code (its package folder, the rule packs in it included)."""
-    return files_key(Path(__file__).resolve().parent)
+    """envsync's own code (its package folder, the rule packs in it included: every
+    subpackage, the classifier's above all)."""
+    import envsync
+
+    return files_key(Path(envsync.__file__).resolve().parent)
 
 
 def files_key(root: Path) -> str:

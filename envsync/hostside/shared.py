@@ -188,6 +188,11 @@ def text_digest(text: bytes) -> str:
     return hashlib.sha256(text).hexdigest()[:32]
 
 
+# A module's facts whose error starts so: this interpreter cannot compile it, and importing
+# it raises what follows (`SyntaxError: ...`); any other error is a file not read.
+COMPILE_ERROR = "cannot compile: "
+
+
 # ---------------------------------------------------------------------------------------
 # The seal of every file a cache keeps on this host
 

@@ -133,7 +133,7 @@ def test_every_file_a_cache_keeps_is_read_through_its_seal() -> None:
     """Only store.read_file opens a cache's files (it checks their seal): a reader that
     opened one itself would trust what a forger wrote. The others open no cache's file."""
     not_caches = {
-        "caches/folder.py _code_digest": "the host side's own sources",
+        "caches/folder.py _source": "the host side's own sources",
         "caches/share.py record": "a distribution's RECORD",
     }
     opened = set()

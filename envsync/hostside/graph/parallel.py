@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+from ..shared import COMPILE_ERROR
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -42,6 +44,20 @@ def workers() -> int:
     return min(cores, 32)
 
 
+def python_error(e: BaseException) -> str:
+    """What importing a module whose source raised `e` in ast.parse raises, as Python says
+    it (`SyntaxError: source code string cannot contain null bytes`): a null byte is a
+    ValueError to ast.parse and a SyntaxError to the import system."""
+    if isinstance(e, SyntaxError):
+        where = f" (line {e.lineno})" if e.lineno else ""
+        return f"SyntaxError: {e.msg}{where}"
+    if isinstance(e, ValueError):
+        return f"SyntaxError: {e}"
+    if isinstance(e, RecursionError):
+        return "RecursionError: maximum recursion depth exceeded during compilation"
+    return f"{type(e).__name__}: {e}"
+
+
 def parse(data: bytes, name: str, is_package: bool, as_main: bool, runs: tuple[str, ...]) -> Parsed:
     """One file's facts, as GraphBuilder.facts makes them (in a worker, or here)."""
     from ..facts.files import TOKEN_BOUND, marks, source_text
@@ -55,8 +71,8 @@ def parse(data: bytes, name: str, is_package: bool, as_main: bool, runs: tuple[s
     while True:
         try:
             return ("ok", analyze_source(text, name, is_package, as_main, runs))
-        except (SyntaxError, ValueError, RecursionError) as e:
-            return ("error", f"cannot parse: {e}")
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+            return ("error", COMPILE_ERROR + python_error(e))
         except SystemError as e:
             # Python before 3.11.8 and 3.12.1 (gh-106905) keeps one AST recursion
             # counter for all threads: a traceback formatted in another thread (the

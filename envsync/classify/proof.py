@@ -1,0 +1,85 @@
+"""`degraded` and `benign` need proof (pure): the one rule every finding kind passes.
+
+Both say startup works. A weaker story found elsewhere (a guarded import of the same
+library failing in another module) is no proof: where startup runs the difference at
+module level, unguarded (a changed distribution it imports there, a differing file whose
+module it imports there), the verdict is at least `risky`, with the import that runs it
+as evidence. Findings of host facts (variables, the GPU, the system) are no imports:
+their own rules decide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from envsync.classify.files import module_of
+from envsync.classify.graph import path_to
+from envsync.classify.startup import CONTEXT_WORDS, Analysis, import_names, short_file
+from envsync.model.environment import Snapshot
+from envsync.model.findings import Difference, Evidence, Finding
+from envsync.model.vocab import PACKAGE_KINDS
+
+CLAIMS = ("degraded", "benign")
+UNGUARDED = ("module", "if")
+
+
+def proven(
+    finding: Finding, diff: Difference, reference: Snapshot, target: Snapshot, analysis: Analysis
+) -> Finding:
+    """`finding`, lifted to `risky` where it claims startup works and startup runs the
+    difference unguarded at module level."""
+    if finding.severity not in CLAIMS:
+        return finding
+    runs = runs_unguarded(diff, reference, target, analysis)
+    if runs is None:
+        return finding
+    why, evidence = runs
+    return replace(
+        finding,
+        severity="risky",
+        decided_by=evidence.source,
+        reason=f"{finding.subject}: {why}; not shown to load, so not {finding.severity} "
+        f"({finding.reason})",
+        evidence=tuple(dict.fromkeys((evidence, *finding.evidence))),
+    )
+
+
+def runs_unguarded(
+    diff: Difference, reference: Snapshot, target: Snapshot, analysis: Analysis
+) -> tuple[str, Evidence] | None:
+    """How startup runs the difference at module level, unguarded (None: it does not, as
+    far as the graph shows): the surest import of a changed version, or of a file's module."""
+    if analysis.graph is None:
+        return None
+    if diff.kind in PACKAGE_KINDS:
+        if diff.kind != "version" or analysis.imports is None:
+            return None
+        use = analysis.imports.surest(import_names(diff.subject, reference, target))
+        if use is None or use[2] not in UNGUARDED:
+            return None
+        importer, edge, context = use
+        what = f"{edge.module}, and the version it runs there differs"
+    elif diff.kind == "file" and (module := module_of(diff.subject)) is not None:
+        how = analysis.reached.get(module)
+        if how is None or how.context not in UNGUARDED or how.parent is None or how.edge is None:
+            return None
+        importer, edge, context = how.parent, how.edge, how.context
+        what = f"{module}, whose file differs"
+    else:
+        return None
+    facts = analysis.graph.modules.get(importer)
+    file = facts.file if facts else None
+    at = f"{short_file(file, importer) or importer}:{edge.line}"
+    chain = " -> ".join(path_to(analysis.reached, importer))
+    return (
+        f"startup imports {what} ({CONTEXT_WORDS[context]}, unguarded: {importer}, {at})",
+        Evidence(
+            source="import-graph",
+            detail=f"{importer} imports {edge.module} {CONTEXT_WORDS[context]}, unguarded: "
+            "the target's copy runs there",
+            file=file,
+            line=edge.line,
+            statement=edge.statement,
+            context=f"{edge.context}; startup path: {chain}",
+        ),
+    )
