@@ -33,6 +33,20 @@ from envsync.runner import Runner
 from envsync.runner.agent import Agent, BackupInfo, Restored
 
 
+def leaving_tip(message: str) -> str:
+    """What to do about a path that leaves the environment (the host agent names the link
+    and where it points, or the RECORD line that names a path outside)."""
+    if "a link to" in message:
+        return (
+            "replace the link with a copy of what it points to, or change the environment "
+            "it points into on its own; then run the command again"
+        )
+    return (
+        "a RECORD line naming a path outside the environment is no installer's: remove the "
+        "line from that RECORD, then run the command again"
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Applied:
     backup: str
@@ -85,6 +99,8 @@ def apply_plan(
                 e.message,
                 tip="run the same command again: its plan was made from the half-changed state",
             ) from e
+        if e.kind == "leaves-environment":
+            raise ApplyError(e.message, tip=leaving_tip(e.message)) from e
         raise ApplyError(f"{e.message}; the backup failed, nothing was changed") from e
     backup = made.path
     ctx = StepContext(

@@ -28,6 +28,7 @@ from .backups import (
     set_state,
     state_of,
 )
+from .escapes import Bounds, describe, dist_ways_out, leaving
 from .failure import Failure, refuse
 from .installer import start_tracing
 from .paths import (
@@ -78,11 +79,12 @@ def op_backup(op: BackupRequest) -> BackupReply:
     if os.path.exists(where):
         raise Failure("bad-input", f"backup {os.path.basename(where)} exists already")
     files = op.get("files", [])
+    names = [str(n) for n in op.get("dists", [])]
+    refuse_leaving(names, [p for p in files if isinstance(p, str)])
     for path in files:
         if not in_package(path):
             refuse(path, "not in a package directory of this environment")
     finish_unfinished()
-    names = [str(n) for n in op.get("dists", [])]
     owned, notes = dists_scope(names)
     # pip's uninstall set, whole: a RECORD's folder lines too (unless one claims another
     # distribution's files: then pip is never run over it, and the claim says so)
@@ -140,6 +142,15 @@ def op_backup(op: BackupRequest) -> BackupReply:
         raise
     saved = sum(1 for e in before.values() if e["kind"] == "file")
     return {"backup": where, "saved": saved, "notes": notes, "claims": claims}
+
+
+def refuse_leaving(names: list[str], files: list[str]) -> None:
+    """Refuse, before anything changes (an unfinished apply's rollback too), a plan whose
+    installer or copy would write or remove a path outside the environment: through a
+    linked package folder or site-packages, or a RECORD line naming one."""
+    why = leaving(names, files)
+    if why is not None:
+        raise Failure("leaves-environment", f"refusing the plan: {why}; nothing was changed")
 
 
 def refuse_frozen(paths: list[str]) -> None:
@@ -257,6 +268,12 @@ def op_remove_dist(op: RemoveDistRequest) -> RemoveDistReply:
     leaves empty go too."""
     where = backup_dir(op["id"])
     manifest = read_manifest(where)
+    out = dist_ways_out([str(op["name"])], Bounds())
+    if out:
+        raise Failure(
+            "leaves-environment",
+            f"refusing to remove {op['name']}: {describe(out)}; nothing was changed",
+        )
     recorded = {k for d in manifest["dists"] for k in d.get("paths", [])}
     removed = 0
     folders = set()

@@ -161,17 +161,22 @@ def editable_source(meta: str) -> str | None:
     return path if path != "/" and os.path.isdir(path) else None
 
 
-def package_roots() -> list[str]:
-    """The environment's package directories, the only places a plan's files may be: its
-    site directories and the source trees of its editable installs (direct_url.json)."""
-    roots = [os.path.realpath(d) for d in site_dirs()]
+def editable_sources() -> list[str]:
+    """The source trees of the environment's editable installs (direct_url.json)."""
+    out = []
     for location in site_dirs():
         for entry in os.listdir(location):
             if entry.endswith(".dist-info"):
                 source = editable_source(os.path.join(location, entry))
                 if source is not None:
-                    roots.append(source)
-    return roots
+                    out.append(source)
+    return out
+
+
+def package_roots() -> list[str]:
+    """The environment's package directories, the only places a plan's files may be: its
+    site directories and the source trees of its editable installs."""
+    return [os.path.realpath(d) for d in site_dirs()] + editable_sources()
 
 
 def package_root(root: object) -> str:

@@ -16,6 +16,7 @@ import tarfile
 
 from ..shared import temp_name
 from .backups import backup_dir
+from .escapes import Bounds, describe, file_ways_out
 from .failure import Failure, refuse
 from .installer import note_writes
 from .paths import STATE, dist_paths, in_package, inside, installed, package_root, relative
@@ -121,10 +122,12 @@ def unpack(
     place: Callable[[tarfile.TarInfo], str | None],
     remove: list[str],
     where: str | None = None,
+    folder: str | None = None,
 ) -> UnpackReply:
     """Write each archived file where `place(member)` says (every entry checked before the
-    first is written), delete `remove` (absolute paths), then check every written file's
-    sha256 against the sender's manifest."""
+    first is written, none may leave the environment, nor `folder` they go into), delete
+    `remove` (absolute paths), then check every written file's sha256 against the
+    sender's manifest."""
     written = {}
     with tarfile.open(fileobj=io.BytesIO(payload)) as tar:
         members = tar.getmembers()
@@ -142,6 +145,7 @@ def unpack(
             if target is None:
                 refuse(member.name, "not a file of the plan")
             targets.append((member, target))
+        stay_inside([*(t for _, t in targets), *remove], folder)
         note_writes(where, made(t for _, t in targets))  # the apply's own, for its rollback
         for member, target in targets:
             data = tar.extractfile(member)
@@ -189,7 +193,23 @@ def op_unpack(op: UnpackRequest, payload: bytes) -> UnpackReply:
         return result
     root = package_root(op["root"])
     remove = [relative(root, r) for r in op.get("remove", [])]
-    return unpack(payload, lambda m: relative(root, m.name), remove, where)
+    return unpack(payload, lambda m: relative(root, m.name), remove, where, root)
+
+
+def stay_inside(paths: list[str], folder: str | None = None) -> None:
+    """Refuse, before the first write, a copy whose files or removals (or the `folder` it
+    writes into) would land outside the environment, through a link on their way."""
+    bounds = Bounds()
+    found = file_ways_out(paths, bounds)
+    out = bounds.way_out(folder, whole=True) if folder is not None else None
+    if out is not None:
+        found.setdefault(out, []).append(f"the folder {folder}")
+    if found:
+        raise Failure(
+            "leaves-environment",
+            f"refusing the copy: {describe(found)}: outside this environment "
+            f"({STATE.prefix}); nothing was changed",
+        )
 
 
 def op_write(op: WriteRequest) -> WriteReply:
