@@ -188,6 +188,16 @@ def rollback(
                     "the target may be partly restored",
                     tip=f"rerun {rerun}: it takes the target from wherever this one stopped",
                 ) from e
+            case "not-restored":
+                # what is outside, through a link, is beyond any rerun; a path that
+                # changed under the restore is put back by one
+                tip = (
+                    leaving_tip(e.message)
+                    if "outside this environment" in e.message
+                    else f"find what changed those paths under the restore, then `{command} "
+                    "--force` puts them back"
+                )
+                raise RollbackError(e.message, tip=tip) from e
             case "no-space" | "cannot-restore":
                 raise RollbackError(
                     e.message, tip=f"make room or fix the file, then rerun {rerun}"

@@ -1,22 +1,26 @@
-"""No write leaves the environment.
+"""No write leaves the environment, and no rollback reports a restore that did not happen.
 
 Real venvs, real pip, real wheels. A package folder of the target that is a link to another
 environment's (as Spack views and shared builds make them), a target whose site-packages is
 such a link, and a RECORD line naming a path outside: the apply is refused before anything
 changes, in one line naming the link and where it points (exit 4), both environments byte
 for byte as they were; pip ran through the first two before, and the other environment
-kept the new files.
+kept the new files. A rollback checks what it put back: a backup of an apply that wrote
+through such a link (an envsync before this check made them), a package folder that became
+a link after the apply, and a file that does not end as the record says are each reported,
+never "restored".
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.apply.conftest import env_listing
-from tests.apply.restore_bed import add_record_lines, cli, inventory, last_line
+from tests.apply.restore_bed import add_record_lines, assert_same, cli, inventory, last_line
 from tests.figures import round_four
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages, state_dir
 
@@ -26,6 +30,7 @@ PKG1 = {"pkg/__init__.py": "V = 1\n", "pkg/mod.py": "X = 1\n"}
 PKG2 = {"pkg/__init__.py": "V = 2\n", "pkg/mod.py": "X = 2\n", "pkg/new.py": ""}
 APPLY = ("-q", "repair", "REF", "tgt", "--prefer", "fix", "--apply", "--no-deploy")
 REFUSED = "2 writes that leave the environment refused"
+CHECKED = "2 rollbacks checked, never a false restore"
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +123,83 @@ def test_a_write_through_a_link_out_of_the_environment_is_refused_before_anythin
     assert env_listing(tgt4) == before4 and victim.read_text() == "precious\n"
     held += 1
     round_four(REFUSED, held)
+
+
+def applied(python: Path, index: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """pkg==2.0 applied to the venv of `python` (no link anywhere): its inventory, and
+    the backup the apply made."""
+    inv = inventory(tmp_path / f"{python.parent.parent.name}.toml", python, index)
+    code, err = apply(inv, tmp_path)
+    assert code == 0, err
+    (backup,) = (state_dir(python) / "backups").glob("*")
+    return inv, backup
+
+
+def test_a_rollback_checks_what_it_put_back_and_never_reports_a_restore_that_did_not_happen(
+    wheels: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = 0
+    # 1. a backup of an apply that wrote through a linked package folder, as an envsync
+    # without the check made it: the apply's files went to the other environment, and
+    # the record holds none of them (it took them for paths outside the environment)
+    other = venv(tmp_path / "other", wheels)
+    tgt = venv(tmp_path / "tgt", wheels)
+    inv, backup = applied(tgt, wheels["index"], tmp_path)
+    theirs = site_packages(other) / "pkg"
+    shutil.rmtree(theirs)
+    shutil.move(site_packages(tgt) / "pkg", theirs)  # the new files, in the other env
+    (site_packages(tgt) / "pkg").symlink_to(theirs, target_is_directory=True)
+    manifest = json.loads((backup / "manifest.json").read_text())
+
+    def kept(key: str) -> bool:
+        return "/pkg/" not in key and not key.endswith("/pkg")
+
+    for record in ("before", "after"):
+        manifest[record] = {k: v for k, v in manifest[record].items() if kept(k)}
+    for dist in manifest["dists"]:
+        dist["paths"] = [k for k in dist["paths"] if kept(k)]
+    (backup / "manifest.json").write_text(json.dumps(manifest))
+    code, err = cli(inv, "rollback", "tgt")
+    assert code == 4, err  # it said "restored ... path(s) put back", exit 0
+    line = last_line(err)
+    assert "is not restored" in line and "no backup holds them" in line, line
+    assert f"{site_packages(tgt) / 'pkg'}, a link to {theirs}" in line, line
+    assert "restored" not in err.replace("not restored", ""), err
+    held += 1
+
+    # 2. a package folder that became a link after the apply (a view made again): the
+    # record's paths now lead out, and the rollback refuses them, naming the link
+    tgt2 = venv(tmp_path / "tgt2", wheels)
+    inv2, _ = applied(tgt2, wheels["index"], tmp_path)
+    link(site_packages(tgt2) / "pkg", theirs)
+    before = env_listing(tgt2), env_listing(other)
+    code, err = cli(inv2, "rollback", "tgt")
+    assert code == 4, err
+    line = last_line(err)
+    assert f"{site_packages(tgt2) / 'pkg'}, a link to {theirs}" in line, line
+    assert "nothing was changed" in line, line
+    assert (env_listing(tgt2), env_listing(other)) == before
+    held += 1
+
+    # 3. a file that does not end as the record says (written under the restore: here by
+    # an audit hook of the target's own interpreter, as the restore's rename runs)
+    tgt3 = venv(tmp_path / "tgt3", wheels)
+    (site_packages(tgt3) / "tamper.pth").write_text(
+        "import os, sys; os.environ.get('TAMPER_RESTORE') and sys.addaudithook("
+        "lambda e, a: e == 'os.rename' and str(a[1]).endswith('/pkg/mod.py') "
+        "and open(a[0], 'w').write('X = 3\\n'))\n"
+    )
+    pristine = env_listing(tgt3)
+    inv3, _ = applied(tgt3, wheels["index"], tmp_path)
+    monkeypatch.setenv("TAMPER_RESTORE", "1")
+    code, err = cli(inv3, "rollback", "tgt")
+    assert code == 4, err  # it said "restored", with X = 3 in pkg/mod.py
+    line = last_line(err)
+    assert "is not restored: 1 path(s) are not as the backup recorded them" in line, line
+    assert "pkg/mod.py" in line and "--force" in line, line
+    monkeypatch.delenv("TAMPER_RESTORE")
+    code, err = cli(inv3, "rollback", "tgt", "--force")  # what the line says, done
+    assert code == 0, err
+    assert_same(tgt3, pristine)
+    held += 1
+    round_four(CHECKED, held)

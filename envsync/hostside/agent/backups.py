@@ -112,6 +112,17 @@ def damaged(where: str, why: str) -> NoReturn:
 KINDS = ("file", "symlink", "dir", "absent", "special")
 
 
+def link(key: str) -> str:
+    """ " (through L, a link to T)" when a link on the way of a record's key leads it out of
+    the environment now (made after the apply: a package folder replaced by a link)."""
+    from .escapes import Bounds
+
+    if not isinstance(key, str) or "\0" in key:
+        return ""
+    out = Bounds().way_out(os.path.join(STATE.prefix, key))
+    return f" (through {out[0]}, a link to {out[1]})" if out is not None and out[1] else ""
+
+
 def read_manifest(where: str) -> dict[str, Any]:
     """A backup's manifest, refused unless it carries what a restore checks."""
     try:
@@ -144,7 +155,7 @@ def read_manifest(where: str) -> dict[str, Any]:
             damaged(where, f"the manifest holds no record {field} the apply")
         for key, entry in record.items():
             if path_of(key) is None:
-                refuse(key, "the backup names a path outside the package directories")
+                refuse(key, "the backup names a path outside the package directories" + link(key))
             if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
                 damaged(where, f"the record of {key} is malformed")
             if field == "before" and entry["kind"] == "file":

@@ -13,7 +13,8 @@ The environment is its prefix as the host resolves it and the source trees of it
 editable installs, never envsync's own state folder (a site directory outside the prefix
 by its own name, a distribution's layout and no link, is one of it too). Only the host can
 resolve its own links: the agent checks every path of a plan before its first step
-(backup.py), and again before a copy writes or removes (transfer.py, backup.py).
+(backup.py), again before a copy writes or removes (transfer.py, backup.py), and a
+rollback checks the distributions it put back (restore.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ memory stays bounded whatever a file's size), and only then swapped in with os.r
 folders the apply made removed last. A failure before the first swap undoes the staging
 ("nothing was restored"); a kill at any moment leaves a state that running the restore
 again completes, because every path is then either as the apply left it or as it was
-before, and the restore takes both.
+before, and the restore takes both. Last, what it put back is checked against the record
+(each file hashed again), and the distributions it put back must have no file outside the
+environment: a restore that did not take is said, never reported as one.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from .backups import (
     read_manifest,
     set_state,
 )
+from .escapes import Bounds, dist_ways_out
+from .escapes import describe as describe_ways
 from .failure import Failure
 from .installer import quiesce
 from .provenance import appeared, attribute, bytecode, topmost
@@ -122,7 +126,8 @@ def op_restore(op: RestoreRequest) -> RestoreReply:
     set_state(where, manifest, "restoring")
     files = [k for k in todo if goal[k]["kind"] in ("file", "symlink")]
     staged, made = stage(where, tar_path, files, goal, paths)
-    swap(where, manifest, staged, made, todo, goal, current, paths)
+    left = swap(where, manifest, staged, made, todo, goal, current, paths)
+    check(where, names, [k for k in todo if k not in left], goal, paths)
     if flags != manifest.get("flags_before"):
         op_set_service({"flags": manifest.get("flags_before")})
     set_state(where, manifest, ROLLED_BACK)
@@ -333,10 +338,11 @@ def swap(
     goal: dict[str, Entry],
     current: dict[str, Entry],
     paths: dict[str, str],
-) -> None:
+) -> set[str]:
     """Staged files and links take their places (os.replace: each path is, at every
-    moment, either as the apply left it or as it was); then what the apply made goes, and
-    folders get their modes back."""
+    moment, either as the apply left it or as it was); then what the apply made goes,
+    folders it removed are made again and get their modes back. The keys of the folders
+    left because they hold what the apply did not make."""
     done, swapped, total = 0, 0, len(todo)
     path = ""
     try:
@@ -363,15 +369,20 @@ def swap(
                     done += 1
                 else:
                     left.append(key)
-        for key in todo:
+        for key in sorted(todo, key=lambda k: len(paths[k])):
             entry, path = goal[key], paths[key]
-            if entry["kind"] == "dir" and os.path.isdir(path):
+            if entry["kind"] == "dir":
+                if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+                    os.unlink(path)  # what the apply left where a folder was
+                if not os.path.isdir(path):
+                    os.mkdir(path)
                 os.chmod(path, int(entry["mode"]) & 0o7777)
                 done += 1
         for folder in sorted({os.path.dirname(paths[k]) for k in todo}):
             sweep_leftovers(folder)
         if left:
             journal(where, f"left {named(left)}: they hold files the apply did not make")
+        return set(left)
     except OSError as e:
         unstage(staged[swapped:], [])
         why = e.strerror or str(e)
@@ -387,3 +398,31 @@ def swap(
             f"{os.path.basename(where)} partially restored ({done} of {total} paths): "
             f"{path}: {why}",
         ) from None
+
+
+# -- check what it restored -----------------------------------------------------------------
+
+
+def check(
+    where: str, names: list[str], keys: list[str], goal: dict[str, Entry], paths: dict[str, str]
+) -> None:
+    """After the swap: every path it put back is what the record says (each file hashed
+    again), and no file of the distributions it put back lies outside the environment
+    (an apply through a linked package folder wrote there, and no backup holds it). A
+    restore that did not take is never reported as one: the backup stays `restoring`,
+    and the failure names what is not back."""
+    wrong = [k for k in keys if not same(describe(paths[k]), goal[k])]
+    outside = dist_ways_out(names, Bounds())
+    if not wrong and not outside:
+        return
+    said = []
+    if wrong:
+        said.append(f"{len(wrong)} path(s) are not as the backup recorded them: {named(wrong)}")
+    if outside:
+        said.append(f"{describe_ways(outside)}, outside this environment: no backup holds them")
+    why = "; ".join(said)
+    journal(where, f"not restored: {why}")
+    raise Failure(
+        "not-restored",
+        f"{os.path.basename(where)} is not restored: {why}",
+    )
