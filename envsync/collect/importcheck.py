@@ -1,12 +1,15 @@
 """The real-import check (`--import-check`): import the startup modules in the target's interpreter.
 
 Ground truth where the host's stack is importable; runs on the host like the probe
-(envsync/hostside/importcheck.py), through the host's runner.
+(envsync/hostside/importcheck.py), through the host's runner. Its answer is read from a
+stdout that the imported code cannot write to, after the marker and a nonce new to each
+run (handed over on stdin), so that no module's printing can hide or forge it.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,10 +40,11 @@ NO_IMPORT_CHECK = ImportCheck()  # the default: the import graph is read, nothin
 def check_imports(
     host: HostSpec, runner: Runner, modules: Sequence[str], timeout: float = DEFAULT_TIMEOUT
 ) -> list[ImportOutcome]:
+    nonce = secrets.token_hex(16)
     try:
         argv = host_argv(host.python, protocol.IMPORT_CHECK, [json.dumps(list(modules))])
         with capped():  # a document, bounded as the probe's
-            result = runner.run(argv, input=host_input(), timeout=timeout)
+            result = runner.run(argv, input=host_input(nonce.encode() + b"\n"), timeout=timeout)
     except CommandTimeout:
         return [
             ImportOutcome(
@@ -50,7 +54,7 @@ def check_imports(
                 message=f"importing the startup modules took over {timeout:g}s",
             )
         ]
-    answer = marked(result, MARKER, host.name, "the import check")
+    answer = marked(result, f"{MARKER}{nonce} ", host.name, "the import check")
     try:
         items = json.loads(answer)
         return [from_data(ImportOutcome, item, "import check") for item in items]

@@ -4,12 +4,20 @@ Ground truth where the host's stack is importable. Each module in turn, in this 
 process, stopping at the first failure as startup would; whatever the exception (an
 ImportError, a ValueError from a registry, a RuntimeError from an operator registration,
 an OSError from the loader), it is reported with its frames and the exceptions that led
-to it, so that envsync can tell whose code raised it. The outcome line is marked because
-the modules may print to stdout themselves.
+to it, so that envsync can tell whose code raised it.
+
+The outcome travels on a channel of its own, whatever the imported code does to stdout:
+before anything is imported, the process's stdout is kept on a descriptor of its own and
+descriptor 1 is pointed at stderr, so that what the modules print (`print`, a logging
+stream that took over `sys.stdout`, a child process, a `dup2` onto descriptor 1) lands
+on stderr; the one outcome line is written to the kept descriptor, after a marker and
+the run's nonce (read from stdin, never on the command line), which the imported code
+cannot know: a line it forges is not the answer.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from .protocol import IMPORT_CHECK_MARKER
@@ -103,10 +111,33 @@ def check(modules: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def own_channel() -> int:
+    """A descriptor of this process's stdout that only this program writes to: descriptor
+    1 (and so `sys.stdout`, and every child's stdout) is pointed at stderr from here on.
+    Where there is no stderr to point it at, descriptor 1 stays: the nonce still tells
+    the answer from what the modules print."""
+    import contextlib
+
+    sys.stdout.flush()
+    channel = os.dup(1)  # not inherited by the children the modules may start
+    with contextlib.suppress(OSError):
+        os.dup2(2, 1)
+    return channel
+
+
+def answer(channel: int, line: str) -> None:
+    """Write `line` whole on `channel`, on a line of its own."""
+    data = ("\n" + line + "\n").encode("utf-8")
+    while data:
+        data = data[os.write(channel, data) :]
+
+
 def main(args: list[str], digest: str, cache: str | None) -> int:
     import json
 
+    channel = own_channel()
+    nonce = sys.stdin.buffer.readline().decode("ascii", "replace").strip()
     modules = json.loads(args[0])
     outcome = check([str(m) for m in modules])
-    sys.stdout.write("\n" + IMPORT_CHECK_MARKER + json.dumps(outcome) + "\n")
+    answer(channel, IMPORT_CHECK_MARKER + nonce + " " + json.dumps(outcome))
     return 0

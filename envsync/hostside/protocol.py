@@ -59,7 +59,8 @@ UNLOCKED_OPS = frozenset([HOLD, LOCKED, UNLOCK, PACK, WATCH, BACKUPS])
 # A failure the agent foresees: this marker and {"kind", "message"} on stderr's last
 # line, exit code 2.
 ERROR_MARKER = "@@envsync-agent-error@@"
-# The import check's outcome line (the modules it imports may print to stdout too).
+# The import check's outcome line: this marker, the run's nonce (the first line of the
+# program's stdin) and a space, then the outcome, on a stdout that only the program writes.
 IMPORT_CHECK_MARKER = "@@envsync-import-check@@"
 # The native query's answer line.
 NATIVE_QUERY_MARKER = "@@envsync-native-query@@"

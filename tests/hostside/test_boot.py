@@ -192,12 +192,12 @@ def test_the_host_side_needs_nothing_of_envsync_on_the_host(venv: Path, tmp_path
         venv,
         protocol.IMPORT_CHECK,
         [json.dumps(["tiny", "tiny.gone"])],
-        shipping.host_input(),
+        shipping.host_input(b"n0nce\n"),
         tmp_path,
     )
     assert imported.returncode == 0, imported.stderr
     line = imported.stdout.decode().strip().splitlines()[-1]
-    outcome = json.loads(line[len(protocol.IMPORT_CHECK_MARKER) :])
+    outcome = json.loads(line[len(protocol.IMPORT_CHECK_MARKER + "n0nce ") :])
     assert [(o["module"], o["ok"]) for o in outcome] == [("tiny", True), ("tiny.gone", False)]
     assert outcome[1]["exception"] == "ModuleNotFoundError"
     assert os.path.isdir(cached_copy() / PACKAGE / "agent")
