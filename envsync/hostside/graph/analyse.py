@@ -5,9 +5,7 @@ Each import edge records its context: "module" (runs when the module is imported
 ImportError-catching handler swallows it), "fallback" (inside such a handler's body or
 another except body: runs only when the try failed; `group` names the try, so that the
 two are judged together), "typing" (under `if TYPE_CHECKING:`, never runs) or "function"
-(inside a def: runs only when called). A function the module calls while it runs (a
-statement, a decorator, a class body, a default argument: called_at_import) imports at
-startup: its imports take the context of the call.
+(inside a def: runs only when called).
 
 Where reading stops inside the module, it records a door: `importlib.import_module(x)` or
 `__import__(x)` with a name computed at run time (with the constant prefix it starts
@@ -93,10 +91,8 @@ class Analyser:
         self.as_main = as_main or modname == "__main__"
         self.runs = runs
         self.package = modname if is_package else modname.rpartition(".")[0]
-        # module-level function (a method: "Class.name") -> its imports, as if its body
-        # ran at module level
+        # module-level function -> its imports, as if its body ran at module level
         self.bodies: Bodies = {}
-        self.qual = ""  # the classes the statement being read stands in ("A.B.")
         self.rerun = False  # reading a function's body again for `bodies`
         self.imports: list[Edge] = []
         self.doors: list[Edge] = []
@@ -276,9 +272,8 @@ class Analyser:
                 if top:
                     self.defines.add(node.name)
                 scope, self.scope = self.scope, node  # a class body is a scope of its own
-                qual, self.qual = self.qual, self.qual + node.name + "."
                 self.visit(node.body, context, condition, group)
-                self.scope, self.qual = scope, qual
+                self.scope = scope
             elif isinstance(node, ast.If):
                 self.branch(node, context, condition, group)
             elif is_try(node):
@@ -364,7 +359,7 @@ class Analyser:
             rerun, self.rerun = self.rerun, True  # a def inside a def: still a rerun
             self.visit(node.body, "module", None)
             self.rerun = rerun
-            self.bodies[self.qual + node.name] = (node, self.imports, self.doors)
+            self.bodies[node.name] = (node, self.imports, self.doors)
             self.imports, self.defines, self.stars, self.all, self.dynamic, self.doors = saved
 
     def branch(self, node: ast.If, context: Context, condition: Condition, group: Group) -> None:
@@ -433,7 +428,7 @@ class Analyser:
                     ran["condition"] = ran["condition"] or (
                         f"{name}() runs at startup (the console script calls it)"
                         if at == 0
-                        else f"{name}() runs while the module runs (called at line {at})"
+                        else f"{name}() runs while the module runs"
                     )
                     self.imports.append(ran)
             for door in doors:  # a computed import in a function that runs: it runs too
@@ -445,145 +440,50 @@ class Analyser:
 def called_at_import(
     tree: ast.Module, functions: dict[str, FunctionDef], as_main: bool, runs: tuple[str, ...] = ()
 ) -> dict[str, tuple[Context, int]]:
-    """Module-level functions the module calls while it runs, and those startup calls
-    itself (`runs`: a console script's function), each with the context of the surest call
-    and the module's line where it runs (0: after the module); followed through the calls
-    those functions make in turn.
-
-    A call runs while the module runs wherever Python evaluates it then: a statement
-    (`main()`, `sys.exit(main())`, under `if __name__ == "__main__":` when it runs as a
-    script), a decorator (`@f` calls f; `@f(...)` calls f, then the function f returns
-    when it is a def of f's own), a default argument, a class body. Functions are this
-    module's (`functions`: a method as "Class.name"): `f()`, `Class()` (its `__init__`),
-    `Class.name()`, `obj.name()` where the module bound `obj = Class(...)`, and within a
-    method `self.name()` / `cls.name()`. A call envsync cannot resolve so is not followed:
-    nothing is said to run that may not."""
+    """Module-level functions the module calls while it runs (`main()`, `sys.exit(main())`,
+    and under `if __name__ == "__main__":` when it runs as a script), and those startup
+    calls itself (`runs`: a console script's function), each with the context of the
+    surest call and the module's line where it runs (0: after the module); followed
+    through the calls those functions make in turn."""
     called: dict[str, tuple[Context, int]] = {}
-    classes = {name.rpartition(".")[0] for name in functions if "." in name}
-    instances: dict[str, str] = {}  # module-level `obj = Class(...)`: obj -> Class
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            made = node.value.func
-            if isinstance(made, ast.Name) and made.id in classes:
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        instances[target.id] = made.id
 
-    def resolve(func: ast.expr, owner: str) -> str | None:
-        """The function a call of `func` runs (`owner`: the class of the method it is in)."""
-        if isinstance(func, ast.Name):
-            if func.id in functions and "." not in func.id:
-                return func.id
-            if func.id in classes:
-                init = func.id + ".__init__"
-                return init if init in functions else None
-            return None
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            base = func.value.id
-            if base in ("self", "cls") and owner:
-                cls = owner
-            else:
-                cls = base if base in classes else instances.get(base, "")
-            name = cls + "." + func.attr
-            return name if cls and name in functions else None
-        return None
-
-    def calls(node: ast.AST, owner: str = "") -> list[str]:
-        """The resolved calls that run as `node` runs: not those in a nested def's or a
-        lambda's body, which run only when that is called (its decorators and defaults do)."""
-        found = []
-        todo = [node]
-        while todo:
-            c = todo.pop()
-            if isinstance(c, ast.Call):
-                name = resolve(c.func, owner)
-                if name is not None:
-                    found.append(name)
-            if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                todo += c.decorator_list + c.args.defaults
-                todo += [d for d in c.args.kw_defaults if d is not None]
-            elif isinstance(c, ast.Lambda):
-                todo += c.args.defaults + [d for d in c.args.kw_defaults if d is not None]
-            else:
-                todo += ast.iter_child_nodes(c)
-        return found
-
-    def returned(name: str) -> list[str]:
-        """The functions of its own that `name` returns (a decorator factory's decorator)."""
-        node = functions[name]
-        owner = name.rpartition(".")[0]
-        inner = {
-            n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-        }
-        made = [
-            (owner + "." if owner else "") + r.value.id
-            for r in ast.walk(node)
-            if isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and r.value.id in inner
+    def calls(node: ast.AST) -> list[str]:
+        return [
+            c.func.id
+            for c in ast.walk(node)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in functions
         ]
-        return [m for m in made if m in functions]
 
     def note(name: str, context: Context, at: int) -> None:
         if name not in called or CONTEXT_RANK[context] < CONTEXT_RANK[called[name][0]]:
             called[name] = (context, at)
-            # its body as the module's is read: a call under an `if` there runs under one
-            scan(functions[name].body, context, name.rpartition(".")[0], at)
+            for inner in calls(functions[name]):
+                note(inner, context, at)
 
-    def decorated(node: ast.stmt, context: Context, owner: str, at: int) -> None:
-        """What runs as a def or a class statement runs: its decorators (applied too) and
-        a def's default arguments."""
-        for deco in getattr(node, "decorator_list", []):
-            for name in calls(deco, owner):
-                note(name, context, at)
-            applied = resolve(deco.func if isinstance(deco, ast.Call) else deco, owner)
-            if applied is not None:
-                note(applied, context, at)
-                if isinstance(deco, ast.Call):  # @f(...): what f returned is applied
-                    for made in returned(applied):
-                        note(made, context, at)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            defaults = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
-            for default in defaults:
-                for name in calls(default, owner):
-                    note(name, context, at)
-
-    def scan(body: list[ast.stmt], context: Context, owner: str = "", at: int = -1) -> None:
-        """The calls of `body` (the module's, or a called function's: `owner` its class,
-        `at` the module's line it runs at), each in the context it runs in."""
+    def scan(body: list[ast.stmt], context: Context) -> None:
         for node in body:
-            line = node.lineno if at < 0 else at
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                decorated(node, context, owner, line)
-                continue
-            if isinstance(node, ast.ClassDef):
-                decorated(node, context, owner, line)
-                for base in node.bases + [k.value for k in node.keywords]:
-                    for name in calls(base, owner):
-                        note(name, context, line)
-                scan(node.body, context, owner, at)  # a class body runs as the statement does
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             if isinstance(node, ast.If):
                 if is_type_checking(node.test):
                     continue
-                if is_main_guard(node.test) and at < 0:
+                if is_main_guard(node.test):
                     scan(node.body if as_main else node.orelse, context)
                     continue
-                for name in calls(node.test, owner):
-                    note(name, context, line)
-                scan(node.body, weaker(context, "if"), owner, at)
-                scan(node.orelse, weaker(context, "if"), owner, at)
+                scan(node.body, weaker(context, "if"))
+                scan(node.orelse, weaker(context, "if"))
                 continue
             if is_try(node):
                 handlers: list[ast.ExceptHandler] = getattr(node, "handlers", [])
                 guarded = any(catches_import_error(h) for h in handlers)
-                try_body: list[ast.stmt] = getattr(node, "body", [])
-                scan(try_body, weaker(context, "try") if guarded else context, owner, at)
+                scan(getattr(node, "body", []), weaker(context, "try") if guarded else context)
                 parts = [h.body for h in handlers]
                 parts += [getattr(node, "orelse", []), getattr(node, "finalbody", [])]
                 for part in parts:
-                    scan(part, context, owner, at)
+                    scan(part, context)
                 continue
-            for name in calls(node, owner):
-                note(name, context, line)
+            for name in calls(node):
+                note(name, context, node.lineno)
 
     scan(tree.body, "module")
     for name in runs:
