@@ -9,7 +9,13 @@ from collections.abc import Sequence
 from envsync.classify.graph import Failure, path_to
 from envsync.classify.launched import Startup
 from envsync.classify.packages import failing_finding
-from envsync.classify.startup import Analysis, ReferenceSide, door_finding, finding_about
+from envsync.classify.startup import (
+    Analysis,
+    ReferenceSide,
+    door_finding,
+    finding_about,
+    module_of,
+)
 from envsync.model.environment import GitState, Snapshot
 from envsync.model.findings import Difference, Evidence, Finding, SyncFileFix
 from envsync.model.vocab import RUNS, SEVERITY_RANK
@@ -43,14 +49,6 @@ def classify_commit(
     else:
         reason += "; its files are the same on both hosts."
     return finding_about(diff, severity=severity, reason=reason, decided_by="facts")
-
-
-def module_of(path: str) -> str | None:
-    """The module a package's file is (`svc/util/__init__.py`: svc.util), None if none."""
-    if not path.endswith(".py") or path.startswith(".."):
-        return None
-    module = path[:-3].replace("/", ".")
-    return module.removesuffix(".__init__")
 
 
 def classify_file(

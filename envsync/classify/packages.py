@@ -10,6 +10,7 @@ from envsync.classify.dependents import Checked, Violation, version_checks, viol
 from envsync.classify.doors import Door
 from envsync.classify.graph import Failure, path_to
 from envsync.classify.launched import Startup
+from envsync.classify.proof import lifted
 from envsync.classify.startup import (
     CONTEXT_WORDS,
     SEVERITY_OF_CONTEXT,
@@ -132,15 +133,7 @@ def classify_dist(
     floor = (_unguarded(diff, names, analysis) if claims else None) or required
     if floor is None:
         return finding
-    why, evidence = floor
-    return replace(
-        finding,
-        severity="risky",
-        decided_by=evidence.source,
-        reason=f"{_shown_name(diff)}: {why}; not shown to load, so not "
-        f"{finding.severity} ({finding.reason})",
-        evidence=tuple(dict.fromkeys((evidence, *finding.evidence))),
-    )
+    return lifted(finding, _shown_name(diff), *floor)
 
 
 def _checked(diff: Difference, finding: Finding, checked: list[Checked]) -> Finding:

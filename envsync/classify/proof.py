@@ -12,9 +12,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from envsync.classify.files import module_of
 from envsync.classify.graph import path_to
-from envsync.classify.startup import CONTEXT_WORDS, Analysis, import_names, short_file
+from envsync.classify.startup import (
+    CONTEXT_WORDS,
+    Analysis,
+    import_names,
+    module_of,
+    short_file,
+)
 from envsync.model.environment import Snapshot
 from envsync.model.findings import Difference, Evidence, Finding
 from envsync.model.vocab import PACKAGE_KINDS
@@ -31,15 +36,16 @@ def proven(
     if finding.severity not in CLAIMS:
         return finding
     runs = runs_unguarded(diff, reference, target, analysis)
-    if runs is None:
-        return finding
-    why, evidence = runs
+    return finding if runs is None else lifted(finding, finding.subject, *runs)
+
+
+def lifted(finding: Finding, shown: str, why: str, evidence: Evidence) -> Finding:
+    """`finding` made `risky` for `why`: what it claimed stays, as what was not shown."""
     return replace(
         finding,
         severity="risky",
         decided_by=evidence.source,
-        reason=f"{finding.subject}: {why}; not shown to load, so not {finding.severity} "
-        f"({finding.reason})",
+        reason=f"{shown}: {why}; not shown to load, so not {finding.severity} ({finding.reason})",
         evidence=tuple(dict.fromkeys((evidence, *finding.evidence))),
     )
 

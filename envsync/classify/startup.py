@@ -262,6 +262,14 @@ def statement_at(failure: Failure) -> str:
     return f"{short_file(failure.file, failure.importer) or failure.importer}:{failure.edge.line}"
 
 
+def module_of(path: str) -> str | None:
+    """The module a package's file is (`svc/util/__init__.py`: svc.util), None if none."""
+    if not path.endswith(".py") or path.startswith(".."):
+        return None
+    module = path[:-3].replace("/", ".")
+    return module.removesuffix(".__init__")
+
+
 def short_file(file: str | None, module: str) -> str | None:
     """A module's file from its import root: sglang/srt/server_args.py, whatever the host's
     site-packages or checkout is called."""
