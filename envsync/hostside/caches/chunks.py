@@ -5,7 +5,9 @@ The modules of a graph are one JSON object, a module's facts each beginning with
 CHUNK_EVERY: a boundary moves only where a module changed, so a graph that changed in one
 module shares every other chunk with the graph before it. Chunks are slices of the text:
 joined, they are the text, byte for byte, and its digest holds. The host keeps its graphs
-so (graphcache.py), and envsync what hosts sent (collect/wire.py).
+so (graphcache.py), and envsync what hosts sent (collect/wire.py). A chunk is known by
+the digest of its text, named only by sealed files (shared.seal): it carries no seal of
+its own, so a warm run hashes each chunk once.
 """
 
 from __future__ import annotations
@@ -51,24 +53,22 @@ def save_chunks(folder: str, text: bytes) -> list[str]:
         digest = text_digest(chunk)
         path = chunk_path(folder, digest)
         if not os.path.exists(path):
-            write_file(path, chunk)
+            write_file(path, chunk, by_name=True)  # its name is its seal
         digests.append(digest)
     return digests
 
 
 def load_chunks(folder: str, digests: list[str]) -> bytes | None:
-    """The text the chunks make, each checked against its seal and its digest (None: one
-    is missing; every damaged or unsealed one is removed, so the next save writes them)."""
+    """The text the chunks make, each checked against its digest (None: one is missing;
+    every damaged one is removed, so the next save writes it). A chunk needs no seal of
+    its own: only sealed files (a graph's index) name it, by the digest of its text."""
     parts: list[bytes] | None = []
     for digest in digests:
         path = chunk_path(folder, digest)
         try:
-            data, used = read_file(path)  # removed when its seal does not verify
+            data, used = read_file(path, by_name=True)  # checked by its digest below
         except OSError:
             return None
-        except ValueError:
-            parts = None
-            continue
         if text_digest(data) != digest:
             remove(path)
             parts = None

@@ -284,12 +284,16 @@ def bound(folder: str | None, cap: int | None = None) -> int:
     return prune(folder, host_cap() if cap is None else cap)
 
 
-def write_file(path: str, data: bytes) -> bool:
+def write_file(path: str, data: bytes, *, by_name: bool = False) -> bool:
     """Write a file whole and sealed (shared.seal) through a temporary file, or not at all
-    (its temporary removed; no key for this run: nothing)."""
+    (its temporary removed; no key for this run: nothing). `by_name`: a file named by the
+    digest of its text, which only sealed files name (a graph's chunks): its digest is its
+    seal, and it is written as it is."""
     sealed = seal(data)
     if sealed is None:
         return False
+    if by_name:
+        sealed = data
     tmp = temp_name(path)
     made = False
     try:
@@ -311,13 +315,16 @@ def write_file(path: str, data: bytes) -> bool:
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def read_file(path: str) -> tuple[bytes, int]:
+def read_file(path: str, *, by_name: bool = False) -> tuple[bytes, int]:
     """The text of a file a cache wrote (`write_file`) and its mtime: never through a link
     in its last part, never a FIFO or device (OSError); ValueError when its seal does not
-    verify under this run's key (edited, forged, another machine's), and then it is removed."""
+    verify under this run's key (edited, forged, another machine's), and then it is removed.
+    `by_name`: as written (the caller checks its text against the digest that names it)."""
     with os.fdopen(open_regular(path, follow=False), "rb") as f:
         data = f.read()
         used = os.fstat(f.fileno()).st_mtime_ns
+    if by_name:
+        return data, used
     try:
         return unseal(data), used
     except ValueError:
