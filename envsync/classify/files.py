@@ -135,17 +135,13 @@ def classify_file(
 def _failing_here(module: str, analysis: Analysis, side: ReferenceSide) -> list[Failure]:
     """The imports that cannot succeed on the target because of this file (its module
     absent there, not a regular file, or not compilable by the target's interpreter; or
-    an import the file makes), and that succeed on the reference: they decide as surely
-    as they run."""
-    below = module + "."
+    an import the file makes that the reference's copy does not: one both copies hold
+    fails for the module it imports), and that succeed on the reference: they decide as
+    surely as they run."""
     return [
         f
         for f in analysis.failures
-        if (
-            f.module == module
-            or f.module.startswith(below)
-            or (f.importer == module and not side.states(f))  # a statement the change made
-        )
+        if (f.module == module or (f.importer == module and not side.states(f)))
         and not side.fails_too(f)
     ]
 
