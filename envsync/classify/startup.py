@@ -137,14 +137,19 @@ class ReferenceSide:
         )
 
     def states(self, failure: Failure) -> bool:
-        """The reference's copy of the importer holds the failing statement too: what
-        fails is the module it imports, not the importer's change."""
+        """The reference's copy of the importer holds the failing statement too (or there
+        is no copy there to compare with: a lock, a file only the target has): what fails
+        is the module it imports, not the importer's change."""
         if self.index is None:
-            return False
+            return True
         facts = self.index.graph.modules.get(failure.importer)
-        return facts is not None and any(
-            e.statement == failure.edge.statement and e.context == failure.edge.context
-            for e in facts.imports
+        return (
+            facts is None
+            or facts.kind != "source"
+            or any(
+                e.statement == failure.edge.statement and e.context == failure.edge.context
+                for e in facts.imports
+            )
         )
 
     def works(self, failure: Failure) -> Evidence | None:

@@ -49,6 +49,7 @@ def test_a_fleet_through_ansible_and_ssh_parses_each_file_once(
                 ssh=server.target,
                 identity=str(server.client_key),
                 known_hosts=str(known),
+                trust="fleet",  # one image, one owner: the facts each parsed are shared
             )
         inventory = Inventory(path=None, hosts=hosts)
         engine = AnsibleEngine(inventory=inventory, forks=3)
