@@ -16,35 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from envsync.collect import ProbeOptions, collect
 from envsync.hostside.caches.store import entry_text
 from envsync.hostside.shared import SEAL_MARK, SEAL_SIZE
-from envsync.model.environment import StartupGraph
-from envsync.runner.local import LocalRunner
-from envsync.sources.inventory import HostSpec
+from tests.collect.test_store import OPTIONS, _graph, _rich_venv
 from tests.figures import round_four
-from tests.helpers import OLD_NS, date_back, fetch, make_venv, pip_install, site_packages
+from tests.helpers import OLD_NS, site_packages
 
-OPTIONS = ProbeOptions(roots=("svc.main",), internal=("svc",))
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def venv(tmp_path: Path, wheel_cache: Path) -> Path:
-    python = make_venv(tmp_path / "venv")
-    pip_install(python, fetch(wheel_cache, "rich==13.7.1"))
-    sp = site_packages(python)
-    (sp / "svc").mkdir()
-    (sp / "svc" / "__init__.py").write_text("")
-    (sp / "svc" / "main.py").write_text("import rich.console\nimport rich.table\n")
-    date_back(sp)
-    return python
-
-
-def _graph(python: Path, options: ProbeOptions = OPTIONS) -> StartupGraph:
-    graph = collect(HostSpec(name="t", python=str(python)), LocalRunner("t"), options).startup
-    assert graph is not None
-    return graph
+    return _rich_venv(tmp_path / "venv", wheel_cache)  # rich, and svc.main importing it
 
 
 def _kept() -> list[Path]:
