@@ -13,6 +13,11 @@ Each is a door. What could be behind a door, the rule envsync keeps:
   distributions P requires (Requires-Dist that applies on the host, no extra);
 - and whatever those run in turn: the distributions they require, transitively.
 
+A door that opens only where an environment variable is set (a plugin package named by
+one: SGLang's `if external_pkg := envs.SGLANG_EXTERNAL_MODEL_PACKAGE.get():
+ModelRegistry.register(external_pkg)`) is open only where the service's environment (its
+`[service].env`, or the host's) sets it.
+
 No difference in a distribution that could be behind an open door is benign: it is
 `unknown`, with the door in its reason. (docs/explanation/startup-imports.md tells why this
 rule, and what the reachability harness measured of it on real SGLang and vLLM startups.)
@@ -49,8 +54,11 @@ class Door:
         return f"{self.what} in {self.module}{at}"
 
 
-def open_doors(graph: StartupGraph, reached: Mapping[str, Reach]) -> list[Door]:
-    """Every door in the modules startup reaches, surest first."""
+def open_doors(
+    graph: StartupGraph, reached: Mapping[str, Reach], env: frozenset[str] = frozenset()
+) -> list[Door]:
+    """Every door in the modules startup reaches, surest first: not one that opens only
+    where an environment variable is set, where the service's (`env`) does not set it."""
     out: list[Door] = []
     for name, how in reached.items():
         facts = graph.modules.get(name)
@@ -70,9 +78,10 @@ def open_doors(graph: StartupGraph, reached: Mapping[str, Reach]) -> list[Door]:
                 )
             )
         for door in facts.doors:
-            if door.read or door.context not in RUNS:
+            if door.read or door.context not in RUNS or (door.env and door.env not in env):
                 # closed: every module its prefix can name was read; or inside a function,
-                # which does not count (see the module's docstring)
+                # which does not count (see the module's docstring); or behind a variable
+                # the service's environment does not set
                 continue
             out.append(
                 Door(

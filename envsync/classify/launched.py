@@ -102,6 +102,8 @@ class Startup:
     unreadable: str | None = None  # why envsync cannot tell what the command starts
     unresolved: tuple[str, ...] = ()  # launch roots the target does not have ("console:x")
     model: ServedModel | Unavailable | None = None  # the served model, as read on the target
+    # the environment variables set where the service runs (its [service].env, the host's)
+    env: tuple[str, ...] = ()
 
     def roots(self, flags: Mapping[str, str]) -> tuple[Root, ...]:
         """The modules startup imports under these launch flags, the launcher's first

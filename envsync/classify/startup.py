@@ -59,6 +59,7 @@ class Analysis:
         index: GraphIndex | None = None,
     ):
         self.graph = graph
+        self.env = frozenset(startup.env)
         self.index = index or (GraphIndex(graph, startup.governed()) if graph else None)
         self.flags = parse_flags(command)
         roots = startup.roots(self.flags)
@@ -94,7 +95,7 @@ class Analysis:
     def doors(self) -> list[Door]:
         """Where reading stopped in what startup reaches, surest first."""
         if self._doors is None:
-            self._doors = open_doors(self.graph, self.reached) if self.graph else []
+            self._doors = open_doors(self.graph, self.reached, self.env) if self.graph else []
         return self._doors
 
     def behind(self, target: Snapshot) -> Behind:

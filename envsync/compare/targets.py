@@ -171,6 +171,16 @@ def startup(target: Target, snap: Snapshot) -> Startup:
             r for r in (target.entrypoint, *target.launcher) if r and ":" in r and r not in resolved
         ),
         model=snap.model,
+        env=tuple(
+            sorted(
+                name
+                for name, value in {
+                    **snap.env,
+                    **(target.service.env if target.service else {}),
+                }.items()
+                if value
+            )
+        ),
     )
 
 

@@ -260,6 +260,8 @@ class Door:
     prefix: str | None = None  # the constant start of the name, absolute ("pkg.models.")
     # every module the prefix can name was read (each an edge "if"): the door is closed
     read: bool = False
+    # it opens only where this environment variable is set (`if name := os.getenv(X):`)
+    env: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

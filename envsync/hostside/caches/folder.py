@@ -33,6 +33,7 @@ FACTS_CODE = (
     "facts/files",
     "graph/analyse",
     "graph/astutil",
+    "graph/calls",
     "graph/lazy",
     "graph/parallel",
     "graph/versionchecks",

@@ -5,7 +5,9 @@ Each import edge records its context: "module" (runs when the module is imported
 ImportError-catching handler swallows it), "fallback" (inside such a handler's body or
 another except body: runs only when the try failed; `group` names the try, so that the
 two are judged together), "typing" (under `if TYPE_CHECKING:`, never runs) or "function"
-(inside a def: runs only when called).
+(inside a def: runs only when called). A function the module calls while it runs (a
+statement, a decorator, a class body, a default argument: called_at_import) imports at
+startup: its imports take the context of the call.
 
 Where reading stops inside the module, it records a door: `importlib.import_module(x)` or
 `__import__(x)` with a name computed at run time (with the constant prefix it starts
@@ -23,7 +25,6 @@ from .astutil import (
     binds_globals,
     bound_names,
     call_name,
-    catches_import_error,
     computed_prefix,
     constant_import,
     constant_text,
@@ -38,6 +39,7 @@ from .astutil import (
     scope_names,
     suppresses_import_error,
 )
+from .calls import called_at_import
 from .lazy import LazyExports
 from .versionchecks import version_checks
 
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     Condition = Optional[str]
     Group = Optional[int]
     Bodies = Dict[str, Tuple[FunctionDef, List[Edge], List[Edge]]]
+    Reading = Tuple[List[Edge], List[Edge]]
 
 STATEMENT_CHARS = 160
 IMPORT_CALLS = ("import_module", "__import__")
@@ -91,8 +94,10 @@ class Analyser:
         self.as_main = as_main or modname == "__main__"
         self.runs = runs
         self.package = modname if is_package else modname.rpartition(".")[0]
-        # module-level function -> its imports, as if its body ran at module level
+        # module-level function (a method: "Class.name") -> its imports, as if its body
+        # ran at module level
         self.bodies: Bodies = {}
+        self.qual = ""  # the classes the statement being read stands in ("A.B.")
         self.rerun = False  # reading a function's body again for `bodies`
         self.imports: list[Edge] = []
         self.doors: list[Edge] = []
@@ -272,8 +277,9 @@ class Analyser:
                 if top:
                     self.defines.add(node.name)
                 scope, self.scope = self.scope, node  # a class body is a scope of its own
+                qual, self.qual = self.qual, self.qual + node.name + "."
                 self.visit(node.body, context, condition, group)
-                self.scope = scope
+                self.scope, self.qual = scope, qual
             elif isinstance(node, ast.If):
                 self.branch(node, context, condition, group)
             elif is_try(node):
@@ -354,13 +360,28 @@ class Analyser:
         """A module-level function's imports once more, as if its body ran at module level
         (for a call of it while the module runs); its names are not the module's."""
         if context == "module":
-            saved = (self.imports, self.defines, self.stars, self.all, self.dynamic, self.doors)
-            self.imports, self.defines, self.stars, self.doors = [], set(), [], []
-            rerun, self.rerun = self.rerun, True  # a def inside a def: still a rerun
-            self.visit(node.body, "module", None)
-            self.rerun = rerun
-            self.bodies[node.name] = (node, self.imports, self.doors)
-            self.imports, self.defines, self.stars, self.all, self.dynamic, self.doors = saved
+            imports, doors = self.read_body(node)
+            self.bodies[self.qual + node.name] = (node, imports, doors)
+
+    def read_body(self, node: FunctionDef, given: dict[str, str] | None = None) -> Reading:
+        """A function's imports and doors as if its body ran at module level, `given`
+        binding its parameters to the strings every call passes them."""
+        saved = (self.imports, self.defines, self.stars, self.all, self.dynamic, self.doors)
+        bodies, scope, self.scope = self.bodies, self.scope, node
+        if given:  # read again while the module's bodies are being read: they stay
+            self.bodies = dict(bodies)
+        self.imports, self.defines, self.stars, self.doors = [], set(), [], []
+        if given:
+            self.scopes[id(node)] = scope_names(node, self.lists, given)
+        rerun, self.rerun = self.rerun, True  # a def inside a def: still a rerun
+        self.visit(node.body, "module", None)
+        self.rerun = rerun
+        found = (self.imports, self.doors)
+        if given:
+            del self.scopes[id(node)]
+        self.bodies, self.scope = bodies, scope
+        self.imports, self.defines, self.stars, self.all, self.dynamic, self.doors = saved
+        return found
 
     def branch(self, node: ast.If, context: Context, condition: Condition, group: Group) -> None:
         if self.as_main and is_main_guard(node.test):
@@ -408,85 +429,42 @@ class Analyser:
         surely as the call runs: `main()` at the bottom of a script is startup, not a
         lazy import. Each such import says at which line of the module it runs (`at`)."""
         functions = {name: body[0] for name, body in self.bodies.items()}
-        called = called_at_import(tree, functions, self.as_main, self.runs)
-        for name, (context, at) in called.items():
-            node, edges, doors = self.bodies[name]
+        binds = any(doors for _, _, doors in self.bodies.values())
+        called, frames = called_at_import(
+            tree, functions, self.as_main, self.runs, self.lists, binds
+        )
+        for name, (_, at) in called.items():
+            node, plain_edges, plain_doors = self.bodies[name]
             end = getattr(node, "end_lineno", None) or node.lineno
-            inside = {
-                (e["line"], e["module"])
-                for e in edges
-                if node.lineno <= e["line"] <= end and e["context"] != "function"
-            }
+            ran: dict[tuple[int, str], Edge] = {}
+            for given, variable, context in frames[name]:
+                edges, doors = plain_edges, plain_doors
+                if doors and given:  # a computed import, its name a parameter's
+                    edges, doors = self.read_body(node, given)
+                for edge in edges:
+                    if not node.lineno <= edge["line"] <= end or edge["context"] == "function":
+                        continue
+                    key = (edge["line"], edge["module"])
+                    surest = weaker(context, edge["context"])
+                    if key in ran and CONTEXT_RANK[ran[key]["context"]] <= CONTEXT_RANK[surest]:
+                        continue
+                    ran[key] = dict(edge, context=surest, at=at)
+                    ran[key]["condition"] = edge["condition"] or (
+                        f"{name}() runs at startup (the console script calls it)"
+                        if at == 0
+                        else f"{name}() runs while the module runs (called at line {at})"
+                    )
+                for door in doors:  # a computed import in a function that runs: it runs too
+                    if node.lineno <= door["line"] <= end and door["context"] != "function":
+                        opened = dict(door, context=weaker(context, door["context"]))
+                        if variable:  # only where the environment sets it
+                            opened["env"] = variable
+                        if opened not in self.doors:
+                            self.doors.append(opened)
             self.imports = [
                 e
                 for e in self.imports
-                if not (e["context"] == "function" and (e["line"], e["module"]) in inside)
+                if not (e["context"] == "function" and (e["line"], e["module"]) in ran)
             ]
-            for edge in edges:
-                if (edge["line"], edge["module"]) in inside:
-                    ran = dict(edge, context=weaker(context, edge["context"]), at=at)
-                    ran["condition"] = ran["condition"] or (
-                        f"{name}() runs at startup (the console script calls it)"
-                        if at == 0
-                        else f"{name}() runs while the module runs"
-                    )
-                    self.imports.append(ran)
-            for door in doors:  # a computed import in a function that runs: it runs too
-                if node.lineno <= door["line"] <= end and door["context"] != "function":
-                    self.doors.append(dict(door, context=weaker(context, door["context"])))
+            self.imports += ran.values()
         return called
-
-
-def called_at_import(
-    tree: ast.Module, functions: dict[str, FunctionDef], as_main: bool, runs: tuple[str, ...] = ()
-) -> dict[str, tuple[Context, int]]:
-    """Module-level functions the module calls while it runs (`main()`, `sys.exit(main())`,
-    and under `if __name__ == "__main__":` when it runs as a script), and those startup
-    calls itself (`runs`: a console script's function), each with the context of the
-    surest call and the module's line where it runs (0: after the module); followed
-    through the calls those functions make in turn."""
-    called: dict[str, tuple[Context, int]] = {}
-
-    def calls(node: ast.AST) -> list[str]:
-        return [
-            c.func.id
-            for c in ast.walk(node)
-            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in functions
-        ]
-
-    def note(name: str, context: Context, at: int) -> None:
-        if name not in called or CONTEXT_RANK[context] < CONTEXT_RANK[called[name][0]]:
-            called[name] = (context, at)
-            for inner in calls(functions[name]):
-                note(inner, context, at)
-
-    def scan(body: list[ast.stmt], context: Context) -> None:
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            if isinstance(node, ast.If):
-                if is_type_checking(node.test):
-                    continue
-                if is_main_guard(node.test):
-                    scan(node.body if as_main else node.orelse, context)
-                    continue
-                scan(node.body, weaker(context, "if"))
-                scan(node.orelse, weaker(context, "if"))
-                continue
-            if is_try(node):
-                handlers: list[ast.ExceptHandler] = getattr(node, "handlers", [])
-                guarded = any(catches_import_error(h) for h in handlers)
-                scan(getattr(node, "body", []), weaker(context, "try") if guarded else context)
-                parts = [h.body for h in handlers]
-                parts += [getattr(node, "orelse", []), getattr(node, "finalbody", [])]
-                for part in parts:
-                    scan(part, context)
-                continue
-            for name in calls(node):
-                note(name, context, node.lineno)
-
-    scan(tree.body, "module")
-    for name in runs:
-        if name in functions:
-            note(name, "module", 0)
-    return called

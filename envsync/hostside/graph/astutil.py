@@ -6,7 +6,7 @@ import ast
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from typing import Dict, Literal, Tuple
 
     # a name bound to a known string: (its text, whether that is the whole of it)
@@ -223,12 +223,16 @@ def module_list_prefix(node: ast.expr, lists: frozenset[str], names: Names) -> s
     return computed_prefix(prefix, names) if prefix is not None else None
 
 
-def scope_names(scope: ast.AST, lists: frozenset[str]) -> Names:
+def scope_names(
+    scope: ast.AST, lists: frozenset[str], given: Mapping[str, str] | None = None
+) -> Names:
     """The names a scope (a module, a function, a class body) binds to a known string:
     `name = "a.b"` when every binding of the name in the scope is that constant (whole),
     and the name of a `for _, name, _ in pkgutil.iter_modules(path, "a.b.")` loop when it
     is its only binding (only its start is known). A name rebound in any other way, a
-    parameter, or one declared global or nonlocal anywhere inside, is not known."""
+    parameter (unless `given` binds it: a function's parameter that every call passes the
+    same string), or one declared global or nonlocal anywhere inside, is not known."""
+    given = given or {}
     declared: set[str] = set()
     for node in ast.walk(scope):
         if isinstance(node, (ast.Global, ast.Nonlocal)):
@@ -239,6 +243,11 @@ def scope_names(scope: ast.AST, lists: frozenset[str]) -> Names:
             text = constant_text(node.value)
             if text is not None:
                 known.update((id(t), (text, True)) for t in node.targets)
+    known.update(
+        (id(node), (given[node.arg], True))
+        for node in _in_scope(scope)
+        if isinstance(node, ast.arg) and node.arg in given
+    )
     constants = _settle(scope, known, declared)
     for node in _in_scope(scope):  # the loops, whose prefix may be one of those constants
         if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Tuple):
@@ -264,7 +273,8 @@ def _settle(scope: ast.AST, known: dict[int, tuple[str, bool]], declared: set[st
         elif isinstance(node, ast.ExceptHandler) and node.name:
             bound = [node.name]
         elif isinstance(node, ast.arg):
-            bound = [node.arg]
+            values.setdefault(node.arg, []).append(known.get(id(node)))
+            continue
         elif type(node).__name__ in ("MatchAs", "MatchStar", "MatchMapping"):  # 3.10
             found = [getattr(node, "name", None), getattr(node, "rest", None)]
             bound = [n for n in found if isinstance(n, str)]
