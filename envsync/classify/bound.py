@@ -28,11 +28,15 @@ def _bound_names(graph: StartupGraph, module: str, seen: frozenset[str]) -> set[
         facts is None
         or facts.kind != "source"
         or facts.defines is None
-        or facts.dynamic
+        or (facts.dynamic and facts.getattr is None)
         or facts.lazy is not None
     ):
         return None
     names = set(facts.defines)
+    if facts.getattr is not None:  # what its __getattr__ can answer for
+        if facts.getattr.prefixes:
+            return None  # names by their start: not a set to list
+        names.update(facts.getattr.names)
     for star in facts.stars:
         if star in seen:
             continue

@@ -318,8 +318,10 @@ class GraphIndex:
             return True, None
         lazy = facts.lazy
         if lazy is None:
-            if facts.dynamic:
+            if facts.dynamic and facts.getattr is None:
                 return None, None  # a module __getattr__ with no table envsync reads
+            if facts.getattr is not None and facts.getattr.answers(name):
+                return True, None
             bound = bound_names(self.graph, module, memo=self._bound)
             if bound is None:
                 return None, None

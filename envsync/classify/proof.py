@@ -4,8 +4,10 @@ Both say startup works. A weaker story found elsewhere (a guarded import of the 
 library failing in another module) is no proof: where startup runs the difference at
 module level, unguarded (a changed distribution it imports there, a differing file whose
 module it imports there), the verdict is at least `risky`, with the import that runs it
-as evidence. Findings of host facts (variables, the GPU, the system) are no imports:
-their own rules decide.
+as evidence; so it is where an install check fails (a function whose import of the
+difference fails and whose ImportError handler raises): what runs the check, a route
+decorator while a module is imported or a request later, is not shown. Findings of host
+facts (variables, the GPU, the system) are no imports: their own rules decide.
 """
 
 from __future__ import annotations
@@ -35,8 +37,42 @@ def proven(
     difference unguarded at module level."""
     if finding.severity not in CLAIMS:
         return finding
-    runs = runs_unguarded(diff, reference, target, analysis)
+    runs = runs_unguarded(diff, reference, target, analysis) or checked(
+        diff, reference, target, analysis
+    )
     return finding if runs is None else lifted(finding, finding.subject, *runs)
+
+
+def checked(
+    diff: Difference, reference: Snapshot, target: Snapshot, analysis: Analysis
+) -> tuple[str, Evidence] | None:
+    """An install check that fails on the target: a function of a module startup imports
+    whose import of the difference fails and whose ImportError handler raises (FastAPI's
+    ensure_multipart_is_installed, which a route decorator runs while the service's module
+    is imported when the route takes form data). Whatever calls it, at import or later, is
+    not shown: "fails later" is not proven (None: no such check fails)."""
+    if diff.kind not in PACKAGE_KINDS or analysis.graph is None:
+        return None
+    names = set(import_names(diff.subject, reference, target))
+    for failure in analysis.failures:
+        if failure.context != "function" or not failure.edge.raises or failure.top not in names:
+            continue
+        at = f"{short_file(failure.file, failure.importer) or failure.importer}:{failure.edge.line}"
+        chain = " -> ".join(path_to(analysis.reached, failure.importer))
+        return (
+            f"{failure.importer} checks for {failure.module} in a function and raises "
+            f"where it is missing ({at}); what calls that check, and when, is not shown",
+            Evidence(
+                source="import-graph",
+                detail=f"{failure.importer} imports {failure.module} in a function, and its "
+                f"ImportError handler raises: {failure.message()} on the target",
+                file=failure.file,
+                line=failure.edge.line,
+                statement=failure.edge.statement,
+                context=f"{failure.edge.context}; startup path: {chain}",
+            ),
+        )
+    return None
 
 
 def lifted(finding: Finding, shown: str, why: str, evidence: Evidence) -> Finding:

@@ -247,6 +247,9 @@ class ImportEdge:
     # the module's line at which the statement runs when not at its own: the call of the
     # function that holds it (0: after the module ran, as a console script's function)
     at: int | None = None
+    # in a function, inside a try whose ImportError handler raises: an install check, run
+    # by whatever calls it (a route decorator may, while a module is imported)
+    raises: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -298,6 +301,18 @@ class VersionCheck:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Answers:
+    """The names a module `__getattr__` can return for, read path by path
+    (envsync/hostside/graph/answers.py): any other name raises."""
+
+    names: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+
+    def answers(self, name: str) -> bool:
+        return name in self.names or name.startswith(self.prefixes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModuleFacts:
     # source | extension | namespace | missing | error | provided (put in sys.modules by
     # its parent, a module that is no package: envsync cannot read it)
@@ -307,6 +322,8 @@ class ModuleFacts:
     defines: tuple[str, ...] | None = None  # names bound at module level (source only)
     all: tuple[str, ...] | None = None  # literal __all__
     dynamic: bool = False  # a module __getattr__: any name may exist
+    # where a module __getattr__ is all that is dynamic: the names it can return for
+    getattr: Answers | None = None
     stars: tuple[str, ...] = ()  # modules it does `from M import *` from
     imports: tuple[ImportEdge, ...] = ()
     error: str | None = None

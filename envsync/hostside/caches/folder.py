@@ -32,6 +32,7 @@ FACTS_CODE = (
     "caches/store",
     "facts/files",
     "graph/analyse",
+    "graph/answers",
     "graph/astutil",
     "graph/calls",
     "graph/lazy",

@@ -19,12 +19,14 @@ from __future__ import annotations
 import ast
 
 from ..shared import CONTEXT_RANK, RUNS, weaker
+from .answers import answered
 from .astutil import (
     all_mutation,
     binds_dynamically,
     binds_globals,
     bound_names,
     call_name,
+    catches_import_error,
     computed_prefix,
     constant_import,
     constant_text,
@@ -59,6 +61,18 @@ if TYPE_CHECKING:
 
 STATEMENT_CHARS = 160
 IMPORT_CALLS = ("import_module", "__import__")
+
+
+def raises_instead(handlers: list[ast.ExceptHandler]) -> bool:
+    """Whether a handler that catches ImportError raises (a bare `raise` too): the
+    import is a check that fails loudly (FastAPI's ensure_multipart_is_installed turns
+    it into a RuntimeError), not an optional one."""
+    for handler in handlers:
+        if catches_import_error(handler) and any(
+            isinstance(n, ast.Raise) for n in ast.walk(handler)
+        ):
+            return True
+    return False
 
 
 def analyze_source(
@@ -104,7 +118,13 @@ class Analyser:
         self.defines: set[str] = set()
         self.all: list[str] | None = None
         self.dynamic = False
+        # what a module __getattr__ can answer (answers.py); False: something else binds
+        # names at run time, or no __getattr__ was read
+        self.answers: dict[str, list[str]] | bool | None = False
         self.stars: list[str] = []
+        self.loops: dict[str, list[str]] = {}
+        # inside a try whose ImportError handler raises: an install check
+        self.checking = False  # a module-level loop's name: its literal list
         self.lazy = LazyExports(self.package, modname)
         self.dynamic_imports = "import_module" in text or "__import__" in text
         self.hooks = "meta_path" in text  # an import hook: see run()
@@ -127,20 +147,23 @@ class Analyser:
         ):
             # `globals()[name] = value` in a function the import runs (numba.core.config's
             # _EnvReloader): names bound at run time, any name may exist
-            self.dynamic = True
+            self.dynamic, self.answers = True, None
         hooks = self.hooks and any(
             isinstance(n, ast.Attribute) and n.attr == "meta_path" for n in ast.walk(tree)
         )
         if hooks:
             # It installs an import hook (pkg_resources.extern's VendorImporter): the
             # submodules it serves, and so the names `from it import …` finds, are not listed
-            self.dynamic = True
+            self.dynamic, self.answers = True, None
         return {
             "imports": self.imports,
             "doors": self.doors,
             "defines": sorted(self.defines),
             "all": self.all,
             "dynamic": self.dynamic,
+            # the names a module __getattr__ can return for, where that is all that is
+            # dynamic about the module (None: any name)
+            "getattr": self.answers if self.dynamic and isinstance(self.answers, dict) else None,
             "hooks": hooks,
             "stars": self.stars,
             "lazy": self.lazy.facts(),
@@ -185,6 +208,8 @@ class Analyser:
                 "group": group,
             }
         )
+        if self.checking and context == "function":
+            self.imports[-1]["raises"] = True
 
     def calls(self, node: ast.AST, context: Context, condition: Condition, group: Group) -> None:
         """importlib.import_module(...) and __import__(...) calls anywhere in a statement:
@@ -261,9 +286,15 @@ class Analyser:
         self, body: list[ast.stmt], context: Context, condition: Condition, group: Group = None
     ) -> None:
         for node in body:
-            top = context in RUNS
+            # the module's own level: not a class body, whose names (a method named
+            # __getattr__ among them) are the class's
+            top = context in RUNS and not self.qual
             if top and not self.rerun and binds_dynamically(node):
-                self.dynamic = True  # names bound at run time: any name may exist
+                listed = self.looped(node)
+                if listed is not None:  # `for k in ["a", "b"]: globals()[k] = ...`
+                    self.defines.update(listed)
+                else:  # names bound at run time: any name may exist
+                    self.dynamic, self.answers = True, None
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     self.add_edge(alias.name, [], node, context, condition, group)
@@ -292,10 +323,19 @@ class Analyser:
                 else:
                     self.visit(node.body, context, condition, group)
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                name = getattr(node, "target", None)
+                name = name.id if isinstance(name, ast.Name) else ""
+                before = self.loops.pop(name, None)
                 if top and isinstance(node, (ast.For, ast.AsyncFor)):
                     bound_names(node.target, self.defines)
+                    listed = literal_strings(node.iter)
+                    if name and listed is not None:
+                        self.loops[name] = listed
                 self.visit(node.body, context, condition, group)
                 self.visit(node.orelse, context, condition, group)
+                self.loops.pop(name, None)
+                if before is not None:
+                    self.loops[name] = before
             elif isinstance(node, ast.Assign):
                 self.calls(node, context, condition, group)
                 if top and not self.rerun:
@@ -348,6 +388,11 @@ class Analyser:
             self.defines.add(node.name)
             if node.name == "__getattr__" and not self.rerun:
                 self.dynamic = True
+                found = answered(node) if self.answers is not None else None
+                if isinstance(self.answers, dict) and found is not None:  # another branch's
+                    for key in ("names", "prefixes"):
+                        found[key] = sorted(set(found[key]) | set(self.answers[key]))
+                self.answers = found
                 self.lazy.getattr = sorted(
                     {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
                 )
@@ -400,11 +445,34 @@ class Analyser:
         handlers: list[ast.ExceptHandler] = getattr(node, "handlers", [])
         body: list[ast.stmt] = getattr(node, "body", [])
         guarded = guards_import(handlers)
-        self.visit(body, weaker(context, "try") if guarded else context, condition, here)
+        tried: Context = context
+        if guarded:
+            # a guarded import in an except body runs only when that try failed, and its
+            # own failure is caught: guarded, as a try's body is (starlette's formparsers:
+            # `except ModuleNotFoundError: try: import multipart except ...: multipart = None`)
+            tried = "try" if context == "fallback" else weaker(context, "try")
+        checking, self.checking = self.checking, self.checking or raises_instead(handlers)
+        self.visit(body, tried, condition, here)
+        self.checking = checking
+        # an except body inside a guarded try's body: its failure is caught there too
+        caught: Context = "try" if context == "try" else weaker(context, "fallback")
         for handler in handlers:
-            self.visit(handler.body, weaker(context, "fallback"), condition, here)
+            self.visit(handler.body, caught, condition, here)
         self.visit(getattr(node, "orelse", []), context, condition, group)
         self.visit(getattr(node, "finalbody", []), context, condition, group)
+
+    def looped(self, node: ast.stmt) -> list[str] | None:
+        """The names `globals()[k] = v` binds where k is the name of a module-level loop
+        over a literal list (NumPy's `for ta in ["float96", ...]: globals()[ta] = ...`)."""
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            return None
+        target = node.targets[0]
+        if not (isinstance(target, ast.Subscript) and call_name(target.value) == "globals"):
+            return None
+        key: ast.AST = target.slice
+        if type(key).__name__ == "Index":  # 3.8
+            key = getattr(key, "value", key)
+        return self.loops.get(key.id) if isinstance(key, ast.Name) else None
 
     def assign(self, node: ast.Assign) -> None:
         """A module-level assignment: the names it binds, `__all__`, a lazy table."""

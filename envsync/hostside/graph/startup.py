@@ -358,6 +358,8 @@ class GraphBuilder:
         only what it binds is read, its star imports)."""
         follow = self.mode[name]
         info.update({k: facts[k] for k in ("defines", "all", "dynamic", "stars")})
+        if facts.get("getattr") is not None:
+            info["getattr"] = facts["getattr"]
         if facts.get("hooks"):
             self.hooked.add(name)
         lazy = facts.get("lazy")
