@@ -1,4 +1,5 @@
-"""The performance and reliability pages' figures, from the files their programs wrote."""
+"""The performance, reliability and accuracy pages' figures, from the files their programs
+wrote."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from docsgen import quickstart
 
 PERFORMANCE = "docs/generated/performance.json"
 RELIABILITY = "docs/generated/reliability.json"
+CORPUS = "docs/generated/corpus.json"
+# An expectation that is not one severity: a case that really starts, whose import check
+# the test holds to "not fatal" only.
+NOT_FATAL = "not fatal"
 
 
 def _measured(data: dict[str, Any]) -> str:
@@ -196,4 +201,57 @@ def reliability(root: Path) -> str:
                 else f"{value:g}"
             )
             out.append(f"| {section}: {name} | {shown} |")
+    return "\n".join(out) + "\n"
+
+
+def verdict(row: dict[str, Any]) -> str:
+    """The severity envsync gave a corpus case with the most it was asked: the import
+    check's where the test ran it, else the static diff's."""
+    return str(row["import_check"] if row["import_check"] is not None else row["static"])
+
+
+def agrees(row: dict[str, Any]) -> bool:
+    """Whether envsync's verdict on a corpus case is the one its test expects."""
+    given = verdict(row)
+    return given != "fatal" if row["expected"] == NOT_FATAL else given == row["expected"]
+
+
+def _cell(text: str | None) -> str:
+    return "not run" if text is None else text.replace("|", "\\|").replace("\n", " ")
+
+
+def corpus(root: Path) -> str:
+    """The corpus table (tests/corpus/table.py wrote it): each case, what a real run did on
+    each side, and what envsync said of the culprit; a summary line first."""
+    path = root / CORPUS
+    if not path.exists():
+        return absent(CORPUS, "a whole run of the suite, `.venv/bin/python -m pytest -q`,")
+    data = json.loads(path.read_text())
+    rows = data["rows"]
+    given: dict[str, int] = {}
+    for row in rows:
+        given[verdict(row)] = given.get(verdict(row), 0) + 1
+    per = ", ".join(f"{severity} {n}" for severity, n in sorted(given.items()))
+    out = [
+        _measured(data),
+        "",
+        f"**{len(rows)} cases, {sum(agrees(r) for r in rows)} agreeing with their "
+        f"expectation**; envsync's verdict (with `--import-check` where it ran): {per}.",
+        "",
+        "| case | report | reference, really | target, really | envsync static "
+        "| with `--import-check` | expected | agrees? |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        cells = [
+            f"`{row['case']}`",
+            row["report"],
+            row["reference"],
+            row["target"],
+            row["static"],
+            row["import_check"],
+            row["expected"],
+            "yes" if agrees(row) else "**no**",
+        ]
+        out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(out) + "\n"

@@ -155,6 +155,8 @@ def expand(name: str, args: list[str], page: str) -> str:
             return _required(figures.performance(ROOT), figures.PERFORMANCE)
         case "reliability":
             return _required(figures.reliability(ROOT), figures.RELIABILITY)
+        case "corpus":
+            return _required(figures.corpus(ROOT), figures.CORPUS)
     raise PluginError(f"{page}: unknown directive envsync:{name}")
 
 

@@ -157,20 +157,28 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """A worker of a parallel run (pytest-xdist) hands its figures to the controller."""
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
+        from tests.corpus import table
         from tests.figures import export
 
         workeroutput["envsync_figures"] = export()
+        workeroutput["envsync_corpus"] = table.export()
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """The controller of a parallel run adds each worker's figures to its own, which its
-    terminal summary prints and a whole run writes."""
-    data = getattr(node, "workeroutput", {}).get("envsync_figures")
+    """The controller of a parallel run adds each worker's figures and corpus rows to its
+    own, which its terminal summary prints and a whole run writes."""
+    output = getattr(node, "workeroutput", {})
+    data = output.get("envsync_figures")
     if data:
         from tests.figures import merge
 
         merge(data)
+    rows = output.get("envsync_corpus")
+    if rows:
+        from tests.corpus import table
+
+        table.merge(rows)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -205,3 +213,29 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     ):
         write_matrix(REPO / MATRIX_FILE, counts)
         terminalreporter.write_line(f"(the matrix's counts written to {MATRIX_FILE})")
+    _write_corpus(terminalreporter, counts)
+
+
+def _write_corpus(terminalreporter: pytest.TerminalReporter, counts: dict[str, int]) -> None:
+    """The corpus table (tests/corpus/table.py): written by a whole run, as the figures are,
+    or by any run under ENVSYNC_WRITE_CORPUS=1 (the corpus-bearing files alone, say)."""
+    from tests.corpus import table
+
+    if not table.ROWS:
+        return
+    agreeing = sum(table.agrees(row) for row in table.ROWS.values())
+    terminalreporter.write_line(
+        f"corpus table: {len(table.ROWS)} cases, {agreeing} agreeing with their expectation"
+    )
+    config = terminalreporter.config
+    forced = os.environ.get(table.FORCE_ENV) == "1"
+    if not (counts["passed"] and (_whole_suite(config) or forced)):
+        return
+    if _whole_suite(config):
+        command = ".venv/bin/python -m pytest -q"
+    else:
+        command = " ".join(
+            [f"{table.FORCE_ENV}=1", ".venv/bin/python -m pytest", *config.invocation_params.args]
+        )
+    table.write(REPO / table.CORPUS_FILE, command)
+    terminalreporter.write_line(f"(written to {table.CORPUS_FILE} for the docs)")
