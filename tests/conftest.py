@@ -221,7 +221,8 @@ def _write_corpus(terminalreporter: pytest.TerminalReporter, counts: dict[str, i
     or by any run under ENVSYNC_WRITE_CORPUS=1 (the corpus-bearing files alone, say)."""
     from tests.corpus import table
 
-    if not table.ROWS:
+    # a worker of a parallel run hands its rows to the controller (pytest_sessionfinish)
+    if not table.ROWS or hasattr(terminalreporter.config, "workerinput"):
         return
     agreeing = sum(table.agrees(row) for row in table.ROWS.values())
     terminalreporter.write_line(

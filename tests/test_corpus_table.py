@@ -66,3 +66,16 @@ def test_not_fatal_agrees_with_all_but_fatal() -> None:
     assert not agrees(row)
     assert agrees({**row, "import_check": "risky"})
     assert agrees({**row, "import_check": None, "static": "benign"})
+
+
+def test_an_outcome_keeps_no_path_of_the_run() -> None:
+    """What a real run printed, without the paths of the test's venvs."""
+    assert table.outcome(None) == "imports" and table.outcome(None, ok="starts") == "starts"
+    assert (
+        table.outcome("ImportError: cannot import name 'x' from 'y' (/tmp/p/site/y/__init__.py)")
+        == "ImportError: cannot import name 'x' from 'y'"
+    )
+    assert (
+        table.outcome("/tmp/p/site/kernel/ops.so: undefined symbol: f")
+        == "ops.so: undefined symbol: f"
+    )

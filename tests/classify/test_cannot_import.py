@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from envsync.cli import main
+from tests.corpus import table
 from tests.figures import add
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages
 
 SECTION = "startup truth (issue 45, cases held)"
+REPORT = "issue 45, item {}: a hostile target"
 REGISTRY = "REG = {}\ndef register(n):\n    if n in REG:\n        raise ValueError('registered twice: ' + n)\n    REG[n] = 1\n"
 
 
@@ -96,6 +98,30 @@ def _finding(
     return found[subject]
 
 
+def _record(
+    case: str,
+    culprit: str,
+    ref: str,
+    tgt: str,
+    static: dict[str, object],
+    checked: dict[str, object] | None,
+    expected: str,
+    item: int = 1,
+) -> None:
+    """The case's row of the corpus table, from the real imports and verdicts seen."""
+    table.record(
+        case,
+        report=REPORT.format(item),
+        culprit=culprit,
+        reference=table.outcome(ref or None),
+        target=table.outcome(tgt or None),
+        static=str(static["severity"]),
+        import_check=None if checked is None else str(checked["severity"]),
+        expected=expected,
+        test=table.current_test(),
+    )
+
+
 def _evidence(finding: dict[str, object]) -> list[dict[str, object]]:
     found = finding["evidence"]
     assert isinstance(found, list)
@@ -142,10 +168,12 @@ def test_a_module_python_cannot_import_at_module_level_is_fatal(
     reason: str,
 ) -> None:
     _entrypoint(bed, f"import svc.helper\nimport svc.{module}\n")
-    assert _real(bed, "ref") == ""
-    assert _real(bed, "tgt").startswith(raised)  # the ground truth
+    ref, tgt = _real(bed, "ref"), _real(bed, "tgt")
+    assert ref == ""
+    assert tgt.startswith(raised)  # the ground truth
     finding = _finding(capsys, bed, subject)
     assert finding["severity"] == "fatal", finding
+    _record(f"cannot-import-{module}", subject, ref, tgt, finding, None, "fatal")
     assert reason in str(finding["reason"]), finding["reason"]
     evidence = next(e for e in _evidence(finding) if e.get("line"))
     assert (evidence["line"], evidence["statement"]) == (2, f"import svc.{module}")
@@ -160,9 +188,13 @@ def test_the_same_import_guarded_is_degraded(
     """The negative control: startup goes on (a real import says so), and the verdict says
     a feature is lost, never `benign` ("no import path reaches it")."""
     _entrypoint(bed, f"try:\n    import svc.{module}\nexcept ImportError:\n    pass\n")
-    assert _real(bed, "ref") == _real(bed, "tgt") == ""
+    ref, tgt = _real(bed, "ref"), _real(bed, "tgt")
+    assert ref == tgt == ""
     finding = _finding(capsys, bed, f"svc/{module}.py")
     assert finding["severity"] == "degraded", finding
+    _record(
+        f"cannot-import-{module}-guarded", f"svc/{module}.py", ref, tgt, finding, None, "degraded"
+    )
     add(SECTION, "1 the same import guarded: degraded, startup goes on")
 
 
@@ -170,12 +202,14 @@ def test_a_patched_importer_of_a_module_no_host_has_is_fatal(
     capsys: pytest.CaptureFixture[str], bed: Path
 ) -> None:
     _entrypoint(bed, "import svc.helper\n", target="import svc.helper\nimport svc.never\n")
-    assert _real(bed, "ref") == ""
-    assert _real(bed, "tgt") == "ModuleNotFoundError: No module named 'svc.never'"
+    ref, tgt = _real(bed, "ref"), _real(bed, "tgt")
+    assert ref == ""
+    assert tgt == "ModuleNotFoundError: No module named 'svc.never'"
     finding = _finding(capsys, bed, "svc/main.py")
     assert finding["severity"] == "fatal" and "the target has no svc.never" in str(
         finding["reason"]
     )
+    _record("cannot-import-patched-importer", "svc/main.py", ref, tgt, finding, None, "fatal")
     add(SECTION, "1 a patched importer of a module no host has: fatal")
 
 
@@ -189,14 +223,16 @@ def test_degraded_needs_proof_beside_a_module_level_import_of_the_changed_versio
     for host in ("ref", "tgt"):
         (site_packages(bed / host / "bin" / "python") / "svc" / "other.py").write_text(other)
     _entrypoint(bed, "import lib\nimport svc.other\n")
-    assert _real(bed, "ref") == ""
-    assert _real(bed, "tgt") == "ValueError: registered twice: a"
+    ref, tgt = _real(bed, "ref"), _real(bed, "tgt")
+    assert ref == ""
+    assert tgt == "ValueError: registered twice: a"
     static = _finding(capsys, bed, "lib")
     assert static["severity"] == "risky", static
     why = "startup imports lib, and the version it runs there differs (at module level, "
     assert why + "unguarded: svc.main, svc/main.py:1)" in str(static["reason"])
     checked = _finding(capsys, bed, "lib", "--import-check")
     assert checked["severity"] == "fatal", checked
+    _record("degraded-needs-proof-lib", "lib", ref, tgt, static, checked, "fatal", item=2)
     add(SECTION, "2 degraded beside a module-level import of the changed version: risky", 2)
 
 

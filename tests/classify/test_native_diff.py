@@ -17,6 +17,7 @@ import pytest
 
 from envsync.model.findings import PinFix, SyncDistFix
 from tests.classify.nativebed import Bed, install, make_bed, native, real_import, venv
+from tests.corpus import table
 from tests.hostside.native.toolchain import EXT_SUFFIX, build, extension
 
 OPS = f"kernel/ops{EXT_SUFFIX}"
@@ -255,6 +256,17 @@ def test_diff_names_what_the_loader_refuses(tmp_path: Path, case: str) -> None:
     assert provider.severity != "benign", provider
     if provider.kind == "missing":
         assert provider.severity == "fatal" and OPS.rpartition("/")[2] in provider.reason
+    table.record(
+        f"native-{case}",
+        report="the native layer: a shared object the loader refuses on the target",
+        culprit=finding.subject,
+        reference=table.outcome(None),
+        target=table.outcome(real),
+        static=finding.severity,
+        import_check=None,
+        expected="fatal",
+        test=table.current_test(),
+    )
 
 
 def test_the_import_check_attaches_the_loaders_message(tmp_path: Path) -> None:
@@ -284,12 +296,25 @@ def test_nothing_native_where_both_load(tmp_path: Path) -> None:
         install(site, "fakec10", version, {"fakec10/__init__.py": "", "fakec10/lib/libc10.so": lib})
         install(site, "kernel", "1.0", {**KERNEL_INIT, OPS: ops})
         (site / "app.py").write_text(APP)
-    assert real_import(bed.ref) is None and real_import(bed.tgt) is None
+    ref, tgt = real_import(bed.ref), real_import(bed.tgt)
+    assert ref is None and tgt is None
     report = bed.diff()
     assert native(report) == []
     (provider,) = [f for f in report.findings if f.subject == "fakec10"]
     # startup loads fakec10's libc10.so through the kernel: used, so never benign
     assert provider.severity == "risky", provider
+    table.record(
+        "native-both-load",
+        report="the native layer, negative control: another provider that still defines "
+        "what the kernel needs",
+        culprit="fakec10",
+        reference=table.outcome(ref),
+        target=table.outcome(tgt),
+        static=provider.severity,
+        import_check=None,
+        expected="risky",
+        test=table.current_test(),
+    )
 
 
 def test_repair_plans_the_providers_fix(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.classify.nativebed import SITE, make_bed, native, real_import
+from tests.corpus import table
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.slow
@@ -41,8 +42,9 @@ def test_a_torchvision_built_for_cuda_torch_beside_a_cpu_torch(tmp_path: Path) -
     )
     c_so = bed.tgt_site / "torchvision" / "_C.so"
     # the ground truth: the reference starts, the target does not, and why
-    assert real_import(bed.ref) is None
-    assert real_import(bed.tgt) == "operator torchvision::nms does not exist"
+    ref, tgt = real_import(bed.ref), real_import(bed.tgt)
+    assert ref is None
+    assert tgt == "operator torchvision::nms does not exist"
     loader = subprocess.run(
         [
             str(bed.tgt / "bin" / "python"),
@@ -66,3 +68,14 @@ def test_a_torchvision_built_for_cuda_torch_beside_a_cpu_torch(tmp_path: Path) -
     checked = [f for f in native(bed.diff(import_check=True)) if f.subject == "torchvision/_C.so"]
     assert checked[0].severity == "fatal" and checked[0].decided_by == "import-check"
     assert "operator torchvision::nms does not exist" in checked[0].evidence[0].detail
+    table.record(
+        "torchvision-0.28-cuda-beside-cpu-torch",
+        report="the cause in vllm-project/vllm#18776: torchvision 0.28.0 beside a CPU torch",
+        culprit="torchvision/_C.so",
+        reference=table.outcome(ref),
+        target=table.outcome(tgt),
+        static=finding.severity,
+        import_check=checked[0].severity,
+        expected="fatal",
+        test=table.current_test(),
+    )

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from envsync.cli import main
+from tests.corpus import table
 from tests.helpers import fetch, make_venv, pip_install, site_packages
 
 pytestmark = pytest.mark.slow
@@ -62,6 +63,16 @@ def test_the_wheel_says_what_python_runs_first(pair: Path) -> None:
         check=False,
     )
     assert "ModuleNotFoundError: No module named 'pybase64'" in out.stderr
+    raised = [ln for ln in out.stderr.splitlines() if ln.startswith("ModuleNotFoundError: ")]
+    table.part(
+        "sglang-0.5.5-pybase64-missing",
+        report="sglang==0.5.5.post2 without pybase64: Python's order of imports",
+        culprit="pybase64",
+        reference="not started (the target alone is started)",
+        target=table.outcome(raised[-1]),
+        expected="fatal",
+        test="tests/classify/test_python_order.py",
+    )
     frames = [line.strip() for line in out.stderr.splitlines() if line.strip().startswith("File")]
     tail = [f for f in frames if "/sglang/" in f]
     assert tail[0].endswith('sglang/__init__.py", line 5, in <module>'), tail
@@ -84,6 +95,7 @@ def test_envsync_names_the_first_failing_import_in_pythons_order(
     assert main(["--inventory", str(inv), "-q", "diff", "--format", "json"]) == 1
     findings = {f["subject"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
     culprit = findings["pybase64"]
+    table.part("sglang-0.5.5-pybase64-missing", static=culprit["severity"], import_check=None)
     assert culprit["severity"] == "fatal", culprit["reason"]
     reason = culprit["reason"]
     assert "sglang.utils imports pybase64 at module level (sglang/utils.py:23)" in reason

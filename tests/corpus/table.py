@@ -11,6 +11,7 @@ docsgen/figures.py renders.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from docsgen.figures import CORPUS as CORPUS_FILE
@@ -18,6 +19,8 @@ from docsgen.figures import NOT_FATAL, agrees
 from envsync.model.vocab import SEVERITIES
 
 FORCE_ENV = "ENVSYNC_WRITE_CORPUS"
+_IN_PATH = re.compile(r" \(/[^()]*\)")
+_PATH = re.compile(r"/(?:[^\s/:'\"()]+/)+(?=[^\s/:'\"()]+)")
 __all__ = ["CORPUS_FILE", "NOT_FATAL", "agrees", "part", "record"]
 FIELDS = (
     "report",
@@ -78,8 +81,10 @@ def part(case: str, **seen: str | None) -> None:
 
 
 def outcome(error: str | None, *, ok: str = "imports") -> str:
-    """A real run's outcome in a few words: `ok`, or the exception's last line."""
-    return ok if error is None else error
+    """A real run's outcome in a few words: `ok`, or the exception's last line without the
+    paths of this run's venvs that Python puts in it (`from 'y' (/tmp/.../y/__init__.py)`
+    is left out, `/tmp/.../ops.so: undefined symbol` shortened to the file's name)."""
+    return ok if error is None else _PATH.sub("", _IN_PATH.sub("", error))
 
 
 def current_test() -> str:

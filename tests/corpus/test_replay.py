@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.corpus import table
 from tests.corpus.cases import CASES, Case
 from tests.corpus.conftest import Pairs, pip_check
 
@@ -46,6 +47,8 @@ def line_of(path: Path, number: int) -> str:
 def test_the_wheels_say_what_must_happen(case: Case, pairs: Pairs) -> None:
     pair = pairs.pair(case)
     ref, tgt = pair.site("ref"), pair.site("tgt")
+    # what the wheels showed, for the corpus table: SGLang does not start here (no torch)
+    read = dict.fromkeys(("reference", "target"), "not started here (no torch)")
     for file, number, text in case.source_facts:
         assert text in line_of(tgt / file, number), (file, number)
     if case.breaking is not None:
@@ -59,9 +62,12 @@ def test_the_wheels_say_what_must_happen(case: Case, pairs: Pairs) -> None:
             for a in node.names
         }
         assert (b.module, b.name) in imported
+        read["target"] += f"; the wheels: {b.file}:{b.line} imports {b.name}"
         if b.defined_in:
             assert binds(ref / b.defined_in, b.name)
             assert not binds(tgt / b.defined_in, b.name)
+            read["reference"] += f"; the wheels: {b.defined_in} binds {b.name}"
+            read["target"] += f", which {b.defined_in} does not bind"
     for name in case.never_imported:
         for path in (tgt / "sglang").rglob("*.py"):
             with warnings.catch_warnings():  # SGLang's own invalid escape sequences
@@ -73,6 +79,17 @@ def test_the_wheels_say_what_must_happen(case: Case, pairs: Pairs) -> None:
                     assert all(a.name.partition(".")[0] != name for a in node.names), path
                 elif isinstance(node, ast.ImportFrom) and node.level == 0:
                     assert (node.module or "").partition(".")[0] != name, path
+    if case.never_imported:
+        for side in read:
+            read[side] += f"; the wheels: no sglang module imports {', '.join(case.never_imported)}"
+    table.part(
+        case.id,
+        report=case.report,
+        culprit=case.culprit,
+        **read,
+        expected=case.expected,
+        test="tests/corpus/test_replay.py",
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -81,6 +98,7 @@ def test_envsync_rates_the_culprit_as_reported(
 ) -> None:
     findings = pairs.findings(case, capsys)
     culprit = findings[case.culprit]
+    table.part(case.id, static=culprit["severity"], import_check=None)
     assert culprit["severity"] == case.expected, culprit["reason"]
     others = {s: f["severity"] for s, f in findings.items() if s != case.culprit}
     assert "fatal" not in others.values(), others

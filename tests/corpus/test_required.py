@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from envsync.cli import main
+from tests.corpus import table
 from tests.figures import add
 from tests.helpers import fetch, make_venv, make_wheel, pip_install, site_packages
 
@@ -140,8 +141,18 @@ def _diff(capsys: pytest.CaptureFixture[str], root: Path, *extra: str) -> dict[s
 
 def test_a_real_import_decides_first(pair: tuple[Case, Path]) -> None:
     case, root = pair
-    assert _really_imports(root / "ref" / "bin" / "python") is None
-    assert _really_imports(root / "tgt" / "bin" / "python") == case.raises
+    ref, tgt = (_really_imports(root / side / "bin" / "python") for side in ("ref", "tgt"))
+    assert ref is None
+    assert tgt == case.raises
+    table.part(
+        case.id,
+        report=case.report,
+        culprit=_culprit(case),
+        reference=table.outcome(ref),
+        target=table.outcome(tgt),
+        expected="fatal" if case.raises else table.NOT_FATAL,
+        test="tests/corpus/test_required.py",
+    )
     site = site_packages(root / "tgt" / "bin" / "python")
     name, _, version = case.dependent.partition(" ")
     metadata = (site / f"{name}-{version}.dist-info" / "METADATA").read_text()
@@ -163,6 +174,7 @@ def test_the_static_verdict_cites_the_requirement(
     found = _diff(capsys, root)
     assert set(found) == {_culprit(case)}, found
     culprit = found[_culprit(case)]
+    table.part(case.id, static=culprit["severity"])
     cited = [e for e in culprit["evidence"] if e["source"] == "requirements"]
     checked = [e for e in culprit["evidence"] if e["source"] == "version-check"]
     words = f"{case.dependent} requires {case.requirement}"
@@ -201,6 +213,7 @@ def test_the_import_check_is_fatal_only_where_the_import_breaks(
     case, root = pair
     found = _diff(capsys, root, "--import-check")
     culprit = found[_culprit(case)]
+    table.part(case.id, import_check=culprit["severity"])
     violated = "violated" if case.requirement else "kept"
     if case.raises is None:
         assert all(f["severity"] != "fatal" for f in found.values()), found

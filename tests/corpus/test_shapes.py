@@ -56,6 +56,7 @@ from pathlib import Path
 import pytest
 
 from envsync.cli import main
+from tests.corpus import table
 from tests.figures import add
 from tests.helpers import fetch, make_venv, make_wheel, pip_install, site_packages
 from tests.hostside.native.toolchain import EXT_SUFFIX, extension
@@ -213,8 +214,18 @@ def _culprit(case: Case) -> str:
 
 def test_a_real_import_decides_first(pair: tuple[Case, Path]) -> None:
     case, root = pair
-    assert _really_imports(root / "ref" / "bin" / "python") is None
+    ref = _really_imports(root / "ref" / "bin" / "python")
+    assert ref is None
     real = _really_imports(root / "tgt" / "bin" / "python")
+    table.part(
+        case.id,
+        report=case.report,
+        culprit=_culprit(case),
+        reference=table.outcome(ref),
+        target=table.outcome(real),
+        expected="fatal" if case.raises else table.NOT_FATAL,
+        test="tests/corpus/test_shapes.py",
+    )
     if case.raises is None:
         assert real is None
         return
@@ -236,6 +247,7 @@ def test_the_static_verdict_is_never_below_risky(
     found = _diff(capsys, root)
     assert set(found) == {_culprit(case)}, found
     culprit = found[_culprit(case)]
+    table.part(case.id, static=culprit["severity"])
     # imported unguarded at module level: never degraded or benign, whatever else is read
     assert culprit["severity"] == case.static, culprit
     if case.guarded:
@@ -261,6 +273,7 @@ def test_the_import_check_is_fatal_only_where_the_import_breaks(
     real = _really_imports(root / "tgt" / "bin" / "python")
     found = _diff(capsys, root, "--import-check")
     culprit = found[_culprit(case)]
+    table.part(case.id, import_check=culprit["severity"])
     if case.raises is None:
         assert all(f["severity"] != "fatal" for f in found.values()), found
         add(SECTION, "a changed version imported unguarded, imports cleanly: not fatal")
@@ -353,8 +366,18 @@ def provided(
 
 def test_a_real_import_decides_first_on_the_provider(provided: tuple[Provided, Path]) -> None:
     case, root = provided
-    assert _really_imports(root / "ref" / "bin" / "python") is None
-    assert _really_imports(root / "tgt" / "bin" / "python") == case.raises
+    ref, tgt = (_really_imports(root / side / "bin" / "python") for side in ("ref", "tgt"))
+    assert ref is None
+    assert tgt == case.raises
+    table.part(
+        case.id,
+        report=case.report,
+        culprit=PROVIDER,
+        reference=table.outcome(ref),
+        target=table.outcome(tgt),
+        expected="fatal" if case.raises else table.NOT_FATAL,
+        test="tests/corpus/test_shapes.py",
+    )
     # the extension needs the soname; the reference's provider holds it, by its RECORD
     needed = subprocess.run(
         ["readelf", "-d", str(site_packages(root / "ref" / "bin" / "python") / EXTENSION)],
@@ -376,6 +399,7 @@ def test_the_provider_is_never_benign_beside_its_fatal(
     case, root = provided
     found = _diff(capsys, root)
     provider = found[PROVIDER]
+    table.part(case.id, static=provider["severity"])
     if case.raises is None:
         # loads on both: nothing native; the provider startup loads is used, so risky
         assert set(found) == {PROVIDER}, found
@@ -405,6 +429,8 @@ def test_the_import_check_is_fatal_only_where_the_load_breaks(
 ) -> None:
     case, root = provided
     found = _diff(capsys, root, "--import-check")
+    if PROVIDER in found:
+        table.part(case.id, import_check=found[PROVIDER]["severity"])
     if case.raises is None:
         assert all(f["severity"] != "fatal" for f in found.values()), found
         add(SECTION, "a provider that differs, the extension loads: not fatal")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from envsync.cli import main
+from tests.corpus import table
 from tests.corpus.cases import STACKS, Case, Entry
 from tests.corpus.conftest import pip_check
 from tests.corpus.stacks import build_all
@@ -147,6 +148,7 @@ def test_a_real_start_decides_then_envsync(
     static = diff(pair, entry, capsys)
     culprit = {f["subject"]: f for f in static["findings"]}[case.culprit]
     assert culprit["severity"] == entry.static, culprit["reason"]
+    static_severity = culprit["severity"]
     b = case.breaking
     if b is not None and entry.static == "fatal":
         assert f"({b.file}:{b.line})" in culprit["reason"], culprit["reason"]
@@ -165,3 +167,14 @@ def test_a_real_start_decides_then_envsync(
         assert "on the reference ref they import cleanly" in culprit["reason"], culprit["reason"]
     others = [f for f in probed["findings"] if f["subject"] != case.culprit]
     assert all(f["severity"] != "fatal" for f in others), others
+    table.record(
+        case.id if len(case.entries) == 1 else f"{case.id} ({entry.run[0]})",
+        report=case.report,
+        culprit=case.culprit,
+        reference=f"starts, as far as a CPU goes: {theirs['stop']}",
+        target=table.outcome(ours["stop"]),
+        static=static_severity,
+        import_check=culprit["severity"],
+        expected=case.expected,
+        test=table.current_test(),
+    )
