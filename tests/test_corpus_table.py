@@ -1,6 +1,6 @@
 """The corpus table (tests/corpus/table.py): rows recorded by the corpus tests travel from
 a worker to the controller, are written with where they were observed, and the accuracy
-page renders them."""
+page renders them; the committed table's every row agrees with its expectation."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from docsgen.figures import CORPUS, agrees, corpus
 from tests.corpus import table
+from tests.helpers import REPO
 
 ROW = {
     "report": "vllm-project/vllm#22178",
@@ -79,3 +80,13 @@ def test_an_outcome_keeps_no_path_of_the_run() -> None:
         table.outcome("/tmp/p/site/kernel/ops.so: undefined symbol: f")
         == "ops.so: undefined symbol: f"
     )
+
+
+def test_the_accuracy_page_renders_the_committed_table_and_every_row_agrees() -> None:
+    data = json.loads((REPO / CORPUS).read_text())
+    page = corpus(REPO)
+    assert f"**{len(data['rows'])} cases, {len(data['rows'])} agreeing" in page
+    for row in data["rows"]:
+        assert f"| `{row['case']}` | " in page, row["case"]
+        assert agrees(row), row
+    assert "<!-- envsync:corpus -->" in (REPO / "docs" / "explanation" / "accuracy.md").read_text()
