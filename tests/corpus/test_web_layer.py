@@ -77,6 +77,7 @@ from pathlib import Path
 import pytest
 
 from envsync.cli import main
+from tests.corpus import table
 from tests.figures import add
 from tests.helpers import fetch, make_venv, make_wheel, pip_install, site_packages
 
@@ -486,11 +487,31 @@ def _xfail(case_ids: dict[str, str]) -> Callable[[pytest.FixtureRequest, Case], 
     return apply
 
 
+def _outcome(code: int, seen: dict) -> str:
+    """What a real start did, in a few words, for the corpus table."""
+    raised = seen["raised"]
+    if code == 0 and raised is None:
+        return "starts"
+    if raised is None:
+        return f"exit {code}"
+    return f"{raised['type']}: {raised['message']}"[:160]
+
+
 def test_a_real_start_decides_first(pair: tuple[Case, Path]) -> None:
     case, root = pair
     code, seen = _really_starts(root, "ref")
+    reference = _outcome(code, seen)
     assert (code, seen["raised"]) == (0, None), seen
     code, seen = _really_starts(root, "tgt")
+    table.part(
+        case.id,
+        report=case.report,
+        culprit=case.culprit,
+        reference=reference,
+        target=_outcome(code, seen),
+        expected="fatal" if case.raises else table.NOT_FATAL,
+        test="tests/corpus/test_web_layer.py",
+    )
     if case.raises is None:
         assert (code, seen["raised"]) == (0, None), seen
     else:
@@ -532,6 +553,7 @@ def test_the_static_verdict_never_says_startup_works_where_it_dies(
     _xfail(FATAL_WHERE_IT_STARTS)(request, case)
     found = _diff(capsys, root)
     culprit = found[case.culprit]
+    table.part(case.id, static=culprit["severity"])
     if case.raises is None:
         assert all(f["severity"] != "fatal" for f in found.values()), found
         add(SECTION, "a negative control, read: not fatal")
@@ -563,6 +585,7 @@ def test_the_import_check_is_fatal_exactly_where_the_start_dies(
     case, root = pair
     _xfail(FATAL_WHERE_IT_STARTS)(request, case)
     found = _diff(capsys, root, "--import-check")
+    table.part(case.id, import_check=found[case.culprit]["severity"])
     if case.raises is None:
         assert all(f["severity"] != "fatal" for f in found.values()), found
         add(SECTION, "a negative control, imported: not fatal")
