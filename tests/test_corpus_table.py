@@ -55,7 +55,7 @@ def test_rows_travel_are_written_and_render(
         "config | risky | fatal | fatal | yes |"
     ) in page
     # a verdict that is not the expected one is said, and counted
-    table.record("missed", **{**ROW, "import_check": None})  # type: ignore[arg-type]
+    table.record("missed", **{**ROW, "import_check": None})  # type: ignore[arg-type]  # ROW is a dict[str, str] of record's keywords
     table.write(tmp_path / CORPUS, "pytest")
     page = corpus(tmp_path)
     assert "**3 cases, 2 agreeing" in page

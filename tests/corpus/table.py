@@ -77,7 +77,7 @@ def part(case: str, **seen: str | None) -> None:
     parts = _PARTS.setdefault(case, {})
     parts.update(seen)
     if set(parts) == set(FIELDS):
-        record(case, **parts)  # type: ignore[arg-type]
+        record(case, **parts)  # type: ignore[arg-type]  # the parts are record's keywords, checked against FIELDS above
 
 
 def outcome(error: str | None, *, ok: str = "imports") -> str:
