@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.snapshot import interleaved_medians
-from tests.apply.test_source_repair import checkout_from_wheel
 from tests.classify.test_sglang_wheels import fetch
+from tests.repair.test_source_repair import checkout_from_wheel
 from tests.source_trees import backend_wheels, editable_install, uv_install, uv_venv
 
 HERE = Path(__file__).resolve().parent

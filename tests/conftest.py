@@ -42,10 +42,10 @@ HEAVY_FIXTURES = frozenset(
 )
 HEAVY_MODULES = frozenset(
     {
-        "tests.test_secrets",
-        "tests.test_watch",
-        "tests.test_hostile_input",
-        "tests.test_verdicts",
+        "tests.project.test_secrets",
+        "tests.report.test_watch",
+        "tests.project.test_hostile_input",
+        "tests.compare.test_verdicts",
         "tests.hostside.native.test_real_loader",
         "tests.hostside.native.test_elf",
         "tests.hostside.test_parallel",

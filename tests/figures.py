@@ -116,7 +116,7 @@ def provenance(command: str) -> dict[str, object]:
 
 
 FIGURES_FILE = "docs/generated/reliability.json"
-# The kill matrix and the disk-full runs (tests/apply/test_kill_matrix.py): the default run
+# The kill matrix and the disk-full runs (tests/repair/test_kill_matrix.py): the default run
 # holds one moment per process, `pytest -m matrix` the rest (half an hour), whose counts
 # it writes to MATRIX_FILE (committed), and every whole run adds to its own.
 MATRIX_SECTIONS = (

@@ -68,7 +68,7 @@ REACH_MARKER = "@@envsync-reach@@"
 
 # The wire's types, for the type checker only (they cost nothing on the host): for each
 # operation NAME, NameRequest (argv's object less "op" and "lock") and NameReply (its
-# answer). tests/test_wire.py checks that every operation has both, and that the agent's
+# answer). tests/hostside/test_wire.py checks that every operation has both, and that the agent's
 # handlers and envsync's client (runner/agent.py) are written against them.
 TYPE_CHECKING = False
 if TYPE_CHECKING:

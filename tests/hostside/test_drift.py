@@ -23,7 +23,7 @@ from envsync.runner.local import LocalRunner
 from envsync.sources.inventory import HostSpec
 from envsync.sources.locks.index import redact as index_redact
 from tests.helpers import make_venv, make_wheel, pip_install, site_packages
-from tests.test_diff import base
+from tests.model.test_diff import base
 
 LEFTOVER = "sglang/srt/server_args.py.envsync-4242.tmp"
 PKG = {"svc/__init__.py": "", "svc/server_args.py": "PORT = 1\n"}

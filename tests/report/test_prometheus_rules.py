@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from envsync.report.prometheus import CHANGES, LAST_GOOD, METRICS, SERVER_FINDINGS
 from tests.helpers import REPO
 from tests.helpers import run_cli as run
-from tests.test_watch import watched  # noqa: F401  (the fixture: a real venv as host `h`)
+from tests.report.test_watch import watched  # noqa: F401  (the fixture: a real venv as host `h`)
 
 RULES = REPO / "docs" / "examples" / "envsync-alerts.yml"
 VOCABULARY = {m.name: set(m.labels) for m in METRICS}

@@ -3,8 +3,8 @@
 step a fix becomes. Here: the `Step` union and the dispatches over it.
 
 Every dispatch is a `match` whose last case is `assert_never`: a kind added to `Step` and
-not handled is a mypy error, never a step skipped in silence (`tests/test_steps.py`,
-`tests/test_exhaustive.py`).
+not handled is a mypy error, never a step skipped in silence (`tests/repair/test_steps.py`,
+`tests/project/test_exhaustive.py`).
 """
 
 from __future__ import annotations
