@@ -57,6 +57,8 @@ def checked(
     for failure in analysis.failures:
         if failure.context != "function" or not failure.edge.raises or failure.top not in names:
             continue
+        if not _imported_elsewhere(failure.importer, analysis):
+            continue  # a root no module imports: its own calls at import were all read
         at = f"{short_file(failure.file, failure.importer) or failure.importer}:{failure.edge.line}"
         chain = " -> ".join(path_to(analysis.reached, failure.importer))
         return (
@@ -125,3 +127,21 @@ def runs_unguarded(
             context=f"{edge.context}; startup path: {chain}",
         ),
     )
+
+
+def _imported_elsewhere(module: str, analysis: Analysis) -> bool:
+    """Whether a module startup reaches imports `module` (its functions can be called
+    from there): a module that only runs as a root, the service's own `-m` module, has
+    every call made of it at import read with it."""
+    graph = analysis.graph
+    if graph is None:
+        return True
+    parent, _, last = module.rpartition(".")
+    for name in analysis.reached:
+        facts = graph.modules.get(name)
+        if facts is None or name == module:
+            continue
+        for edge in facts.imports:
+            if edge.module == module or (edge.module == parent and last in edge.names):
+                return True
+    return False

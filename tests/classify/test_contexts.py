@@ -8,6 +8,7 @@ Both are real venvs with real wheels installed by pip; the probe reads them for 
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -166,7 +167,9 @@ EXPECTED = {
     "lam": ("version", "fatal", "name-check"),
     "eta": ("missing", "fatal", "import-graph"),
     "gamma": ("missing", "risky", "import-graph"),
-    "kappa": ("version", "risky", "import-graph"),
+    # kappa 1.0's __getattr__ raises for every name: `from kappa import whatever` cannot
+    # succeed (issue 45: a __getattr__ is read path by path), as the real import shows
+    "kappa": ("version", "fatal", "name-check"),
     "svc/main.py": ("file", "risky", "import-graph"),
     "delta": ("missing", "degraded", "import-graph"),
     "epsilon": ("missing", "degraded", "import-graph"),
@@ -195,6 +198,13 @@ def test_every_context_gets_its_severity(
     assert beta["fixes"][0]["requirement"] == "beta==2.0"
     gamma = next(e for e in got["gamma"]["evidence"] if e["source"] == "import-graph")
     assert gamma["context"].startswith("if") and "SVC_GAMMA" in gamma["context"]
+    for side, fails in (("ref", False), ("tgt", True)):
+        python = hosts / side / "bin" / "python"
+        real = subprocess.run(
+            [str(python), "-c", "from kappa import whatever"], capture_output=True, text=True
+        )
+        assert (real.returncode != 0) == fails, real.stderr
+    assert "ImportError: cannot import name 'whatever' from 'kappa'" in real.stderr
 
 
 def test_flag_workaround_is_offered_only_where_it_avoids_every_failing_import(
