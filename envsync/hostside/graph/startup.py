@@ -330,15 +330,17 @@ class GraphBuilder:
     def read(self, name: str) -> None:
         """One module: found, its source's facts (parsed or cached), its edges followed."""
         found = self.finder.find(name)
+        parent = name.rpartition(".")[0]
         if found is None:
             self.modules[name] = {"kind": "missing"}
+            if parent:  # `import pkg.gone` runs pkg/__init__.py before it fails
+                self.want(parent, self.mode[name])
             return
         kind, origin, locations = found
         info: dict[str, Any] = {"kind": kind, "file": origin}
         self.modules[name] = info
         if kind in ("stdlib", "builtin"):
             return  # the same on both hosts, left out of the graph: nothing to read
-        parent = name.rpartition(".")[0]
         if parent:
             self.want(parent, self.mode[name])  # Python runs a module's parent packages first
         if kind != "source" or origin is None:
