@@ -123,3 +123,28 @@ def test_an_import_whose_handler_raises_is_an_install_check() -> None:
     assert edges["python_multipart"].get("raises") is True
     assert "raises" not in edges["yaml"]
     add(SECTION, "3 calls at import time: an install check, marked")
+
+
+@pytest.mark.parametrize(
+    "test, variable",
+    [
+        ('os.environ.get("SVC_X")', "SVC_X"),
+        ('os.getenv("SVC_X")', "SVC_X"),
+        ('os.environ["SVC_X"]', "SVC_X"),
+        ('"SVC_X" in os.environ', "SVC_X"),
+        ("envs.SGLANG_EXTERNAL_MODEL_PACKAGE.get()", "SGLANG_EXTERNAL_MODEL_PACKAGE"),
+        ('plugin := os.environ.get("SVC_X")', "SVC_X"),
+        ("envs.VLLM_PLUGINS", "VLLM_PLUGINS"),
+        # not a variable's value: both ways stay open
+        ("config.get()", None),
+        ("settings.DEBUG", None),
+        ('name == "x"', None),
+    ],
+)
+def test_the_environment_variable_an_if_reads(test: str, variable: str | None) -> None:
+    from envsync.hostside.graph.calls import environment_read
+
+    (node,) = ast.parse(f"if {test}:\n    pass\n").body
+    assert isinstance(node, ast.If)
+    assert environment_read(node.test) == variable
+    add(SECTION, "3 calls at import time: an if that reads the environment")

@@ -39,6 +39,7 @@ from .astutil import (
     literal_strings,
     pkgutil_names,
     scope_names,
+    subscript_key,
     suppresses_import_error,
 )
 from .calls import called_at_import
@@ -469,9 +470,7 @@ class Analyser:
         target = node.targets[0]
         if not (isinstance(target, ast.Subscript) and call_name(target.value) == "globals"):
             return None
-        key: ast.AST = target.slice
-        if type(key).__name__ == "Index":  # 3.8
-            key = getattr(key, "value", key)
+        key = subscript_key(target)
         return self.loops.get(key.id) if isinstance(key, ast.Name) else None
 
     def assign(self, node: ast.Assign) -> None:

@@ -26,6 +26,7 @@ from .astutil import (
     is_try,
     is_type_checking,
     scope_names,
+    subscript_key,
 )
 
 TYPE_CHECKING = False
@@ -340,9 +341,7 @@ def environment_read(test: ast.expr) -> str | None:
                 return _setting(func.value)
         return None
     if isinstance(test, ast.Subscript) and _environ(test.value):
-        key: ast.AST = test.slice
-        if type(key).__name__ == "Index":  # 3.8: the key inside an ast.Index
-            key = getattr(key, "value", key)
+        key = subscript_key(test)
         return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
     return _setting(test)
 
