@@ -22,7 +22,7 @@ from envsync.classify.startup import (
     module_of,
     short_file,
 )
-from envsync.model.environment import Snapshot
+from envsync.model.environment import ImportEdge, Snapshot
 from envsync.model.findings import Difference, Evidence, Finding
 from envsync.model.vocab import PACKAGE_KINDS
 
@@ -60,18 +60,16 @@ def checked(
         if not _imported_elsewhere(failure.importer, analysis):
             continue  # a root no module imports: its own calls at import were all read
         at = f"{short_file(failure.file, failure.importer) or failure.importer}:{failure.edge.line}"
-        chain = " -> ".join(path_to(analysis.reached, failure.importer))
         return (
             f"{failure.importer} checks for {failure.module} in a function and raises "
             f"where it is missing ({at}); what calls that check, and when, is not shown",
-            Evidence(
-                source="import-graph",
-                detail=f"{failure.importer} imports {failure.module} in a function, and its "
+            _graph_evidence(
+                analysis,
+                failure.importer,
+                failure.file,
+                failure.edge,
+                f"{failure.importer} imports {failure.module} in a function, and its "
                 f"ImportError handler raises: {failure.message()} on the target",
-                file=failure.file,
-                line=failure.edge.line,
-                statement=failure.edge.statement,
-                context=f"{failure.edge.context}; startup path: {chain}",
             ),
         )
     return None
@@ -114,18 +112,31 @@ def runs_unguarded(
     facts = analysis.graph.modules.get(importer)
     file = facts.file if facts else None
     at = f"{short_file(file, importer) or importer}:{edge.line}"
-    chain = " -> ".join(path_to(analysis.reached, importer))
     return (
         f"startup imports {what} ({CONTEXT_WORDS[context]}, unguarded: {importer}, {at})",
-        Evidence(
-            source="import-graph",
-            detail=f"{importer} imports {edge.module} {CONTEXT_WORDS[context]}, unguarded: "
+        _graph_evidence(
+            analysis,
+            importer,
+            file,
+            edge,
+            f"{importer} imports {edge.module} {CONTEXT_WORDS[context]}, unguarded: "
             "the target's copy runs there",
-            file=file,
-            line=edge.line,
-            statement=edge.statement,
-            context=f"{edge.context}; startup path: {chain}",
         ),
+    )
+
+
+def _graph_evidence(
+    analysis: Analysis, importer: str, file: str | None, edge: ImportEdge, detail: str
+) -> Evidence:
+    """The import statement a lift rests on, with the path startup takes to its module."""
+    chain = " -> ".join(path_to(analysis.reached, importer))
+    return Evidence(
+        source="import-graph",
+        detail=detail,
+        file=file,
+        line=edge.line,
+        statement=edge.statement,
+        context=f"{edge.context}; startup path: {chain}",
     )
 
 

@@ -119,13 +119,13 @@ class Analyser:
         self.defines: set[str] = set()
         self.all: list[str] | None = None
         self.dynamic = False
-        # what a module __getattr__ can answer (answers.py); False: something else binds
-        # names at run time, or no __getattr__ was read
+        # what a module __getattr__ can answer (answers.py): False while none was read,
+        # None once anything makes every name possible
         self.answers: dict[str, list[str]] | bool | None = False
         self.stars: list[str] = []
-        self.loops: dict[str, list[str]] = {}
+        self.loops: dict[str, list[str]] = {}  # a module-level loop's name: its literal list
         # inside a try whose ImportError handler raises: an install check
-        self.checking = False  # a module-level loop's name: its literal list
+        self.checking = False
         self.lazy = LazyExports(self.package, modname)
         self.dynamic_imports = "import_module" in text or "__import__" in text
         self.hooks = "meta_path" in text  # an import hook: see run()
@@ -416,9 +416,8 @@ class Analyser:
         bodies, scope, self.scope = self.bodies, self.scope, node
         if given:  # read again while the module's bodies are being read: they stay
             self.bodies = dict(bodies)
-        self.imports, self.defines, self.stars, self.doors = [], set(), [], []
-        if given:
             self.scopes[id(node)] = scope_names(node, self.lists, given)
+        self.imports, self.defines, self.stars, self.doors = [], set(), [], []
         rerun, self.rerun = self.rerun, True  # a def inside a def: still a rerun
         self.visit(node.body, "module", None)
         self.rerun = rerun
