@@ -207,6 +207,8 @@ def compare(
     not put down to a difference; the live reference is also asked which of its files
     define the symbols the target's native loads miss."""
     run = startup(target, snap)
+    collected = snap
+    snap, called = _called(target, snap, reference, run, runners)
     outcomes: list[ImportOutcome] = []
     theirs: list[ImportOutcome] | None = None
     if import_check.run:
@@ -239,7 +241,7 @@ def compare(
     # without an import check (a live run), the same inputs give the report they gave
     kept = not outcomes and theirs is None and target.options.cache_dir != ""
     report = verdicts.once(
-        (reference, snap, run, providers) if kept else None,
+        (reference, collected, run, providers, called) if kept else None,
         lambda: classify(
             reference, snap, differences(reference, snap), run, outcomes, theirs, providers
         ),
@@ -253,6 +255,41 @@ def compare(
     if note:
         notes.append(note)
     return replace(report, notes=tuple(notes))
+
+
+def _called(
+    target: Target,
+    snap: Snapshot,
+    reference: Snapshot,
+    run: Startup,
+    runners: Callable[[HostSpec], Runner],
+) -> tuple[Snapshot, list[Any]]:
+    """The target with the imports in functions that calls made at import run, where a
+    live target has any of a module missing only there (envsync/classify/calls.py), and
+    the answers (to key the verdict by)."""
+    from envsync.classify.calls import might_call, missing_here, question, with_calls
+    from envsync.classify.engine import plain_graph
+    from envsync.classify.startup import Analysis
+    from envsync.collect.follow import follow_calls
+
+    spec, graph = target.spec, snap.startup
+    if spec is None or graph is None or not run.entrypoint:
+        return snap, []
+    missing = missing_here(graph, reference.startup)
+    if not might_call(graph, missing):
+        return snap, []
+    plain = plain_graph(graph)
+    analysis = Analysis(plain, run, run.command)
+    asked = None
+    if plain is not None and analysis.index is not None:
+        asked = question(plain, analysis.index, analysis.reached, missing)
+    if plain is None or asked is None:
+        return snap, []
+    called = follow_calls(spec, runners(spec), target.options, asked)
+    if not called:
+        return snap, []
+    kept = sorted([*key, how.context, list(how.chain)] for key, how in called.items())
+    return replace(snap, startup=with_calls(plain, called)), kept
 
 
 # ---------------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 It travels as one bundle (envsync/runner/bundle.py) and runs under another package name on hosts
 (boot.PACKAGE): its modules import only the standard library and, relatively, each other.
 The programs: `collect` (the probe), `agent.ops` (the agent), `importcheck`, `pipconfig`,
-`nativequery` (which files define some symbols), `reach` (reachability by demand); boot.py
-loads them, facts/torchdeep.py runs alone in a child interpreter.
+`nativequery` (which files define some symbols), `reach` (reachability by demand),
+`follow` (calls made at import, followed toward some imports); boot.py loads them,
+facts/torchdeep.py runs alone in a child interpreter.
 
 The rooms, each a package with its own list:
   graph/    the startup graph: the walk from the roots, one file's facts, the module finder
@@ -13,7 +14,7 @@ The rooms, each a package with its own list:
   native/   ELF files read through their tables, ld.so's search and link map; the startup's
             loads judged (scan), NCCL's version (nccl)
   agent/    the agent: ops (dispatch), paths, failure, transfer, backup, service, lock
-At the top stand the programs (collect, importcheck, pipconfig, nativequery, reach) and what
+At the top stand the programs (collect, importcheck, pipconfig, nativequery, reach, follow) and what
 everything shares: boot, protocol, shared.
 
 envsync itself may import only these: `shared` (redaction, names, the environment key,

@@ -14,6 +14,7 @@ IMPORT_CHECK = "importcheck"  # the real-import check of the startup modules
 PIP_CONFIG = "pipconfig"  # the host pip's wheel tags and index configuration
 NATIVE_QUERY = "nativequery"  # which of the host's files define some symbols
 REACH = "reach"  # reachability by demand: how surely startup runs some modules
+FOLLOW = "follow"  # calls made at import, followed across modules toward some imports
 
 # The agent's operations: argv carries one JSON object {"op": NAME, ...}; archives travel
 # on stdin (unpack) and stdout (pack); the answer is one JSON object on stdout's last line.
@@ -65,6 +66,7 @@ IMPORT_CHECK_MARKER = "@@envsync-import-check@@"
 # The native query's answer line.
 NATIVE_QUERY_MARKER = "@@envsync-native-query@@"
 REACH_MARKER = "@@envsync-reach@@"
+FOLLOW_MARKER = "@@envsync-follow@@"
 
 # The wire's types, for the type checker only (they cost nothing on the host): for each
 # operation NAME, NameRequest (argv's object less "op" and "lock") and NameReply (its

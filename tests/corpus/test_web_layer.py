@@ -598,17 +598,6 @@ def test_the_import_check_is_fatal_exactly_where_the_start_dies(
     add(SECTION, "a real start that dies, imported: fatal")
 
 
-DECORATOR_NOW = (
-    "envsync reads fastapi/dependencies/utils.py:93 `from python_multipart import __version__` "
-    "as an install check in a function (its ImportError handler raises): the missing "
-    "python-multipart is risky, 'what calls that check, and when, is not shown', never "
-    "degraded; but not yet as startup: the route decorator at svc/main.py runs "
-    "APIRoute.__init__ -> get_body_field -> ensure_multipart_is_installed while the module is "
-    "imported (the real start's frame: fastapi/dependencies/utils.py:115), a chain across "
-    "modules through attributes (self.router, route_class) that envsync does not follow"
-)
-
-
 def test_the_check_a_decorator_runs_at_import_is_read_as_startup(
     pair: tuple[Case, Path], capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:
@@ -617,7 +606,6 @@ def test_the_check_a_decorator_runs_at_import_is_read_as_startup(
     case, root = pair
     if case.checked_at_import is None:
         pytest.skip("no check that a decorator runs at import")
-    request.applymarker(pytest.mark.xfail(strict=True, reason=DECORATOR_NOW))
     culprit = _diff(capsys, root)[case.culprit]
     file, line, statement = case.checked_at_import
     (read,) = [

@@ -13,4 +13,6 @@ parallel      files parsed ahead by a forked pool of workers
 demand        reachability by demand: from a module up to the roots, parsing only the
               files that name it (the walk's rules, the walk's reader)
 search        which files hold some words (grep where the host has it)
+calls         which of a module's own functions run while it is imported, with what
+follow        calls made at import followed across modules, toward some imports
 """
