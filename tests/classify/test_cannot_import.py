@@ -24,6 +24,7 @@ from tests.helpers import make_venv, make_wheel, pip_install, site_packages
 
 SECTION = "startup truth (issue 45, cases held)"
 REPORT = "issue 45, item {}: a hostile target"
+MERGED = "def load(path):\n    text = open(path).read()\n    return text\n"
 REGISTRY = "REG = {}\ndef register(n):\n    if n in REG:\n        raise ValueError('registered twice: ' + n)\n    REG[n] = 1\n"
 
 
@@ -37,6 +38,8 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "svc/fifo.py": "F = 1\n",
         "svc/nul.py": "N = 1\n",
         "svc/deep.py": "D = 1\n",
+        "svc/merged.py": MERGED,
+        "svc/nested.py": "E = 1\n",
     }
     svc = make_wheel(root / "w", "svc", "1.0", files)
     lib1 = make_wheel(root / "w1", "lib", "1.0", {"lib/__init__.py": "gone = 1\n" + REGISTRY})
@@ -53,6 +56,12 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.mkfifo(sp / "svc" / "fifo.py")
     (sp / "svc" / "nul.py").write_bytes(b"N = 1\x00\n")
     (sp / "svc" / "deep.py").write_text("D = " + "(" * 300 + "1" + ")" * 300 + "\n")
+    # a merge that left a function's last lines at module level: the parser takes it,
+    # the compiler does not
+    (sp / "svc" / "merged.py").write_text(MERGED.replace("    return", "return"))
+    # generated code nested deeper than the compiler's blocks (21 loops)
+    loops = "".join("    " * i + f"for i{i} in ():\n" for i in range(21))
+    (sp / "svc" / "nested.py").write_text(loops + "    " * 21 + "pass\n")
     (root / "envsync.toml").write_text(
         f"""
 [defaults]
@@ -156,6 +165,19 @@ def _evidence(finding: dict[str, object]) -> list[dict[str, object]]:
             "svc/deep.py",
             "SyntaxError: too many nested parentheses",
             "importing it raises SyntaxError: too many nested parentheses (line 1)",
+        ),
+        # what the compiler refuses after the parser took it (graph/compilable.py)
+        (
+            "merged",
+            "svc/merged.py",
+            "SyntaxError: 'return' outside function",
+            "importing it raises SyntaxError: 'return' outside function (line 3)",
+        ),
+        (
+            "nested",
+            "svc/nested.py",
+            "SyntaxError: too many statically nested blocks",
+            "importing it raises SyntaxError: too many statically nested blocks (line 21)",
         ),
     ],
 )

@@ -35,6 +35,7 @@ FACTS_CODE = (
     "graph/answers",
     "graph/astutil",
     "graph/calls",
+    "graph/compilable",
     "graph/lazy",
     "graph/parallel",
     "graph/versionchecks",

@@ -6,6 +6,7 @@ roots         the roots: the launch command's modules, the site's .pth lines, a 
 finder        a module name to its file, as the import system finds it (editable finders too)
 analyse       one file's facts: its imports with their contexts, what it binds, its doors
 astutil       the ast helpers analyse and the facts code share
+compilable    what the compiler refuses after the parser took it, as each version says
 lazy          modules that bind names on demand (__getattr__ over a table of submodules)
 versionchecks the version checks a module runs at import
 model         the model the service serves, and the model modules that serve it

@@ -43,6 +43,7 @@ from .astutil import (
     suppresses_import_error,
 )
 from .calls import called_at_import
+from .compilable import compile_error
 from .lazy import LazyExports
 from .versionchecks import version_checks
 
@@ -89,7 +90,11 @@ def analyze_source(
     `if __name__ == "__main__":` block runs. `runs`: its functions that startup calls as
     it runs the module (the function a console script names).
     """
-    return Analyser(text, modname, is_package, as_main, runs).run(ast.parse(text))
+    tree = ast.parse(text)
+    refused = compile_error(tree, text)  # what the compiler refuses after the parser took it
+    if refused is not None:
+        raise refused
+    return Analyser(text, modname, is_package, as_main, runs).run(tree)
 
 
 class Analyser:

@@ -1,0 +1,176 @@
+"""What the compiler refuses after the parser took it: the SyntaxError importing raises.
+
+ast.parse checks what the parser checks; the compiler then refuses more, in two passes:
+its symbol table (a duplicate argument, `import *` in a function, `nonlocal` at module
+level) and its code generation (`return`, `yield` or `await` outside a function, `break`
+or `continue` outside a loop, more than 20 statically nested blocks: CPython's
+CO_MAXBLOCKS). Each pass reports the first it meets, in the order it walks the module,
+and the first pass first: this finds the same, without compiling (which would cost as
+much as parsing again). The nested blocks are counted as every version pushes them at
+least (a loop's, a with's, a try's, an except's or finally's body: one each), so a file
+said to be over the limit is over it on every interpreter.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Tuple, Union
+
+    Found = List[Tuple[int, Optional[int], str]]  # pass, line, message
+    # the def a statement stands in (None: the module's level or a class body)
+    Def = Optional[Union[ast.FunctionDef, ast.AsyncFunctionDef]]
+
+# Statically nested blocks, as each version counts them: (the most a code object takes,
+# the blocks an except body adds, whether the error names the line): Python 3.8 names
+# none and adds one for a handler, 3.9 on add two; 3.13 takes one more. A version not
+# listed is not checked for them.
+BLOCKS = {
+    (3, 8): (20, 1, False),
+    (3, 9): (20, 2, True),
+    (3, 10): (20, 2, True),
+    (3, 11): (20, 2, True),
+    (3, 12): (20, 2, True),
+    (3, 13): (21, 2, True),
+}
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+EXPRESSION_WORDS = ("yield", "await", "lambda")
+
+
+def compile_error(
+    tree: ast.Module, text: str | None = None, version: tuple[int, int] | None = None
+) -> SyntaxError | None:
+    """The SyntaxError compiling `tree` (parsed from `text`) raises on Python `version`
+    (this one's), or None. Expressions are read only where `text` names what they can
+    hold (`yield`, `await`, `lambda`)."""
+    version = version or (sys.version_info[0], sys.version_info[1])
+    found: Found = []
+    walk = _Walk(found, version)
+    walk.reads = text is None or any(word in text for word in EXPRESSION_WORDS)
+    walk.body(tree.body, None, loop=False, blocks=0)
+    if not found:
+        return None
+    _, line, message = min(found, key=lambda f: (f[0], f[1] or 0))
+    error = SyntaxError(message)
+    error.lineno = line
+    return error
+
+
+class _Walk:
+    def __init__(self, found: Found, version: tuple[int, int]) -> None:
+        self.found = found
+        self.version = version
+        self.limit, self.handler, self.lines = BLOCKS.get(version, (0, 0, False))
+        self.reads = True  # whether expressions can hold what the compiler refuses
+
+    def say(self, phase: int, node: ast.AST, message: str) -> None:
+        self.found.append((phase, getattr(node, "lineno", 0), message))
+
+    def body(self, stmts: list[ast.stmt], function: Def, loop: bool, blocks: int) -> None:
+        for node in stmts:
+            self.statement(node, function, loop, blocks)
+
+    def over(self, node: ast.AST, blocks: int) -> bool:
+        """Whether `blocks` nested blocks at `node` are more than the compiler takes."""
+        if not self.limit or blocks <= self.limit:
+            return False
+        line = getattr(node, "lineno", 0) if self.lines else None
+        self.found.append((1, line, "too many statically nested blocks"))
+        return True
+
+    def statement(self, node: ast.stmt, function: Def, loop: bool, blocks: int) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.signature(node)
+            for expr in node.decorator_list + node.args.defaults:
+                self.expression(expr, function)
+            self.body(node.body, node, loop=False, blocks=0)
+            return
+        if isinstance(node, ast.ClassDef):
+            for expr in node.bases + node.decorator_list:
+                self.expression(expr, function)
+            self.body(node.body, None, loop=False, blocks=0)
+            return
+        if isinstance(node, ast.Return) and function is None:
+            self.say(1, node, "'return' outside function")
+        elif isinstance(node, ast.Break) and not loop:
+            self.say(1, node, "'break' outside loop")
+        elif isinstance(node, ast.Continue) and not loop:
+            self.say(1, node, "'continue' not properly in loop")
+        elif isinstance(node, ast.Nonlocal) and function is None:
+            self.say(0, node, "nonlocal declaration not allowed at module level")
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and function is not None
+            and any(alias.name == "*" for alias in node.names)
+        ):
+            # before 3.10 the error names the def's line
+            where = function if self.version < (3, 10) else node
+            self.say(0, where, "import * only allowed at module level")
+        pushes = isinstance(node, (*LOOPS, ast.With, ast.AsyncWith)) or _is_try(node)
+        if pushes and self.over(node, blocks + 1):
+            return
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, ast.expr):
+                self.expression(value, function)
+            elif isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                # a loop's body is in the loop (its else is not); a loop's, a with's, a
+                # try's body and a finally are one more nested block
+                in_loop = loop or (isinstance(node, LOOPS) and field == "body")
+                deeper = pushes and field in ("body", "finalbody")
+                self.body(value, function, in_loop, blocks + 1 if deeper else blocks)
+            elif isinstance(value, list):
+                for item in value:
+                    self.item(item, function, loop, blocks)
+
+    def item(self, item: object, function: Def, loop: bool, blocks: int) -> None:
+        if isinstance(item, ast.ExceptHandler):
+            self.expression(item.type, function)
+            if not self.over(item, blocks + self.handler):
+                self.body(item.body, function, loop, blocks + self.handler)
+        elif isinstance(item, ast.withitem):
+            self.expression(item.context_expr, function)
+        elif isinstance(item, ast.expr):
+            self.expression(item, function)
+
+    def signature(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        spec = node.args
+        names = [a.arg for a in spec.posonlyargs + spec.args + spec.kwonlyargs]
+        names += [a.arg for a in (spec.vararg, spec.kwarg) if a is not None]
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                self.say(0, node, f"duplicate argument '{name}' in function definition")
+                return
+            seen.add(name)
+
+    def expression(self, node: ast.expr | None, function: Def) -> None:
+        """`yield` and `await` outside a function, `await` outside an async one; a lambda
+        is a function of its own (its arguments are read, its body is not)."""
+        if node is None or not self.reads:
+            return
+        todo: list[ast.AST] = [node]
+        while todo:
+            current = todo.pop()
+            if isinstance(current, ast.Lambda):
+                self.signature(current)
+                continue
+            if isinstance(current, COMPREHENSIONS):
+                continue  # their own scopes, with rules of their own
+            if function is None and isinstance(current, (ast.Yield, ast.YieldFrom)):
+                self.say(1, current, "'yield' outside function")
+            elif isinstance(current, ast.Await):
+                if function is None:
+                    self.say(1, current, "'await' outside function")
+                elif not isinstance(function, ast.AsyncFunctionDef):
+                    self.say(1, current, "'await' outside async function")
+            todo += ast.iter_child_nodes(current)
+
+
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _is_try(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Try) or type(node).__name__ == "TryStar"
