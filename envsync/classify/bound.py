@@ -4,7 +4,7 @@ module `__getattr__`, a lazy table, an unread or extension module)."""
 
 from __future__ import annotations
 
-from envsync.model.environment import StartupGraph
+from envsync.model.environment import Answers, ModuleFacts, StartupGraph
 
 
 def bound_names(
@@ -34,9 +34,10 @@ def _bound_names(graph: StartupGraph, module: str, seen: frozenset[str]) -> set[
         return None
     names = set(facts.defines)
     if facts.getattr is not None:  # what its __getattr__ can answer for
-        if facts.getattr.prefixes:
-            return None  # names by their start: not a set to list
-        names.update(facts.getattr.names)
+        answered = _getattr_names(graph, module, facts.getattr)
+        if answered is None:
+            return None  # names by their start, or a factory unread: not a set to list
+        names.update(answered)
     for star in facts.stars:
         if star in seen:
             continue
@@ -49,3 +50,35 @@ def _bound_names(graph: StartupGraph, module: str, seen: frozenset[str]) -> set[
         else:
             names.update(n for n in exported if not n.startswith("_"))
     return names
+
+
+def _getattr_names(graph: StartupGraph, module: str, answers: Answers) -> set[str] | None:
+    """The names a module __getattr__ answers for, those of the factory it asks included
+    (None: names by their start, or a factory envsync did not read)."""
+    if answers.prefixes:
+        return None
+    names = set(answers.names)
+    if answers.delegate is not None:
+        where, function, made_for = answers.delegate
+        maker = graph.modules.get(where)
+        factory = maker.factories.get(function) if maker is not None else None
+        if factory is None or factory.prefixes:
+            return None
+        names |= factory.names_for(made_for)
+    return names
+
+
+def getattr_answers(graph: StartupGraph, facts: ModuleFacts, name: str) -> bool | None:
+    """Whether a module's __getattr__ answers for `name` (None: cannot tell), asking the
+    factory its own was made by where it returns what that made."""
+    found = facts.getattr
+    if found is None:
+        return False
+    if found.answers(name):
+        return True
+    if found.delegate is None:
+        return False
+    where, function, made_for = found.delegate
+    maker = graph.modules.get(where)
+    factory = maker.factories.get(function) if maker is not None else None
+    return None if factory is None else factory.answers_for(made_for, name)

@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from envsync.classify.bound import bound_names
+from envsync.classify.bound import bound_names, getattr_answers
 from envsync.classify.rules import Root
 from envsync.hostside.shared import COMPILE_ERROR
 from envsync.model.environment import ImportEdge, ModuleFacts, StartupGraph
@@ -318,10 +318,11 @@ class GraphIndex:
             return True, None
         lazy = facts.lazy
         if lazy is None:
-            if facts.dynamic and facts.getattr is None:
-                return None, None  # a module __getattr__ with no table envsync reads
-            if facts.getattr is not None and facts.getattr.answers(name):
+            answered = getattr_answers(self.graph, facts, name)
+            if answered:
                 return True, None
+            if facts.dynamic and (facts.getattr is None or answered is None):
+                return None, None  # a module __getattr__ whose answers envsync cannot read
             bound = bound_names(self.graph, module, memo=self._bound)
             if bound is None:
                 return None, None
@@ -342,7 +343,11 @@ class GraphIndex:
             unknown = unknown or verdict is None
         if unknown or not lazy.exact:
             return None, None
-        return False, module
+        # in no table: what the module __getattr__ answers for besides
+        answered = getattr_answers(self.graph, facts, name)
+        if answered is None:
+            return None, None
+        return (True, None) if answered else (False, module)
 
     def import_works(self, module: str, name: str | None) -> tuple[bool | None, str | None]:
         """Whether `import module` (`from module import name`) succeeds on this host.

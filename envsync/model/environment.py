@@ -307,9 +307,37 @@ class Answers:
 
     names: tuple[str, ...] = ()
     prefixes: tuple[str, ...] = ()
+    # where a path returns what another module's factory made for this module (pydantic's
+    # getattr_migration(__name__)): that module, the function, this module's name
+    delegate: tuple[str, str, str] | None = None
+    # a factory's: how a key is made of the module's name and the name asked for (the
+    # separator, the suffix); its names marked QUALIFIED ("=") are such keys
+    template: tuple[str, str] | None = None
 
     def answers(self, name: str) -> bool:
         return name in self.names or name.startswith(self.prefixes)
+
+    def names_for(self, module: str) -> set[str]:
+        """A factory's: the names what it made for `module` answers for (its prefixes
+        aside)."""
+        plain = {n for n in self.names if not n.startswith("=")}
+        if self.template is None:
+            return plain
+        sep, suffix = self.template
+        head = f"={module}{sep}"
+        for key in self.names:
+            if key.startswith(head) and key.endswith(suffix):
+                plain.add(key[len(head) : len(key) - len(suffix)])
+        return plain
+
+    def answers_for(self, module: str, name: str) -> bool:
+        """A factory's: whether what it made for `module` answers for `name`."""
+        if self.answers(name):
+            return True
+        if self.template is None:
+            return False
+        sep, suffix = self.template
+        return f"={module}{sep}{name}{suffix}" in self.names
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -330,6 +358,9 @@ class ModuleFacts:
     lazy: LazyExports | None = None  # a module that exports names it does not bind
     doors: tuple[Door, ...] = ()  # imports of computed names: what is behind is not read
     checks: tuple[VersionCheck, ...] = ()  # version comparisons that raise while it runs
+    # its functions that make a module __getattr__ for the module they are given: what
+    # each made one answers for (Answers.delegate names one)
+    factories: Mapping[str, Answers] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -148,3 +148,94 @@ def test_the_environment_variable_an_if_reads(test: str, variable: str | None) -
     assert isinstance(node, ast.If)
     assert environment_read(node.test) == variable
     add(SECTION, "3 calls at import time: an if that reads the environment")
+
+
+# pydantic 2's shape (pydantic/__init__.py, pydantic/_migration.py, 2.11.4): a lazy table,
+# and what no table names goes to a __getattr__ another module's factory made
+PACKAGE = """\
+from ._migration import getattr_migration
+
+_dynamic_imports = {"BaseModel": (__spec__.parent, ".main"), "Field": (__spec__.parent, ".fields")}
+_deprecated_dynamic_imports = {"GenerateSchema"}
+_getattr_migration = getattr_migration(__name__)
+
+
+def __getattr__(attr_name):
+    if attr_name in _deprecated_dynamic_imports:
+        warn("deprecated")
+    dynamic_attr = _dynamic_imports.get(attr_name)
+    if dynamic_attr is None:
+        return _getattr_migration(attr_name)
+    package, module_name = dynamic_attr
+    return import_module(module_name, package=package)
+"""
+MIGRATION = """\
+import sys
+
+MOVED_IN_V2 = {"pkg.utils:version_info": "pkg.version:version_info", "pkg:PyObject": "x"}
+DEPRECATED_MOVED_IN_V2 = {"pkg:validate_arguments": "pkg.deprecated:validate_arguments"}
+REDIRECT_TO_V1 = {f"pkg.utils:{obj}": f"pkg.v1.utils:{obj}" for obj in ("deep_update", "ROOT_KEY")}
+REMOVED_IN_V2 = {"pkg:ConstrainedInt"}
+
+
+def getattr_migration(module):
+    from .errors import PydanticImportError
+
+    def wrapper(name):
+        if name == "__path__":
+            raise AttributeError(name)
+        import_path = f"{module}:{name}"
+        if import_path in MOVED_IN_V2.keys():
+            return import_string(MOVED_IN_V2[import_path])
+        if import_path in DEPRECATED_MOVED_IN_V2:
+            return import_string(DEPRECATED_MOVED_IN_V2[import_path])
+        if import_path in REDIRECT_TO_V1:
+            return import_string(REDIRECT_TO_V1[import_path])
+        if import_path == "pkg:BaseSettings":
+            raise PydanticImportError("moved to pydantic-settings")
+        if import_path in REMOVED_IN_V2:
+            raise PydanticImportError("removed")
+        globals = sys.modules[module].__dict__
+        if name in globals:
+            return globals[name]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return wrapper
+"""
+
+
+def test_a_getattr_another_modules_factory_made_answers_as_that_factory_does() -> None:
+    from envsync.model.environment import Answers
+
+    package = analyze_source(PACKAGE, "pkg", True)
+    assert package["getattr"]["delegate"] == ["pkg._migration", "getattr_migration", "pkg"]
+    # the table's names (a deprecated name's path goes on to the table's, which lacks it)
+    assert sorted(package["getattr"]["names"]) == ["BaseModel", "Field"]
+    assert package["lazy"]["exact"] is True  # every path read: what else it answers is known
+    made = analyze_source(MIGRATION, "pkg._migration", False)["factories"]["getattr_migration"]
+    factory = Answers(
+        names=tuple(made["names"]), prefixes=tuple(made["prefixes"]), template=made["template"]
+    )
+    # moved, deprecated and redirected names come back; the rest raise
+    assert factory.names_for("pkg") == {"PyObject", "validate_arguments"}
+    assert factory.names_for("pkg.utils") == {"version_info", "deep_update", "ROOT_KEY"}
+    assert not factory.answers_for("pkg", "BaseSettings")
+    assert not factory.answers_for("pkg", "ConstrainedInt")
+    add(SECTION, "3 dynamic names: a __getattr__ another module's factory made")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # a table whose keys are not all written out: any key
+        ('"pkg:PyObject": "x"}', '"pkg:PyObject": "x", **EXTRA}'),
+        # a path that returns for any name before the module's own names
+        ("        globals = sys.modules[module].__dict__\n", "        return 1\n"),
+        # a key made otherwise than of the module's name and then the name
+        ('import_path = f"{module}:{name}"', 'import_path = f"{name}@{module}"'),
+    ],
+)
+def test_a_factory_envsync_cannot_read_answers_for_any(change: tuple[str, str]) -> None:
+    source = MIGRATION.replace(*change)
+    assert source != MIGRATION
+    assert "getattr_migration" not in analyze_source(source, "pkg._migration", False)["factories"]

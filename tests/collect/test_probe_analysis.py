@@ -285,7 +285,14 @@ def __getattr__(name):
             [],
             True,
         ),
-        (GETATTR_TABLE, {"Engine": "pkg.engine", "Client": "pkg.client.http"}, [], False),
+        # its __getattr__ returns only under `name in _LAZY`, and raises after: complete
+        (GETATTR_TABLE, {"Engine": "pkg.engine", "Client": "pkg.client.http"}, [], True),
+        (  # one that may return for other names than its table's: never complete
+            GETATTR_TABLE.replace("    raise AttributeError(name)", "    return compute(name)"),
+            {"Engine": "pkg.engine", "Client": "pkg.client.http"},
+            [],
+            False,
+        ),
         (  # a replacement whose table envsync cannot read: never a complete table
             "import sys\nsys.modules[__name__] = make_lazy(globals())\n",
             {},

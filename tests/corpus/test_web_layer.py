@@ -534,12 +534,7 @@ def test_a_real_start_decides_first(pair: tuple[Case, Path]) -> None:
     add(SECTION, "real starts on both sides, as the reports say")
 
 
-STATIC_NOW = {
-    "pydantic2-moved-basesettings": "envsync says risky: pydantic/__init__.py's __getattr__ "
-    "makes `from pydantic import BaseSettings` 'cannot tell'; BaseSettings is not in "
-    "_dynamic_imports and the fallback getattr_migration raises PydanticImportError for "
-    "exactly 'pydantic:BaseSettings' (pydantic/_migration.py:295-296): fatal",
-}
+STATIC_NOW: dict[str, str] = {}
 
 
 FATAL_WHERE_IT_STARTS: dict[str, str] = {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 
 from ..shared import CONTEXT_RANK, RUNS, weaker
-from .answers import answered
+from .answers import answered, factories, literal_keys
 from .astutil import (
     all_mutation,
     binds_dynamically,
@@ -126,7 +126,11 @@ class Analyser:
         self.dynamic = False
         # what a module __getattr__ can answer (answers.py): False while none was read,
         # None once anything makes every name possible
-        self.answers: dict[str, list[str]] | bool | None = False
+        self.answers: dict[str, Any] | bool | None = False
+        self.getattrs: list[FunctionDef] = []  # the module __getattr__ defs, read in run()
+        # a factory of module __getattr__s (answers.py): `def f(module): def wrapper(name):
+        # ... raise AttributeError(...)`, read only where the text can hold one
+        self.makes_getattr = "AttributeError" in text and "return " in text
         self.stars: list[str] = []
         self.loops: dict[str, list[str]] = {}  # a module-level loop's name: its literal list
         # inside a try whose ImportError handler raises: an install check
@@ -145,6 +149,7 @@ class Analyser:
         if self.dynamic_imports:
             self.lists = pkgutil_names(tree)
         self.visit(tree.body, "module", None)
+        self.read_getattrs(tree)
         called = self.run_called(tree)
         if (
             not self.dynamic
@@ -174,7 +179,48 @@ class Analyser:
             "stars": self.stars,
             "lazy": self.lazy.facts(),
             "checks": version_checks(tree, self.lines, called),
+            "factories": factories(tree, literal_keys(tree)) if self.makes_getattr else {},
         }
+
+    def read_getattrs(self, tree: ast.Module) -> None:
+        """What the module __getattr__ (each, where branches define several) can answer
+        for, with the module's tables and the factories its own was made by."""
+        if not self.getattrs or self.answers is None:
+            return
+        tables, delegates = literal_keys(tree), self.delegates(tree)
+        for node in self.getattrs:
+            found = answered(node, tables, delegates) if self.answers is not None else None
+            if isinstance(self.answers, dict) and found is not None:  # another branch's
+                if found.get("delegate") != self.answers.get("delegate"):
+                    found = None
+                else:
+                    for key in ("names", "prefixes"):
+                        found[key] = sorted(set(found[key]) | set(self.answers[key]))
+            self.answers = found
+        self.lazy.answered = isinstance(self.answers, dict)
+
+    def delegates(self, tree: ast.Module) -> dict[str, list[str]]:
+        """Module-level names bound to what an imported factory made for this module
+        (`_getattr_migration = getattr_migration(__name__)`): module, function, name."""
+        imported: dict[str, tuple[str, str]] = {}
+        out: dict[str, list[str]] = {}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    imported[alias.asname or alias.name] = (self.absolute(node), alias.name)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+                if (
+                    isinstance(target, ast.Name)
+                    and isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Name)
+                    and value.func.id in imported
+                    and [a.id for a in value.args if isinstance(a, ast.Name)] == ["__name__"]
+                    and len(value.args) == 1
+                ):
+                    module, function = imported[value.func.id]
+                    out[target.id] = [module, function, self.modname]
+        return out
 
     # -- edges ----------------------------------------------------------------------------
 
@@ -394,11 +440,7 @@ class Analyser:
             self.defines.add(node.name)
             if node.name == "__getattr__" and not self.rerun:
                 self.dynamic = True
-                found = answered(node) if self.answers is not None else None
-                if isinstance(self.answers, dict) and found is not None:  # another branch's
-                    for key in ("names", "prefixes"):
-                        found[key] = sorted(set(found[key]) | set(self.answers[key]))
-                self.answers = found
+                self.getattrs.append(node)  # read once the module's tables are known
                 self.lazy.getattr = sorted(
                     {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
                 )

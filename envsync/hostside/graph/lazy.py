@@ -147,6 +147,8 @@ class LazyExports:
         self.table: str | None = None
         self.extra: list[str] = []
         self.getattr: list[str] = []
+        # every path of the module __getattr__ read (answers.py): its other names known
+        self.answered = False
         self.derived: str | None = None
         self.attached: list[dict[str, Any]] = []
         self.typing_names: dict[str, str] = {}
@@ -233,8 +235,9 @@ class LazyExports:
             names.update(self.attached[-1]["names"])
             exact = self.attached[-1]["exact"]
         elif getattr_tables:
-            # A module __getattr__ may compute other names than its table's: never exact.
-            exact = False
+            # A module __getattr__ may compute other names than its table's: exact only
+            # where each of its paths was read (answers.py: what else it answers for)
+            exact = self.answered
             for name in getattr_tables:
                 names.update(tables.lazy(name)["names"])
                 names.update(tables.by_name.get(name, {}))

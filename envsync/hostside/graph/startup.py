@@ -362,6 +362,8 @@ class GraphBuilder:
         info.update({k: facts[k] for k in ("defines", "all", "dynamic", "stars")})
         if facts.get("getattr") is not None:
             info["getattr"] = facts["getattr"]
+        if facts.get("factories"):
+            info["factories"] = facts["factories"]
         if facts.get("hooks"):
             self.hooked.add(name)
         lazy = facts.get("lazy")
