@@ -6,7 +6,9 @@ made while a module is imported may run one, through other modules (a route deco
 that runs an install check: FastAPI's `ensure_multipart_is_installed`). Where such an
 import's module is missing on the target, the host follows the calls made at import
 toward it (envsync/hostside/graph/follow.py) through the modules that import its module,
-and the import takes the context the calls run it in, the calls as its condition.
+and the import takes the context the calls run it in, never surer than `if` (the
+values a call may take are read as sets, not proven: the chain shows that startup can
+run it), the calls as its condition.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import replace
 from envsync.classify.graph import GraphIndex, Reach
 from envsync.collect.follow import Called, Question
 from envsync.model.environment import ImportEdge, ModuleFacts, StartupGraph
+from envsync.model.vocab import weaker
 
 # Questions beyond these are left unasked: the import keeps its "function".
 TARGETS = 64
@@ -92,8 +95,11 @@ def with_calls(graph: StartupGraph, called: Mapping[tuple[str, int], Called]) ->
         facts = modules.get(name)
         if facts is None or how.context == "function":
             continue
+        # the values a call may take are read as sets, not proven: a chain shows that
+        # startup can run the import, never that it must (--import-check decides)
+        context = weaker(how.context, "if")
         edges = tuple(
-            replace(edge, context=how.context, condition=_condition(how), at=None)
+            replace(edge, context=context, condition=_condition(how), at=None)
             if edge.line == line and edge.context == "function"
             else edge
             for edge in facts.imports

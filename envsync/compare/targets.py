@@ -30,7 +30,7 @@ from envsync.compare import verdicts
 from envsync.compare.classes import HostClass, fold_reports
 from envsync.compare.gate import NodeFacts, node_facts, server_report
 from envsync.documents import check_writable
-from envsync.errors import CollectError, InputError, SnapshotError
+from envsync.errors import CollectError, DecodeError, InputError, SnapshotError
 from envsync.hostside.shared import LOADER_ENV
 from envsync.model.changes import differences
 from envsync.model.environment import ImportOutcome, Snapshot, Unavailable
@@ -285,7 +285,10 @@ def _called(
         asked = question(plain, analysis.index, analysis.reached, missing)
     if plain is None or asked is None:
         return snap, []
-    called = follow_calls(spec, runners(spec), target.options, asked)
+    try:
+        called = follow_calls(spec, runners(spec), target.options, asked)
+    except (CollectError, DecodeError):
+        return snap, []  # the question could not be answered: its imports stay "function"
     if not called:
         return snap, []
     kept = sorted([*key, how.context, list(how.chain)] for key, how in called.items())

@@ -98,3 +98,6 @@ def test_an_answer_gives_the_import_its_context_and_the_calls_as_its_condition()
     assert other == target.modules["kit.checks"].imports[1]  # not asked: as it was
     assert target.modules["kit.checks"].imports[0].context == "function"  # not changed
     assert with_calls(target, {}) is target
+    # a chain the host read as sure is still only "can run": sets of values, not proof
+    sure = with_calls(target, {("kit.checks", 3): Called(context="module", chain=how.chain)})
+    assert sure.modules["kit.checks"].imports[0].context == "if"

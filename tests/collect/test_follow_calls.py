@@ -44,6 +44,14 @@ class Kit:
         self.loader()
 
 
+def guarded(path):
+    try:
+        open(path)
+    except OSError:
+        return
+    import missing_mod
+
+
 def again(n):
     if n:
         again(n - 1)
@@ -60,6 +68,8 @@ SHAPES = {
     "static": ("from lib import Kit\n\nKit.make()\n", "module", True),
     "held-on-self": ("from lib import Kit\n\nKit.build().go()\n", "module", True),
     "recursive": ("import lib\n\nlib.again(3)\n", "module", True),
+    # a return in an except body: what follows runs only where the try went through
+    "after-an-except-return": ("import lib\n\nlib.guarded('/nonexistent')\n", "if", False),
     "suppressed": (
         "import contextlib\n\nimport lib\n\nwith contextlib.suppress(ImportError):\n"
         "    lib.load()\n",
@@ -93,9 +103,9 @@ def test_how_surely_a_call_into_another_module_runs_its_import(tmp_path: Path, s
     finder = _tree(tmp_path, app)
     assert _dies(tmp_path) is dies
     allowed: dict[str, Context] = {"app": "module", "lib": "module"}
-    targets = [("lib", 2), ("lib", 8)]
+    targets = [("lib", 2), ("lib", 8), ("lib", 32)]
     got = follow(finder, allowed, targets)["answers"]
-    found = got.get("lib:2") or got.get("lib:8")
+    found = got.get("lib:2") or got.get("lib:8") or got.get("lib:32")
     assert (found and found["context"]) == context, got
     if found and context == "module":
         # the chain starts at the app's own statement
@@ -138,3 +148,20 @@ def test_a_question_over_its_budget_says_so(
     monkeypatch.setattr(follow_module, "RUNS", 1)
     got = follow(finder, {"app": "module", "lib": "module"}, [("lib", 2)])
     assert got["exhausted"] is True and got["answers"] == {}, got
+
+
+@pytest.mark.parametrize(
+    "app",
+    [
+        # calls deeper than envsync follows
+        "".join(f"def f{i}():\n    f{i + 1}()\n\n\n" for i in range(60))
+        + "def f60():\n    lib.load()\n\n\nf0()\n",
+        # an expression nested deeper than the stack allows reading it
+        "X = " + " + ".join(['"a"'] * 2000) + "\nlib.load()\n",
+    ],
+    ids=["deep-calls", "deep-expression"],
+)
+def test_what_is_too_deep_to_follow_ends_the_question_not_the_run(tmp_path: Path, app: str) -> None:
+    finder = _tree(tmp_path, "import lib\n\n" + app)
+    got = follow(finder, {"app": "module", "lib": "module"}, [("lib", 2)])
+    assert got["answers"] == {} and got["exhausted"] is True, got

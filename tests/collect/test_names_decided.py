@@ -239,3 +239,61 @@ def test_a_factory_envsync_cannot_read_answers_for_any(change: tuple[str, str]) 
     source = MIGRATION.replace(*change)
     assert source != MIGRATION
     assert "getattr_migration" not in analyze_source(source, "pkg._migration", False)["factories"]
+
+
+GETATTR_OVER_TABLE = """\
+_MAP = {"a": "pkg.a"}
+
+
+def __getattr__(name):
+    if name in _MAP:
+        return 1
+    raise AttributeError(name)
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "exact"),
+    [
+        (GETATTR_OVER_TABLE, True),  # the table is what it says: complete
+        # a table changed after its literal: an item set, a method, augmented, bound again
+        (GETATTR_OVER_TABLE + '_MAP["b"] = "pkg.b"\n', False),
+        (GETATTR_OVER_TABLE + '_MAP.update(b="pkg.b")\n', False),
+        (GETATTR_OVER_TABLE + '_MAP |= {"b": "pkg.b"}\n', False),
+        (GETATTR_OVER_TABLE + "def load():\n    global _MAP\n    _MAP = {}\n", False),
+        # a local of the table's name hides it
+        (GETATTR_OVER_TABLE.replace("    if name", "    _MAP = make()\n    if name"), False),
+        # an import hook binds names as it pleases
+        (GETATTR_OVER_TABLE + "import sys\nsys.meta_path.append(Finder())\n", False),
+    ],
+)
+def test_a_table_is_read_only_where_nothing_changes_it(source: str, exact: bool) -> None:
+    facts = analyze_source(source, "pkg", True)
+    complete = facts["lazy"] is not None and facts["lazy"]["exact"]
+    assert complete is exact, facts["lazy"]
+    if not exact:
+        assert facts["getattr"] is None or "b" in str(facts) or not complete
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # .get with a default is never None
+        "    found = _T.get(name, 0)\n    if found is None:\n        raise AttributeError(name)\n"
+        "    return found\n",
+        # bound twice: the second table's lookup is not the first's
+        "    found = _T.get(name)\n    if found is None:\n        found = _U.get(name)\n"
+        "    if found is None:\n        raise AttributeError(name)\n    return found\n",
+        # another module's namespace is not this one's
+        "    ns = _impl.__dict__\n    if name in ns:\n        return ns[name]\n"
+        "    raise AttributeError(name)\n",
+        # the name asked for made another
+        "    name = name.lower()\n    if name in _T:\n        return 1\n    raise AttributeError(name)\n",
+    ],
+)
+def test_narrowing_envsync_cannot_prove_answers_for_any(body: str) -> None:
+    source = '_T = {"a": 1}\n_U = {"b": 2}\n\n\ndef __getattr__(name):\n' + body
+    (node,) = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+    from envsync.hostside.graph.answers import literal_keys
+
+    assert answered(node, literal_keys(ast.parse(source))) is None

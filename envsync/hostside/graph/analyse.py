@@ -166,6 +166,9 @@ class Analyser:
             # It installs an import hook (pkg_resources.extern's VendorImporter): the
             # submodules it serves, and so the names `from it import …` finds, are not listed
             self.dynamic, self.answers = True, None
+        # every path of the module __getattr__ read, and nothing else binds names at run
+        # time (set after the overrides above)
+        self.lazy.answered = self.dynamic and isinstance(self.answers, dict)
         return {
             "imports": self.imports,
             "doors": self.doors,
@@ -197,7 +200,6 @@ class Analyser:
                     for key in ("names", "prefixes"):
                         found[key] = sorted(set(found[key]) | set(self.answers[key]))
             self.answers = found
-        self.lazy.answered = isinstance(self.answers, dict)
 
     def delegates(self, tree: ast.Module) -> dict[str, list[str]]:
         """Module-level names bound to what an imported factory made for this module

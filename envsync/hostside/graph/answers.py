@@ -63,7 +63,18 @@ def answered(
     args = node.args.posonlyargs + node.args.args
     if len(args) != 1:
         return None
-    reader = _Reader(args[0].arg, tables or {}, delegates or {}, outer)
+    param = args[0].arg
+    counts: dict[str, int] = {}
+    for sub in _own(node):
+        for target in _stored(sub):
+            counts[target] = counts.get(target, 0) + 1
+    if param in counts:
+        return None  # the name asked for is made another: what it narrows is not read
+    local = {name for name in counts if counts[name] > 1}
+    # a local of the table's name hides the table
+    tables = {k: v for k, v in (tables or {}).items() if k not in counts}
+    reader = _Reader(param, tables, delegates or {}, outer)
+    reader.unsure = local
     try:
         live = reader.body(node.body, [None])
         for allowed in live:  # the end of the body: it returns None
@@ -89,12 +100,9 @@ def factories(tree: ast.Module, tables: dict[str, list[str]]) -> dict[str, dict[
         if not isinstance(node, FUNCTIONS) or not node.args.args:
             continue
         inner = {n.name: n for n in node.body if isinstance(n, FUNCTIONS)}
-        made = [
-            inner[r.value.id]
-            for r in node.body
-            if isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and r.value.id in inner
-        ]
-        if len(made) == 1:
+        returns = [r.value for r in _own(node) if isinstance(r, ast.Return)]
+        made = [inner[r.id] for r in returns if isinstance(r, ast.Name) and r.id in inner]
+        if len(made) == 1 and len(returns) == 1:  # it makes that one, whatever it is given
             found = answered(made[0], tables, None, node.args.args[0].arg)
             if found is not None:
                 out[node.name] = found
@@ -113,7 +121,54 @@ def literal_keys(tree: ast.Module) -> dict[str, list[str]]:
         for t in targets:
             if isinstance(t, ast.Name) and keys is not None:
                 out[t.id] = keys
-    return out
+    changed = _changed(tree)
+    return {name: keys for name, keys in out.items() if name not in changed}
+
+
+# methods that change a dict, a set or a list in place
+MUTATORS = frozenset(
+    [
+        "add",
+        "update",
+        "append",
+        "extend",
+        "insert",
+        "setdefault",
+        "pop",
+        "popitem",
+        "remove",
+        "discard",
+        "clear",
+        "__setitem__",
+        "__delitem__",
+        "__ior__",
+    ]
+)
+
+
+def _changed(tree: ast.Module) -> set[str]:
+    """Names whose table may change after their literal: bound more than once anywhere
+    (a function's `global` among them), an item set or deleted, augmented, or a mutating
+    method called on them."""
+    bound: dict[str, int] = {}
+    changed: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound[node.id] = bound.get(node.id, 0) + 1
+        elif isinstance(node, ast.Global):
+            changed.update(node.names)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            if isinstance(node.value, ast.Name):
+                changed.add(node.value.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            changed.add(node.target.id)
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in MUTATORS
+            and isinstance(node.value, ast.Name)
+        ):
+            changed.add(node.value.id)
+    return changed | {name for name, count in bound.items() if count > 1}
 
 
 def _keys(value: ast.expr) -> list[str] | None:
@@ -173,6 +228,7 @@ class _Reader:
         self.templates: dict[str, tuple[str, str]] = {}  # f"{outer}SEP{name}SUFFIX"
         self.own: set[str] = set()  # names bound to the module's own namespace
         self.delegate: list[list[str]] = []
+        self.unsure: set[str] = set()  # names the body assigns more than once
 
     def answer(self, allowed: Allowed) -> None:
         if allowed is None:
@@ -217,10 +273,11 @@ class _Reader:
         return live
 
     def bind(self, node: ast.Assign | ast.AnnAssign) -> None:
-        """What an assignment in the body makes of the name asked for."""
+        """What an assignment in the body makes of the name asked for (a name assigned
+        more than once in the body is never narrowed on)."""
         target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
         value = node.value
-        if not isinstance(target, ast.Name) or value is None:
+        if not isinstance(target, ast.Name) or value is None or target.id in self.unsure:
             return
         name = target.id
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
@@ -229,7 +286,8 @@ class _Reader:
                 value.func.attr == "get"
                 and isinstance(owner, ast.Name)
                 and owner.id in self.tables
-                and value.args
+                and len(value.args) == 1  # .get(name, default) is never None
+                and not value.keywords
                 and self.is_param(value.args[0])
             ):
                 self.lookups[name] = owner.id
@@ -237,7 +295,7 @@ class _Reader:
             template = _template(value, self.outer, self.param)
             if template is not None:
                 self.templates[name] = template
-        elif _namespace(value):
+        elif _namespace(value, self.outer):
             self.own.add(name)
 
     def is_param(self, node: ast.expr) -> bool:
@@ -352,11 +410,55 @@ def _template(node: ast.JoinedStr, outer: str, param: str) -> tuple[str, str] | 
     return sep, suffix
 
 
-def _namespace(value: ast.expr) -> bool:
-    """`globals()`, `sys.modules[m].__dict__`, `vars(sys.modules[m])`."""
+def _namespace(value: ast.expr, outer: str | None) -> bool:
+    """The module's own namespace: `globals()`, `sys.modules[__name__].__dict__`,
+    `vars(sys.modules[__name__])` (in a factory, its parameter's module for __name__)."""
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-        return value.func.id in ("globals", "vars")
-    return isinstance(value, ast.Attribute) and value.attr == "__dict__"
+        if value.func.id == "globals" and not value.args:
+            return True
+        if value.func.id == "vars" and len(value.args) == 1:
+            return _this_module(value.args[0], outer)
+        return False
+    return (
+        isinstance(value, ast.Attribute)
+        and value.attr == "__dict__"
+        and _this_module(value.value, outer)
+    )
+
+
+def _this_module(node: ast.expr, outer: str | None) -> bool:
+    """`sys.modules[__name__]` (or `sys.modules[outer]`)."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)):
+        return False
+    if node.value.attr != "modules":
+        return False
+    key = node.slice
+    key = getattr(key, "value", key) if type(key).__name__ == "Index" else key  # 3.8
+    return isinstance(key, ast.Name) and key.id in ("__name__", outer)
+
+
+def _own(node: FunctionDef) -> list[ast.AST]:
+    """The nodes of a function's body, not of the defs, classes and lambdas it holds."""
+    out: list[ast.AST] = []
+    todo: list[ast.AST] = list(node.body)
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        if not isinstance(current, (*FUNCTIONS, ast.ClassDef, ast.Lambda)):
+            todo += ast.iter_child_nodes(current)
+    return out
+
+
+def _stored(node: ast.AST) -> list[str]:
+    """The names a node binds: an assignment's, an augmented one's, a loop's, a with's,
+    an except's, a walrus's, an import's."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        return [node.id]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).partition(".")[0] for a in node.names]
+    return []
 
 
 _NONE: Allowed = (frozenset(), frozenset())
@@ -368,6 +470,9 @@ def _narrow(allowed: Allowed, taken: Allowed) -> Allowed:
         return allowed
     if allowed is None:
         return taken
+    if _qualified(allowed) != _qualified(taken):
+        # keys made of the module's name and plain names do not meet: the keys are kept
+        return allowed if _qualified(allowed) else taken
     names = {n for n in allowed[0] if n in taken[0] or n.startswith(tuple(taken[1]))}
     names |= {n for n in taken[0] if n.startswith(tuple(allowed[1]))}
     prefixes = {p for p in allowed[1] for q in taken[1] if p.startswith(q)} | {
@@ -378,3 +483,7 @@ def _narrow(allowed: Allowed, taken: Allowed) -> Allowed:
 
 def _text(node: ast.expr) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _qualified(allowed: Allowed) -> bool:
+    return allowed is not None and any(n.startswith(QUALIFIED) for n in allowed[0])

@@ -65,6 +65,8 @@ class _Walk:
         self.version = version
         self.limit, self.handler, self.lines = BLOCKS.get(version, (0, 0, False))
         self.reads = True  # whether expressions can hold what the compiler refuses
+        self.inside = 0  # the defs the statement stands in, however deep
+        self.classes = 0  # the class bodies
 
     def say(self, phase: int, node: ast.AST, message: str) -> None:
         self.found.append((phase, getattr(node, "lineno", 0), message))
@@ -86,12 +88,18 @@ class _Walk:
             self.signature(node)
             for expr in node.decorator_list + node.args.defaults:
                 self.expression(expr, function)
+            self.inside += 1
             self.body(node.body, node, loop=False, blocks=0)
+            self.inside -= 1
             return
         if isinstance(node, ast.ClassDef):
             for expr in node.bases + node.decorator_list:
                 self.expression(expr, function)
+            # a class body is no function's (return, yield); `nonlocal` there is another
+            # error (or none, in a def): not said
+            self.classes += 1
             self.body(node.body, None, loop=False, blocks=0)
+            self.classes -= 1
             return
         if isinstance(node, ast.Return) and function is None:
             self.say(1, node, "'return' outside function")
@@ -99,7 +107,7 @@ class _Walk:
             self.say(1, node, "'break' outside loop")
         elif isinstance(node, ast.Continue) and not loop:
             self.say(1, node, "'continue' not properly in loop")
-        elif isinstance(node, ast.Nonlocal) and function is None:
+        elif isinstance(node, ast.Nonlocal) and not (self.inside or self.classes):
             self.say(0, node, "nonlocal declaration not allowed at module level")
         elif (
             isinstance(node, ast.ImportFrom)

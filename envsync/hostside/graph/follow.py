@@ -299,7 +299,7 @@ class Follower:
     ) -> Values:
         """A function's body run as called from `site`: what it returns."""
         if len(frame.chain) >= DEPTH or self.runs >= RUNS:
-            self.exhausted = self.exhausted or self.runs >= RUNS
+            self.exhausted = True  # what lies deeper is not said
             return set()
         env = dict(fn.closure)
         env.update(self.bind(fn, args, kwargs))
@@ -489,10 +489,11 @@ def _may_leave(node: ast.stmt) -> bool:
         current = todo.pop()
         if isinstance(current, LEAVES):
             return True
+        # an except body and a match case are not statements, but hold them
         todo += [
             c
             for c in ast.iter_child_nodes(current)
-            if isinstance(c, ast.stmt) and not isinstance(c, (FUNCTIONS, ast.ClassDef))
+            if not isinstance(c, (FUNCTIONS, ast.ClassDef, ast.Lambda, ast.expr))
         ]
     return False
 
@@ -508,17 +509,20 @@ def follow(
     imports `allowed` (module: the context startup runs it in), `main` running as
     __main__ and, after its module, each function of `runs` (a console script's)."""
     follower = Follower(finder, allowed, set(targets), main)
-    for name in allowed:
-        follower.run_module(name)
-    for name, functions in sorted((runs or {}).items()):
-        module = follower.module(name)
-        if module is None:
-            continue
-        frame = Frame(module, allowed[name], ())
-        for function in functions:
-            site = (module.file, 0, f"{function}() (the console script calls it)")
-            for value in list(follower.run_module(name).get(function, ())):
-                follower.call(value, [], {}, frame, site)
+    try:
+        for name in allowed:
+            follower.run_module(name)
+        for name, functions in sorted((runs or {}).items()):
+            module = follower.module(name)
+            if module is None:
+                continue
+            frame = Frame(module, allowed[name], ())
+            for function in functions:
+                site = (module.file, 0, f"{function}() (the console script calls it)")
+                for value in list(follower.run_module(name).get(function, ())):
+                    follower.call(value, [], {}, frame, site)
+    except RecursionError:  # calls or expressions nested deeper than the stack: what was
+        follower.exhausted = True  # found holds, the rest is not said
     answers = {
         f"{module}:{line}": {"context": context, "chain": [list(site) for site in chain]}
         for (module, line), (context, chain) in sorted(follower.found.items())

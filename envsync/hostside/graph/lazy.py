@@ -237,7 +237,7 @@ class LazyExports:
         elif getattr_tables:
             # A module __getattr__ may compute other names than its table's: exact only
             # where each of its paths was read (answers.py: what else it answers for)
-            exact = self.answered
+            exact = self.answered and all(tables.lazy(n)["exact"] for n in getattr_tables)
             for name in getattr_tables:
                 names.update(tables.lazy(name)["names"])
                 names.update(tables.by_name.get(name, {}))
