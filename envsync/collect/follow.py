@@ -7,13 +7,13 @@ import json
 from dataclasses import dataclass
 
 from envsync.collect import ProbeOptions
+from envsync.collect.ask import ask
 from envsync.errors import DecodeError
 from envsync.hostside import protocol
 from envsync.hostside.shared import CONTEXTS
 from envsync.model.inventory import HostSpec
 from envsync.model.vocab import Context
-from envsync.runner import Runner, capped
-from envsync.runner.bundle import host_argv, host_input, marked
+from envsync.runner import Runner
 
 MARKER = protocol.FOLLOW_MARKER
 
@@ -49,14 +49,9 @@ def follow_calls(
         "allowed": [list(pair) for pair in asked.allowed],
         "targets": [list(pair) for pair in asked.targets],
     }
-    argv = host_argv(
-        host.python, protocol.FOLLOW, [json.dumps(payload)], cache_dir=options.cache_dir
+    answer = ask(
+        host, runner, options, protocol.FOLLOW, payload, MARKER, "the calls made at import"
     )
-    with capped():
-        result = runner.run(
-            argv, input=host_input(sealed=options.cache_dir != ""), timeout=options.timeout
-        )
-    answer = marked(result, MARKER, host.name, "the calls made at import")
     try:
         out: dict[tuple[str, int], Called] = {}
         for key, got in json.loads(answer)["answers"].items():

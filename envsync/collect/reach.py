@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from envsync.collect import ProbeOptions
+from envsync.collect.ask import ask
 from envsync.errors import DecodeError
 from envsync.hostside import protocol
 from envsync.model.inventory import HostSpec
 from envsync.model.vocab import Context
-from envsync.runner import Runner, capped
-from envsync.runner.bundle import host_argv, host_input, marked
+from envsync.runner import Runner
 
 MARKER = protocol.REACH_MARKER
 
@@ -72,14 +72,7 @@ def reach(
         "budget": budget,
         "grep": grep,
     }
-    argv = host_argv(
-        host.python, protocol.REACH, [json.dumps(payload)], cache_dir=options.cache_dir
-    )
-    with capped():
-        result = runner.run(
-            argv, input=host_input(sealed=options.cache_dir != ""), timeout=options.timeout
-        )
-    answer = marked(result, MARKER, host.name, "the reachability query")
+    answer = ask(host, runner, options, protocol.REACH, payload, MARKER, "the reachability query")
     try:
         data = json.loads(answer)
         reached = {name: _reached(name, got) for name, got in data["answers"].items()}

@@ -21,6 +21,7 @@ import ast
 from ..shared import CONTEXT_RANK, RUNS, weaker
 from .answers import answered, factories, literal_keys
 from .astutil import (
+    absolute_module,
     all_mutation,
     binds_dynamically,
     binds_globals,
@@ -235,12 +236,7 @@ class Analyser:
         return first[:STATEMENT_CHARS]
 
     def absolute(self, node: ast.ImportFrom) -> str:
-        if not node.level:
-            return node.module or ""
-        base = self.package
-        for _ in range(node.level - 1):
-            base = base.rpartition(".")[0]
-        return base + ("." + node.module if node.module else "") if base else (node.module or "")
+        return absolute_module(node, self.package)
 
     def add_edge(
         self,

@@ -409,3 +409,13 @@ def all_mutation(node: ast.stmt) -> list[str] | Literal[False] | None:
     if func.attr == "extend" and len(args) == 1:
         return literal_strings(args[0])
     return None
+
+
+def absolute_module(node: ast.ImportFrom, package: str) -> str:
+    """The absolute name of the module `from ... import` names, in `package`."""
+    if not node.level:
+        return node.module or ""
+    base = package
+    for _ in range(node.level - 1):
+        base = base.rpartition(".")[0]
+    return base + ("." + node.module if node.module else "") if base else (node.module or "")

@@ -25,7 +25,14 @@ import ast
 
 from ..facts.files import read_text
 from ..shared import CONTEXT_RANK, weaker
-from .astutil import guards_import, is_main_guard, is_try, is_type_checking, suppresses_import_error
+from .astutil import (
+    absolute_module,
+    guards_import,
+    is_main_guard,
+    is_try,
+    is_type_checking,
+    suppresses_import_error,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,12 +92,7 @@ class Module:
         return text[:STATEMENT_CHARS]
 
     def absolute(self, node: ast.ImportFrom) -> str:
-        if not node.level:
-            return node.module or ""
-        base = self.package
-        for _ in range(node.level - 1):
-            base = base.rpartition(".")[0]
-        return base + ("." + node.module if node.module else "") if base else (node.module or "")
+        return absolute_module(node, self.package)
 
 
 class Frame:
