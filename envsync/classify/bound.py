@@ -72,8 +72,8 @@ def getattr_answers(graph: StartupGraph, facts: ModuleFacts, name: str) -> bool 
     """Whether a module's __getattr__ answers for `name` (None: cannot tell), asking the
     factory its own was made by where it returns what that made."""
     found = facts.getattr
-    if found is None:  # none, or one envsync could not read
-        return None if facts.dynamic else False
+    if found is None:  # none (a lazy module's table says the rest; a module's own
+        return False  # unread __getattr__ is "cannot tell" before this is asked)
     if found.answers(name):
         return True
     if found.delegate is None:
