@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -245,6 +246,29 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def pair_findings(capsys: pytest.CaptureFixture[str], pair: Path, *args: str) -> dict[str, dict]:
+    """`envsync diff --format json` of a pair of venvs (`pair`/ref, `pair`/tgt) whose
+    service is `python -m svc.main`: the findings by subject (the diff exits 1 or 4)."""
+    inv = pair / "envsync.toml"
+    inv.write_text(
+        '[defaults]\nreference = "ref"\ntarget = "tgt"\nwatch = []\n'
+        '[service]\ncommand = ["{python}", "-m", "svc.main"]\n'
+        f'[hosts.ref]\npython = "{pair / "ref" / "bin" / "python"}"\n'
+        f'[hosts.tgt]\npython = "{pair / "tgt" / "bin" / "python"}"\n'
+    )
+    capsys.readouterr()
+    code, out, err = run_cli(
+        capsys, "--inventory", str(inv), "-q", "diff", "--format", "json", *args
+    )
+    assert code in (1, 4), err
+    return {f["subject"]: f for f in json.loads(out)["findings"]}
+
+
+def import_service(python: Path) -> subprocess.CompletedProcess[str]:
+    """A real `import svc.main` in `python`."""
+    return subprocess.run([str(python), "-c", "import svc.main"], capture_output=True, text=True)
 
 
 _EXAMPLES: dict[str, Path] = {}

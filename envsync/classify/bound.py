@@ -59,12 +59,10 @@ def _getattr_names(graph: StartupGraph, module: str, answers: Answers) -> set[st
         return None
     names = set(answers.names)
     if answers.delegate is not None:
-        where, function, made_for = answers.delegate
-        maker = graph.modules.get(where)
-        factory = maker.factories.get(function) if maker is not None else None
+        factory = _factory(graph, answers.delegate)
         if factory is None or factory.prefixes:
             return None
-        names |= factory.names_for(made_for)
+        names |= factory.names_for(answers.delegate[2])
     return names
 
 
@@ -78,7 +76,12 @@ def getattr_answers(graph: StartupGraph, facts: ModuleFacts, name: str) -> bool 
         return True
     if found.delegate is None:
         return False
-    where, function, made_for = found.delegate
+    factory = _factory(graph, found.delegate)
+    return None if factory is None else factory.answers_for(found.delegate[2], name)
+
+
+def _factory(graph: StartupGraph, delegate: tuple[str, str, str]) -> Answers | None:
+    """What the factory a module __getattr__ was made by answers for (None: unread)."""
+    where, function, _ = delegate
     maker = graph.modules.get(where)
-    factory = maker.factories.get(function) if maker is not None else None
-    return None if factory is None else factory.answers_for(made_for, name)
+    return maker.factories.get(function) if maker is not None else None

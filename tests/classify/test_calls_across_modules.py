@@ -14,14 +14,20 @@ source, line by line, written here.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.figures import add
-from tests.helpers import make_venv, make_wheel, pip_install, run_cli, site_packages
+from tests.helpers import (
+    import_service,
+    make_venv,
+    make_wheel,
+    pair_findings,
+    pip_install,
+    site_packages,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -131,25 +137,11 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _verdict(bed: Path, name: str, capsys: pytest.CaptureFixture[str], *args: str) -> dict:
-    pair = bed / name
-    inv = pair / "envsync.toml"
-    inv.write_text(
-        '[defaults]\nreference = "ref"\ntarget = "tgt"\nwatch = []\n'
-        '[service]\ncommand = ["{python}", "-m", "svc.main"]\n'
-        f'[hosts.ref]\npython = "{pair / "ref" / "bin" / "python"}"\n'
-        f'[hosts.tgt]\npython = "{pair / "tgt" / "bin" / "python"}"\n'
-    )
-    capsys.readouterr()
-    code, out, err = run_cli(
-        capsys, "--inventory", str(inv), "-q", "diff", "--format", "json", *args
-    )
-    assert code in (1, 4), err
-    return {f["subject"]: f for f in json.loads(out)["findings"]}["formparts"]
+    return pair_findings(capsys, bed / name, *args)["formparts"]
 
 
 def _start(bed: Path, name: str, side: str) -> subprocess.CompletedProcess[str]:
-    python = bed / name / side / "bin" / "python"
-    return subprocess.run([str(python), "-c", "import svc.main"], capture_output=True, text=True)
+    return import_service(bed / name / side / "bin" / "python")
 
 
 @pytest.mark.parametrize("name", ["made_here", "made_there"])

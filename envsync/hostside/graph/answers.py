@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import ast
 
+from .astutil import subscript_key
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, FrozenSet, Optional, Tuple, Union
@@ -432,8 +434,7 @@ def _this_module(node: ast.expr, outer: str | None) -> bool:
         return False
     if node.value.attr != "modules":
         return False
-    key = node.slice
-    key = getattr(key, "value", key) if type(key).__name__ == "Index" else key  # 3.8
+    key = subscript_key(node)
     return isinstance(key, ast.Name) and key.id in ("__name__", outer)
 
 
