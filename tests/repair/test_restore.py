@@ -175,13 +175,15 @@ def test_a_package_the_apply_brought_leaves_no_folder_that_would_import(
 # -- the restore interrupted -----------------------------------------------------------------
 
 
-def restoring_agent(timeout: float = 60) -> int:
-    """The pid of the agent process running a restore."""
+def restoring_agent(tgt: Path, timeout: float = 60) -> int:
+    """The pid of the agent process running a restore on `tgt` (this test's own: the
+    suite runs on several workers, and another test's restore is not this one's to kill)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
             with contextlib.suppress(OSError):
-                if b'"op": "restore"' in cmdline.read_bytes():
+                text = cmdline.read_bytes()
+                if b'"op": "restore"' in text and str(tgt).encode() in text:
                     return int(cmdline.parent.name)
         time.sleep(0.002)
     raise AssertionError("no agent ran a restore")
@@ -204,7 +206,7 @@ def test_the_agents_restore_killed_at_any_moment_is_completed_by_a_rerun(
     after = env_listing(tgt)
     data = site_packages(tgt) / "pkg" / "data"  # pkg 1.0's 1500 files, gone since the apply
     proc = envsync(inv, "rollback", "tgt")
-    pid = restoring_agent()
+    pid = restoring_agent(tgt)
     if moment == "comparing":
         time.sleep(0.3)
     elif moment == "staging":
@@ -260,7 +262,7 @@ def test_envsync_terminated_mid_rollback_then_rerun(
     before = env_listing(tgt)
     applied(inv, ref)
     proc = envsync(inv, "rollback", "tgt")
-    restoring_agent()
+    restoring_agent(tgt)
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
