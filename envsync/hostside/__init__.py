@@ -17,10 +17,11 @@ The rooms, each a package with its own list:
 At the top stand the programs (collect, importcheck, pipconfig, nativequery, reach, follow) and what
 everything shares: boot, protocol, shared.
 
-envsync itself may import only these: `shared` (redaction, names, the environment key,
-state paths, package files, temporary names, import contexts), `protocol` (program and
-operation names, markers), `boot` (the guard, the frame, the cache folder), and the pure
-parsers `dists` (metadata, RECORD, requires.txt), `machine` (nvidia-smi's output) and
-`gitindex` (a git index), and `native` (its package docstring says which of its modules);
-tests read the rest.
+envsync itself may import only these (tests/hostside/test_package.py holds it to this
+list): `shared` (redaction, names, the environment key, state paths, package files,
+temporary names, import contexts), `protocol` (program and operation names, markers),
+`boot` (the guard, the frame, the cache folder), `native.verdicts` (the loader's failure
+classes, which the snapshot decodes), and the caches' rules that envsync's own received
+copies follow too: `caches.store` (a cap, least recently used) and `caches.chunks`
+(content-defined chunks); tests read the rest.
 """

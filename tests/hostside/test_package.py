@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -110,6 +111,11 @@ def test_envsync_uses_the_host_side_only_through_its_face() -> None:
     assert set(used.values()) == FACE
     # the package itself is named too: bundle.py reads its sources to ship them
     assert "bundle.py" in "".join(used)
+    # and the package's docstring says the same list, no more
+    said = (hostside.__doc__ or "").partition("envsync itself may import only these")[2]
+    assert said and {name for name in FACE if f"`{name}`" not in said} == set()
+    named = set(re.findall(r"`([a-z_.]+)`", said))
+    assert named == FACE
 
 
 def test_no_module_of_the_host_side_is_over_600_lines() -> None:
