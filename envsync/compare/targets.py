@@ -27,10 +27,11 @@ from envsync.collect.identity import host_class
 from envsync.collect.importcheck import NO_IMPORT_CHECK, ImportCheck, check_imports
 from envsync.collect.native import Providers, reference_providers
 from envsync.compare import verdicts
+from envsync.compare.calls import asked_calls
 from envsync.compare.classes import HostClass, fold_reports
 from envsync.compare.gate import NodeFacts, node_facts, server_report
 from envsync.documents import check_writable
-from envsync.errors import CollectError, DecodeError, InputError, SnapshotError
+from envsync.errors import CollectError, InputError, SnapshotError
 from envsync.hostside.shared import LOADER_ENV
 from envsync.model.changes import differences
 from envsync.model.environment import ImportOutcome, Snapshot, Unavailable
@@ -207,8 +208,6 @@ def compare(
     not put down to a difference; the live reference is also asked which of its files
     define the symbols the target's native loads miss."""
     run = startup(target, snap)
-    collected = snap
-    snap, called = _called(target, snap, reference, run, runners)
     outcomes: list[ImportOutcome] = []
     theirs: list[ImportOutcome] | None = None
     if import_check.run:
@@ -238,14 +237,19 @@ def compare(
     asked = native_questions(reference, snap)
     if asked and reference_host is not None:
         providers = reference_providers(reference_host, runners(reference_host), reference, asked)
-    # without an import check (a live run), the same inputs give the report they gave
+    # without an import check (a live run), the same inputs give the report they gave:
+    # the calls made at import asked about too (the host's answer reads the files whose
+    # digests the snapshot holds), so a kept report asks nothing
     kept = not outcomes and theirs is None and target.options.cache_dir != ""
-    report = verdicts.once(
-        (reference, collected, run, providers, called) if kept else None,
-        lambda: classify(
-            reference, snap, differences(reference, snap), run, outcomes, theirs, providers
-        ),
-    )
+
+    def verdict() -> tuple[Report, bool]:
+        called, answered = asked_calls(target.spec, target.options, snap, reference, run, runners)
+        found = classify(
+            reference, called, differences(reference, called), run, outcomes, theirs, providers
+        )
+        return found, answered
+
+    report = verdicts.once((reference, snap, run, providers) if kept else None, verdict)
     notes = list(report.notes)
     if reference.source == "state":  # the target's own past: what arrived since, and when
         from envsync.sources.history import since_notes
@@ -255,44 +259,6 @@ def compare(
     if note:
         notes.append(note)
     return replace(report, notes=tuple(notes))
-
-
-def _called(
-    target: Target,
-    snap: Snapshot,
-    reference: Snapshot,
-    run: Startup,
-    runners: Callable[[HostSpec], Runner],
-) -> tuple[Snapshot, list[Any]]:
-    """The target with the imports in functions that calls made at import run, where a
-    live target has any of a module missing only there (envsync/classify/calls.py), and
-    the answers (to key the verdict by)."""
-    from envsync.classify.calls import might_call, missing_here, question, with_calls
-    from envsync.classify.engine import plain_graph
-    from envsync.classify.startup import Analysis
-    from envsync.collect.follow import follow_calls
-
-    spec, graph = target.spec, snap.startup
-    if spec is None or graph is None or not run.entrypoint:
-        return snap, []
-    missing = missing_here(graph, reference.startup)
-    if not might_call(graph, missing):
-        return snap, []
-    plain = plain_graph(graph)
-    analysis = Analysis(plain, run, run.command)
-    asked = None
-    if plain is not None and analysis.index is not None:
-        asked = question(plain, analysis.index, analysis.reached, missing)
-    if plain is None or asked is None:
-        return snap, []
-    try:
-        called = follow_calls(spec, runners(spec), target.options, asked)
-    except (CollectError, DecodeError):
-        return snap, []  # the question could not be answered: its imports stay "function"
-    if not called:
-        return snap, []
-    kept = sorted([*key, how.context, list(how.chain)] for key, how in called.items())
-    return replace(snap, startup=with_calls(plain, called)), kept
 
 
 # ---------------------------------------------------------------------------------------

@@ -129,14 +129,16 @@ def remember(found: str, report: Report) -> None:
     sweep_temps(str(where))
 
 
-def once(inputs: tuple[Any, ...] | None, compute: Callable[[], Report]) -> Report:
-    """The report of `inputs` as kept, or `compute()`d and kept (inputs None: not kept)."""
+def once(inputs: tuple[Any, ...] | None, compute: Callable[[], tuple[Report, bool]]) -> Report:
+    """The report of `inputs` as kept, or `compute()`d and kept (inputs None: not kept;
+    compute's second item False: this report is not to be kept, something it asked a host
+    went unanswered)."""
     found = key(*inputs) if inputs is not None else None
     if found is not None:
         kept = recall(found)
         if kept is not None:
             return kept
-    report = compute()
-    if found is not None:
+    report, keep = compute()
+    if found is not None and keep:
         remember(found, report)
     return report

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,7 +68,7 @@ class Counted:
 
 
 def _once(counted: Counted, *inputs: object) -> Report:
-    return verdicts.once(inputs, lambda: counted(*inputs))
+    return verdicts.once(inputs, lambda: (counted(*inputs), True))
 
 
 def test_the_same_inputs_give_the_kept_report() -> None:
@@ -177,6 +178,20 @@ def test_a_kept_report_that_does_not_read_back_is_computed_again(damage: bytes) 
     assert from_data(Report, json.loads(kept.read_text())["report"], "kept") == first
 
 
+def test_a_report_made_without_a_hosts_answer_is_never_kept() -> None:
+    """A question to the target left unanswered (the calls made at import, when its host
+    could not answer): the report is given, not kept, and asked again next time."""
+    counted = Counted()
+    inputs: tuple[object, ...] = (REFERENCE, TARGET, STARTUP, {})
+    for _ in range(2):
+        verdicts.once(inputs, lambda: (counted(*inputs), False))
+    assert counted.calls == 2
+    assert not list(wire.folder().glob("verdict-*.json"))
+    verdicts.once(inputs, lambda: (counted(*inputs), True))
+    _once(counted, *inputs)
+    assert counted.calls == 3
+
+
 def test_a_graph_without_a_digest_is_never_kept() -> None:
     counted = Counted()
     graph = _graph("c" * 32, "vllm")
@@ -196,17 +211,27 @@ def test_the_example_diff_is_classified_once_and_the_same(
 ) -> None:
     """The built-in example, diffed three times: the classifier runs on the first only,
     the reports are equal; --no-cache computes it again and agrees; a flag that changes
-    the startup (--grammar-backend none) is another verdict."""
+    the startup (--grammar-backend none) is another verdict. A kept verdict asks the
+    target nothing more (the calls made at import: soundfile is missing only on ct200,
+    and it reads the whole graph to ask about it)."""
     import envsync.compare.targets
 
     calls: list[int] = []
+    asked: list[int] = []
+    from envsync.compare.calls import asked_calls as real_asked
+
     real = envsync.compare.targets.classify
 
     def counted(*args: object, **kwargs: object) -> Report:
         calls.append(1)
         return real(*args, **kwargs)
 
+    def counted_asked(*args: Any, **kwargs: Any) -> Any:
+        asked.append(1)
+        return real_asked(*args, **kwargs)
+
     monkeypatch.setattr(envsync.compare.targets, "classify", counted)
+    monkeypatch.setattr(envsync.compare.targets, "asked_calls", counted_asked)
     text = (REPO / "examples" / "envsync.toml").read_text()
     inv = tmp_path / "envsync.toml"
     inv.write_text(
@@ -222,6 +247,7 @@ def test_the_example_diff_is_classified_once_and_the_same(
         assert code == 1, err
         reports.append(json.loads(out)["findings"])
     assert len(calls) == 2  # the first run and --no-cache
+    assert len(asked) == 2
     assert reports[0] == reports[1] == reports[2]
     assert {f["subject"]: f["severity"] for f in reports[0]}["xgrammar"] == "fatal"
     flagged = text.replace('"DFLASH"]', '"DFLASH", "--grammar-backend", "none"]')
