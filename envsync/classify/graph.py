@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -81,18 +82,29 @@ def _targets(
     """Modules an edge runs, in the order Python runs them: X's parent packages, X, then
     for `from X import Y` the submodule X.Y, or the submodule X's lazy table names for Y
     (`lookup`: several candidates, of which one runs, are each only "if")."""
-    parts = edge.module.split(".")
     context = edge.context
-    out: list[Target] = [(".".join(parts[: i + 1]), context) for i in range(len(parts))]
+    out: list[Target] = [(prefix, context) for prefix in _prefixes(edge.module)]
+    facts = modules.get(edge.module)
+    tabled = facts is not None and facts.lazy is not None  # only a lazy table has owners
     for name in edge.names:
         sub = f"{edge.module}.{name}"
-        if sub in modules and modules[sub].kind not in ("missing", "provided"):
+        found = modules.get(sub)
+        if found is not None and found.kind not in ("missing", "provided"):
             out.append((sub, context))
+            continue
+        if not tabled:
             continue
         owners = lookup(edge.module, name)
         for owner in owners:
             out.append((owner, context if len(owners) == 1 else weaker(context, "if")))
     return out
+
+
+@functools.lru_cache(maxsize=65536)
+def _prefixes(name: str) -> tuple[str, ...]:
+    """A module's parent packages and itself, outermost first (`a.b.c`: a, a.b, a.b.c)."""
+    parts = name.split(".")
+    return tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
 
 
 def _parents(name: str) -> list[str]:

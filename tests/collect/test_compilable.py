@@ -66,6 +66,16 @@ shapes = {
     "nonlocal-in-class": "class A:\n    nonlocal x\n",
     "fine": "def f():\n    yield 1\nasync def g():\n    await x\nfor i in x:\n"
     "    try:\n        break\n    finally:\n        pass\n",
+    # the words' lines are found as the tokenizer counts lines: a form feed ends none
+    "yield-after-form-feeds": "x = 1\n\x0c\ny = 2 \x0c z = 3\nw = (1,\n    (yield))\n",
+    "await-after-a-form-feed-in-a-string": "s = 'a\x0cb'\nt = f(1,\n  await x)\n",
+    "yield-after-carriage-returns": "x = 1\ry = 2\r\nz = (yield)\r\n",
+    "lambda-spread-over-lines": "f = g(1,\n  2,\n  lambda a,\n  a: 1)\n",
+    "duplicate-argument-over-lines": "def f(a,\n   b,\n   a):\n    pass\n",
+    "yield-in-a-decorator-line": "@d(\n  (yield))\ndef f():\n    pass\n",
+    "await-in-a-class-base": "class A(\n  B, await c):\n    pass\n",
+    "yield-in-an-except-type": "try:\n    pass\nexcept (\n  yield):\n    pass\n",
+    "await-in-a-with-item": "with (\n  await x):\n    pass\n",
 }
 for kind in ("for", "while", "with", "try"):
     for n in (19, 20, 21, 22, 23):

@@ -123,6 +123,8 @@ def literal_keys(tree: ast.Module) -> dict[str, list[str]]:
         for t in targets:
             if isinstance(t, ast.Name) and keys is not None:
                 out[t.id] = keys
+    if not out:
+        return out  # no table: nothing to check the whole module for
     changed = _changed(tree)
     return {name: keys for name, keys in out.items() if name not in changed}
 

@@ -14,6 +14,8 @@ said to be over the limit is over it on every interpreter.
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 import sys
 
 TYPE_CHECKING = False
@@ -38,18 +40,22 @@ BLOCKS = {
 }
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 EXPRESSION_WORDS = ("yield", "await", "lambda")
+WORDS = re.compile("|".join(EXPRESSION_WORDS))
 
 
 def compile_error(
     tree: ast.Module, text: str | None = None, version: tuple[int, int] | None = None
 ) -> SyntaxError | None:
     """The SyntaxError compiling `tree` (parsed from `text`) raises on Python `version`
-    (this one's), or None. Expressions are read only where `text` names what they can
-    hold (`yield`, `await`, `lambda`)."""
+    (this one's), or None. A statement's expressions are read only where its lines in
+    `text` name what they can hold (`yield`, `await`, `lambda`): a node's keyword is on
+    its statement's lines, and most statements have none (reading every expression of
+    every file cost a third of the time parsing takes)."""
     version = version or (sys.version_info[0], sys.version_info[1])
     found: Found = []
     walk = _Walk(found, version)
-    walk.reads = text is None or any(word in text for word in EXPRESSION_WORDS)
+    if text is not None and "\r" not in text:  # lines as the tokenizer counts them
+        walk.lines_named = lines_naming(text)
     walk.body(tree.body, None, loop=False, blocks=0)
     if not found:
         return None
@@ -59,12 +65,26 @@ def compile_error(
     return error
 
 
+def lines_naming(text: str) -> list[int]:
+    """The numbers of the lines that hold a word of EXPRESSION_WORDS, in order (lines end
+    at "\n" only: not at a form feed, which splitlines would take for one)."""
+    out: list[int] = []
+    line, at = 1, 0
+    for found in WORDS.finditer(text):
+        line += text.count("\n", at, found.start())
+        at = found.start()
+        if not out or out[-1] != line:
+            out.append(line)
+    return out
+
+
 class _Walk:
     def __init__(self, found: Found, version: tuple[int, int]) -> None:
         self.found = found
         self.version = version
         self.limit, self.handler, self.lines = BLOCKS.get(version, (0, 0, False))
-        self.reads = True  # whether expressions can hold what the compiler refuses
+        # the lines that name a word of EXPRESSION_WORDS (None: every line may)
+        self.lines_named: list[int] | None = None
         self.inside = 0  # the defs the statement stands in, however deep
         self.classes = 0  # the class bodies
 
@@ -87,14 +107,16 @@ class _Walk:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.signature(node)
             for expr in node.decorator_list + node.args.defaults:
-                self.expression(expr, function)
+                if self.reads(expr):  # a decorator stands on lines before the def's
+                    self.expression(expr, function)
             self.inside += 1
             self.body(node.body, node, loop=False, blocks=0)
             self.inside -= 1
             return
         if isinstance(node, ast.ClassDef):
             for expr in node.bases + node.decorator_list:
-                self.expression(expr, function)
+                if self.reads(expr):
+                    self.expression(expr, function)
             # a class body is no function's (return, yield); `nonlocal` there is another
             # error (or none, in a def): not said
             self.classes += 1
@@ -120,9 +142,11 @@ class _Walk:
         pushes = isinstance(node, (*LOOPS, ast.With, ast.AsyncWith)) or _is_try(node)
         if pushes and self.over(node, blocks + 1):
             return
+        reads = self.reads(node)
         for field, value in ast.iter_fields(node):
             if isinstance(value, ast.expr):
-                self.expression(value, function)
+                if reads:
+                    self.expression(value, function)
             elif isinstance(value, list) and value and isinstance(value[0], ast.stmt):
                 # a loop's body is in the loop (its else is not); a loop's, a with's, a
                 # try's body and a finally are one more nested block
@@ -131,33 +155,50 @@ class _Walk:
                 self.body(value, function, in_loop, blocks + 1 if deeper else blocks)
             elif isinstance(value, list):
                 for item in value:
-                    self.item(item, function, loop, blocks)
+                    self.item(item, function, loop, blocks, reads)
 
-    def item(self, item: object, function: Def, loop: bool, blocks: int) -> None:
+    def reads(self, node: ast.AST) -> bool:
+        """Whether the node's lines name a word its expressions' errors need."""
+        named = self.lines_named
+        if named is None:
+            return True
+        first = getattr(node, "lineno", None)
+        last = getattr(node, "end_lineno", None) or first
+        if first is None or last is None:
+            return True
+        at = bisect.bisect_left(named, first)
+        return at < len(named) and named[at] <= last
+
+    def item(self, item: object, function: Def, loop: bool, blocks: int, reads: bool) -> None:
         if isinstance(item, ast.ExceptHandler):
-            self.expression(item.type, function)
+            if reads:
+                self.expression(item.type, function)
             if not self.over(item, blocks + self.handler):
                 self.body(item.body, function, loop, blocks + self.handler)
         elif isinstance(item, ast.withitem):
-            self.expression(item.context_expr, function)
-        elif isinstance(item, ast.expr):
+            if reads:
+                self.expression(item.context_expr, function)
+        elif isinstance(item, ast.expr) and reads:
             self.expression(item, function)
 
     def signature(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        """A duplicate argument: from 3.10 on the error names the argument's line, before
+        that the def's (or the lambda's)."""
         spec = node.args
-        names = [a.arg for a in spec.posonlyargs + spec.args + spec.kwonlyargs]
-        names += [a.arg for a in (spec.vararg, spec.kwarg) if a is not None]
+        args = spec.posonlyargs + spec.args + spec.kwonlyargs
+        args += [a for a in (spec.vararg, spec.kwarg) if a is not None]
         seen: set[str] = set()
-        for name in names:
-            if name in seen:
-                self.say(0, node, f"duplicate argument '{name}' in function definition")
+        for arg in args:
+            if arg.arg in seen:
+                where = arg if self.version >= (3, 10) else node
+                self.say(0, where, f"duplicate argument '{arg.arg}' in function definition")
                 return
-            seen.add(name)
+            seen.add(arg.arg)
 
     def expression(self, node: ast.expr | None, function: Def) -> None:
         """`yield` and `await` outside a function, `await` outside an async one; a lambda
         is a function of its own (its arguments are read, its body is not)."""
-        if node is None or not self.reads:
+        if node is None:
             return
         todo: list[ast.AST] = [node]
         while todo:
