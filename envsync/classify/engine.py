@@ -9,6 +9,7 @@ from envsync import redact
 from envsync.classify.consistency import reconcile, settle
 from envsync.classify.facts import classify_fact, target_checks
 from envsync.classify.files import classify_commit, classify_file
+from envsync.classify.graph import GraphIndex
 from envsync.classify.launched import Startup
 from envsync.classify.native import apply_import_check as native_import_check
 from envsync.classify.native import native_findings
@@ -31,10 +32,15 @@ def classify(
     imports: Sequence[ImportOutcome] = (),
     reference_imports: Sequence[ImportOutcome] | None = None,
     providers: Providers | None = None,
+    index: GraphIndex | None = None,
 ) -> Report:
+    """`index`: the target's graph indexed already (its reachability computed), where the
+    calls made at import were asked about on that graph (compare/calls.py)."""
     blind = _no_startup(target, startup)
     graph = None if blind else plain_graph(target.startup)
-    analysis = Analysis(graph, startup, startup.command)
+    if index is not None and index.graph is not graph:
+        index = None  # another graph's
+    analysis = Analysis(graph, startup, startup.command, index)
     notes = [blind] if blind else []
     notes += _skipped(reference) + _skipped(target)
     side = ReferenceSide(reference)

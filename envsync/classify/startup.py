@@ -48,21 +48,6 @@ def site_roots(graph: StartupGraph | None) -> tuple[Root, ...]:
     return tuple(Root(module=m, reason=SITE_REASON, label="site") for m in graph.site)
 
 
-# The last graph indexed, by identity: the calls made at import are asked about on the
-# graph the classifier then reads (compare/targets.py _called), and its reachability
-# is computed once for both.
-_LAST: list[tuple[StartupGraph, frozenset[str], GraphIndex]] = []
-
-
-def index_of(graph: StartupGraph, governed: frozenset[str]) -> GraphIndex:
-    """The index of `graph` (the one made last when it is the same graph object)."""
-    if _LAST and _LAST[0][0] is graph and _LAST[0][1] == governed:
-        return _LAST[0][2]
-    index = GraphIndex(graph, governed)
-    _LAST[:] = [(graph, governed, index)]
-    return index
-
-
 class Analysis:
     """The target's startup graph under one set of launch flags."""
 
@@ -75,7 +60,7 @@ class Analysis:
     ):
         self.graph = graph
         self.env = frozenset(startup.env)
-        self.index = index or (index_of(graph, startup.governed()) if graph else None)
+        self.index = index or (GraphIndex(graph, startup.governed()) if graph else None)
         self.flags = parse_flags(command)
         roots = startup.roots(self.flags)
         self.roots = (site_roots(graph) + roots) if roots else ()

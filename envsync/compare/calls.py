@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from envsync.classify.launched import Startup
 from envsync.collect import ProbeOptions
@@ -13,6 +14,9 @@ from envsync.errors import CollectError, DecodeError
 from envsync.model.environment import Snapshot
 from envsync.model.inventory import HostSpec
 from envsync.runner import Runner
+
+if TYPE_CHECKING:
+    from envsync.classify.graph import GraphIndex
 
 
 def asked_calls(
@@ -22,12 +26,12 @@ def asked_calls(
     reference: Snapshot,
     run: Startup,
     runners: Callable[[HostSpec], Runner],
-) -> tuple[Snapshot, bool]:
+) -> tuple[Snapshot, bool, GraphIndex | None]:
     """The target with the imports in functions that calls made at import run, where a
-    live target has any of a module missing only there (envsync/classify/calls.py), and
+    live target has any of a module missing only there (envsync/classify/calls.py);
     whether the question, if any, was answered (a report made without its answer is not
-    kept). Its graph's modules are decoded once, and its reachability is the classifier's
-    (classify/startup.py index_of): what was read to ask is not read again to classify."""
+    kept); and the index of the graph it asked on, where that is the graph to classify
+    (its modules decoded, its reachability computed: not again to classify)."""
     from envsync.classify.calls import might_call, missing_here, question, with_calls
     from envsync.classify.engine import plain_graph
     from envsync.classify.startup import Analysis
@@ -35,24 +39,25 @@ def asked_calls(
 
     graph = snap.startup
     if spec is None or graph is None or not run.entrypoint:
-        return snap, True
+        return snap, True, None
     missing = missing_here(graph, reference.startup)
     if not might_call(graph, missing):
-        return snap, True
+        return snap, True, None
     plain = plain_graph(graph)
     if plain is None:
-        return snap, True
+        return snap, True, None
     snap = replace(snap, startup=plain)
     analysis = Analysis(plain, run, run.command)
+    index = analysis.index
     asked = None
-    if analysis.index is not None:
-        asked = question(plain, analysis.index, analysis.reached, missing)
+    if index is not None:
+        asked = question(plain, index, analysis.reached, missing)
     if asked is None:
-        return snap, True
+        return snap, True, index
     try:
         called = follow_calls(spec, runners(spec), options, asked)
     except (CollectError, DecodeError):
-        return snap, False  # the question could not be answered: its imports stay "function"
+        return snap, False, index  # not answered: its imports stay "function"
     if not called:
-        return snap, True
-    return replace(snap, startup=with_calls(plain, called)), True
+        return snap, True, index
+    return replace(snap, startup=with_calls(plain, called)), True, None

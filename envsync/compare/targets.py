@@ -243,10 +243,11 @@ def compare(
     kept = not outcomes and theirs is None and target.options.cache_dir != ""
 
     def verdict() -> tuple[Report, bool]:
-        called, answered = asked_calls(target.spec, target.options, snap, reference, run, runners)
-        found = classify(
-            reference, called, differences(reference, called), run, outcomes, theirs, providers
+        called, answered, index = asked_calls(
+            target.spec, target.options, snap, reference, run, runners
         )
+        diffs = differences(reference, called)
+        found = classify(reference, called, diffs, run, outcomes, theirs, providers, index)
         return found, answered
 
     report = verdicts.once((reference, snap, run, providers) if kept else None, verdict)

@@ -76,6 +76,12 @@ shapes = {
     "await-in-a-class-base": "class A(\n  B, await c):\n    pass\n",
     "yield-in-an-except-type": "try:\n    pass\nexcept (\n  yield):\n    pass\n",
     "await-in-a-with-item": "with (\n  await x):\n    pass\n",
+    # evaluated where the def, the class or the lambda is made
+    "yield-in-a-keyword-only-default": "def f(*, c=(yield)):\n    pass\n",
+    "await-in-a-class-keyword": "class A(metaclass=(await m)):\n    pass\n",
+    "yield-in-a-lambda-default": "f = lambda x=(yield): 1\n",
+    "await-in-a-lambda-keyword-default": "def g():\n    f = lambda *, x=(await y): 1\n",
+    "yield-in-a-lambda-body-is-its-own": "def g():\n    f = lambda: (yield)\n",
 }
 for kind in ("for", "while", "with", "try"):
     for n in (19, 20, 21, 22, 23):

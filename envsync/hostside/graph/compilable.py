@@ -106,7 +106,10 @@ class _Walk:
     def statement(self, node: ast.stmt, function: Def, loop: bool, blocks: int) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.signature(node)
-            for expr in node.decorator_list + node.args.defaults:
+            # what the enclosing scope evaluates: decorators, defaults (keyword-only too)
+            spec = node.args
+            evaluated = node.decorator_list + spec.defaults
+            for expr in evaluated + [d for d in spec.kw_defaults if d is not None]:
                 if self.reads(expr):  # a decorator stands on lines before the def's
                     self.expression(expr, function)
             self.inside += 1
@@ -114,7 +117,8 @@ class _Walk:
             self.inside -= 1
             return
         if isinstance(node, ast.ClassDef):
-            for expr in node.bases + node.decorator_list:
+            keywords = [k.value for k in node.keywords]  # metaclass=... too
+            for expr in node.bases + keywords + node.decorator_list:
                 if self.reads(expr):
                     self.expression(expr, function)
             # a class body is no function's (return, yield); `nonlocal` there is another
@@ -204,7 +208,9 @@ class _Walk:
         while todo:
             current = todo.pop()
             if isinstance(current, ast.Lambda):
-                self.signature(current)
+                self.signature(current)  # its defaults run where it is made, its body not
+                spec = current.args
+                todo += spec.defaults + [d for d in spec.kw_defaults if d is not None]
                 continue
             if isinstance(current, COMPREHENSIONS):
                 continue  # their own scopes, with rules of their own
