@@ -108,8 +108,7 @@ def _prefixes(name: str) -> tuple[str, ...]:
 
 
 def _parents(name: str) -> list[str]:
-    parts = name.split(".")
-    return [".".join(parts[: i + 1]) for i in range(len(parts) - 1)]
+    return list(_prefixes(name)[:-1])
 
 
 def seeds(graph: StartupGraph, root: Root) -> list[str]:

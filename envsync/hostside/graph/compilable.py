@@ -107,11 +107,8 @@ class _Walk:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.signature(node)
             # what the enclosing scope evaluates: decorators, defaults (keyword-only too)
-            spec = node.args
-            evaluated = node.decorator_list + spec.defaults
-            for expr in evaluated + [d for d in spec.kw_defaults if d is not None]:
-                if self.reads(expr):  # a decorator stands on lines before the def's
-                    self.expression(expr, function)
+            for expr in node.decorator_list + _defaults(node.args):
+                self.expression(expr, function)
             self.inside += 1
             self.body(node.body, node, loop=False, blocks=0)
             self.inside -= 1
@@ -119,8 +116,7 @@ class _Walk:
         if isinstance(node, ast.ClassDef):
             keywords = [k.value for k in node.keywords]  # metaclass=... too
             for expr in node.bases + keywords + node.decorator_list:
-                if self.reads(expr):
-                    self.expression(expr, function)
+                self.expression(expr, function)
             # a class body is no function's (return, yield); `nonlocal` there is another
             # error (or none, in a def): not said
             self.classes += 1
@@ -146,11 +142,9 @@ class _Walk:
         pushes = isinstance(node, (*LOOPS, ast.With, ast.AsyncWith)) or _is_try(node)
         if pushes and self.over(node, blocks + 1):
             return
-        reads = self.reads(node)
         for field, value in ast.iter_fields(node):
             if isinstance(value, ast.expr):
-                if reads:
-                    self.expression(value, function)
+                self.expression(value, function)
             elif isinstance(value, list) and value and isinstance(value[0], ast.stmt):
                 # a loop's body is in the loop (its else is not); a loop's, a with's, a
                 # try's body and a finally are one more nested block
@@ -159,10 +153,11 @@ class _Walk:
                 self.body(value, function, in_loop, blocks + 1 if deeper else blocks)
             elif isinstance(value, list):
                 for item in value:
-                    self.item(item, function, loop, blocks, reads)
+                    self.item(item, function, loop, blocks)
 
     def reads(self, node: ast.AST) -> bool:
-        """Whether the node's lines name a word its expressions' errors need."""
+        """Whether the node's lines name a word of EXPRESSION_WORDS (a node's keyword is on
+        its own lines: a decorator's stand before its def's)."""
         named = self.lines_named
         if named is None:
             return True
@@ -173,16 +168,14 @@ class _Walk:
         at = bisect.bisect_left(named, first)
         return at < len(named) and named[at] <= last
 
-    def item(self, item: object, function: Def, loop: bool, blocks: int, reads: bool) -> None:
+    def item(self, item: object, function: Def, loop: bool, blocks: int) -> None:
         if isinstance(item, ast.ExceptHandler):
-            if reads:
-                self.expression(item.type, function)
+            self.expression(item.type, function)
             if not self.over(item, blocks + self.handler):
                 self.body(item.body, function, loop, blocks + self.handler)
         elif isinstance(item, ast.withitem):
-            if reads:
-                self.expression(item.context_expr, function)
-        elif isinstance(item, ast.expr) and reads:
+            self.expression(item.context_expr, function)
+        elif isinstance(item, ast.expr):
             self.expression(item, function)
 
     def signature(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
@@ -201,16 +194,16 @@ class _Walk:
 
     def expression(self, node: ast.expr | None, function: Def) -> None:
         """`yield` and `await` outside a function, `await` outside an async one; a lambda
-        is a function of its own (its arguments are read, its body is not)."""
-        if node is None:
+        is a function of its own (its arguments are read, its body is not). Read only where
+        its lines name one of those words."""
+        if node is None or not self.reads(node):
             return
         todo: list[ast.AST] = [node]
         while todo:
             current = todo.pop()
             if isinstance(current, ast.Lambda):
                 self.signature(current)  # its defaults run where it is made, its body not
-                spec = current.args
-                todo += spec.defaults + [d for d in spec.kw_defaults if d is not None]
+                todo += _defaults(current.args)
                 continue
             if isinstance(current, COMPREHENSIONS):
                 continue  # their own scopes, with rules of their own
@@ -225,6 +218,11 @@ class _Walk:
 
 
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _defaults(spec: ast.arguments) -> list[ast.expr]:
+    """A def's or a lambda's defaults, keyword-only ones too: evaluated where it is made."""
+    return spec.defaults + [d for d in spec.kw_defaults if d is not None]
 
 
 def _is_try(node: ast.stmt) -> bool:
